@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The project's test command (README): set up what a fresh machine lacks, then
+# run every test of the workspace. CI (.ci/run) calls exactly this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+# shellcheck source=scripts/env.sh
+source scripts/env.sh
+
+echo "== workspace tests (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+cargo test --workspace --locked
+
+echo "== chain core with benchmarks and try-runtime checks"
+cargo test --locked -p iota-primitives -p pallet-iota --features runtime-benchmarks,try-runtime
+
+echo "== clippy (chain core, warnings are errors)"
+cargo clippy --locked -p iota-primitives -p pallet-iota --all-targets -- -D warnings
