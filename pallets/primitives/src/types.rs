@@ -1,0 +1,161 @@
+//! The protocol's vocabulary: stage and epoch ids, phases, statuses, the run config and content hashes.
+
+use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
+use scale_info::TypeInfo;
+use serde::{Deserialize, Serialize};
+
+/// Index of a pipeline stage: 0 is the head (embedding), `stages - 1` the tail (LM head and loss).
+pub type StageId = u16;
+
+/// An epoch is one optimizer step of the whole model (DESIGN §3): a quota of backward passes per stage,
+/// then one merge per stage. Stages advance their epoch independently; epoch `e` of the run is complete
+/// when every stage has committed its merge for `e`.
+pub type Epoch = u32;
+
+/// Validator weight for one miner, as in subtensor's `set_weights` (relative; normalised before use).
+pub type WeightValue = u16;
+
+/// BLAKE3 hash (32 bytes) of an object in the bucket: activations, gradients, shards, checkpoints.
+/// Only these hashes go on chain; the objects live in S3 (DESIGN §1).
+#[derive(
+	Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Encode, Decode, DecodeWithMemTracking,
+	MaxEncodedLen, TypeInfo, Serialize, Deserialize,
+)]
+pub struct ContentHash(pub [u8; 32]);
+
+impl ContentHash {
+	/// BLAKE3 of `bytes`.
+	pub fn of(bytes: &[u8]) -> Self {
+		Self(*blake3::hash(bytes).as_bytes())
+	}
+}
+
+impl core::fmt::Debug for ContentHash {
+	fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+		for b in self.0 {
+			write!(f, "{b:02x}")?;
+		}
+		Ok(())
+	}
+}
+
+impl core::fmt::Display for ContentHash {
+	fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+		core::fmt::Debug::fmt(self, f)
+	}
+}
+
+/// Phase of one stage within its epoch (DESIGN §3 step 6; per stage, never global - ref fault).
+#[derive(
+	Clone, Copy, PartialEq, Eq, Debug, Default, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen,
+	TypeInfo, Serialize, Deserialize,
+)]
+pub enum Phase {
+	/// Miners run forward and backward passes and accumulate gradients; weights are fixed.
+	#[default]
+	Training,
+	/// The quota is done: each miner uploads its accumulated gradient and sample count.
+	WeightsUploading,
+	/// Miners reduce their butterfly shards; ends when the orchestrator commits the merge manifest.
+	Merging,
+}
+
+/// Lifecycle of a miner record.
+#[derive(
+	Clone, Copy, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo,
+	Serialize, Deserialize,
+)]
+pub enum MinerStatus<BlockNumber> {
+	/// Holds a stage and receives work.
+	Active,
+	/// Asked to leave; stays in its stage until the stage's next merge commits its gradient, then unbonds.
+	Leaving,
+	/// Out of its stage; the bond is released by `withdraw_unbonded` at or after block `until`.
+	Unbonding {
+		/// First block at which the bond can be withdrawn.
+		until: BlockNumber,
+	},
+}
+
+/// Lifecycle of a validator record.
+#[derive(
+	Clone, Copy, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo,
+	Serialize, Deserialize,
+)]
+pub enum ValidatorStatus<BlockNumber> {
+	/// May submit spot-checks and weights; earns the validators' part of the emission.
+	Active,
+	/// Deregistered; the stake is released by `withdraw_unbonded` at or after block `until`.
+	Unbonding {
+		/// First block at which the stake can be withdrawn.
+		until: BlockNumber,
+	},
+}
+
+/// A validator's finding on one miner's sampled work (DESIGN §3 step 7).
+#[derive(
+	Clone, Copy, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo,
+	Serialize, Deserialize,
+)]
+pub enum Verdict {
+	/// The recomputation matched within tolerance.
+	Pass,
+	/// The recomputation did not match, or the miner's objects were missing: evidence of fraud.
+	Fail,
+}
+
+/// What the orchestrator reports about a stage when it asks to advance its phase. The chain cannot see
+/// the work itself; the numbers are recorded in the `PhaseAdvanced` event so validators can audit them
+/// against the pathway log.
+#[derive(
+	Clone, Copy, PartialEq, Eq, Debug, Default, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen,
+	TypeInfo, Serialize, Deserialize,
+)]
+pub struct StageReport {
+	/// Backward passes this stage completed in the current epoch.
+	pub backward_done: u32,
+	/// Miners of this stage whose accumulated gradient is uploaded (counts in `WeightsUploading`).
+	pub gradients_submitted: u32,
+}
+
+/// The run's configuration, set at genesis and by root (`set_run_config`). Block counts are in blocks,
+/// balances in the chain's smallest unit, shares in parts per billion ([`crate::PPB`]).
+#[derive(
+	Clone, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Serialize,
+	Deserialize,
+)]
+pub struct RunConfig<Balance, BlockNumber> {
+	/// BLAKE3 of the model config every miner must build (preset, shapes, cuts, init seed).
+	pub model_hash: ContentHash,
+	/// Number of pipeline stages (at least 1).
+	pub stages: StageId,
+	/// Bottleneck width `b` at every stage cut (DESIGN §5), in channels.
+	pub bottleneck_width: u32,
+	/// Backward passes per stage per epoch before the stage merges (the epoch's sample quota).
+	pub backward_quota: u32,
+	/// Off-chain lease on a work item, in seconds (default 60; DESIGN §3 step 3).
+	pub lease_timeout_secs: u32,
+	/// Blocks a stage may stay in one phase before the timeout fallback applies ([`crate::next_phase`]).
+	pub phase_timeout: BlockNumber,
+	/// Balance minted per finalized epoch and split between miners and validators.
+	pub emission_per_epoch: Balance,
+	/// Validators' share of each epoch's emission, in parts per billion.
+	pub validator_share_ppb: u32,
+	/// Bond a miner holds while registered.
+	pub miner_bond: Balance,
+	/// Minimum stake to register as a validator.
+	pub min_validator_stake: Balance,
+	/// Blocks between leaving and being able to withdraw a bond or stake (fraud can still be proven).
+	pub unbonding_period: BlockNumber,
+	/// Blocks after an epoch completes during which validators may still set weights, before it can be
+	/// finalized.
+	pub scoring_window: BlockNumber,
+	/// Minimum blocks between two `set_weights` calls of one validator.
+	pub weights_rate_limit: BlockNumber,
+	/// Lowest weights version key accepted (subtensor's `version_key`): validators on older scoring code
+	/// are refused.
+	pub weights_version: u64,
+	/// Share of active validator stake whose `Fail` verdicts on one (epoch, miner) slash the miner's
+	/// bond, in parts per billion.
+	pub slash_quorum_ppb: u32,
+}
