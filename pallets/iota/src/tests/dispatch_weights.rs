@@ -1,0 +1,66 @@
+//! Every call's dispatch weight comes from `WeightInfo`, and the weights are sane.
+
+use super::*;
+use crate::weights::WeightInfo;
+use polkadot_sdk::frame_support::{dispatch::GetDispatchInfo, traits::Get, weights::Weight};
+
+type W = ();
+type MaxStages = <Test as crate::Config>::MaxStages;
+type MaxMiners = <Test as crate::Config>::MaxMiners;
+type MaxValidators = <Test as crate::Config>::MaxValidators;
+
+fn weight_of(call: crate::Call<Test>) -> Weight {
+	call.get_dispatch_info().call_weight
+}
+
+#[test]
+fn dispatch_weights_come_from_weight_info() {
+	let cfg = run_config();
+	let m = manifest(3, 100);
+	let w = weights(&[(21, 1), (22, 1)]);
+	let cases: Vec<(crate::Call<Test>, Weight)> = vec![
+		(crate::Call::register_miner {}, W::register_miner(MaxStages::get())),
+		(crate::Call::register_validator { stake: 1 }, W::register_validator()),
+		(crate::Call::deregister {}, W::deregister()),
+		(crate::Call::withdraw_unbonded {}, W::withdraw_unbonded()),
+		(crate::Call::advance_phase { stage: 0, epoch: 0, report: report(1, 1) }, W::advance_phase()),
+		(crate::Call::commit_merge { stage: 0, epoch: 0, manifest: m }, W::commit_merge(3)),
+		(
+			crate::Call::submit_spot_check {
+				epoch: 0,
+				miner: 1,
+				verdict: Verdict::Pass,
+				evidence: ContentHash::default(),
+			},
+			W::submit_spot_check(MaxValidators::get()),
+		),
+		(crate::Call::set_weights { epoch: 0, weights: w, version_key: 1 }, W::set_weights(2)),
+		(crate::Call::finalize_epoch { epoch: 0 }, W::finalize_epoch(MaxMiners::get(), MaxValidators::get())),
+		(crate::Call::set_run_config { config: cfg }, W::set_run_config()),
+		(crate::Call::set_orchestrator { who: 1 }, W::set_orchestrator()),
+	];
+	for (call, expected) in cases {
+		assert_eq!(weight_of(call.clone()), expected, "{call:?}");
+	}
+}
+
+#[test]
+fn weights_are_sane() {
+	// Every call fits comfortably in a 2-second block (ref time) and 5 MiB of proof.
+	let limit = Weight::from_parts(2_000_000_000_000 / 4, 5 * 1024 * 1024);
+	let worst = [
+		W::register_miner(8),
+		W::commit_merge(6),
+		W::submit_spot_check(8),
+		W::set_weights(32),
+		W::finalize_epoch(32, 8),
+	];
+	for w in worst {
+		assert!(w.all_lt(limit), "{w:?}");
+		assert!(w.ref_time() > 0);
+	}
+	// Weights grow with their components.
+	assert!(W::set_weights(32).all_gt(W::set_weights(1)));
+	assert!(W::finalize_epoch(32, 8).all_gt(W::finalize_epoch(1, 1)));
+	assert!(W::commit_merge(6).all_gt(W::commit_merge(1)));
+}
