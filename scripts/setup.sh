@@ -18,3 +18,23 @@ done
 for c in rust-src clippy; do
 	have_component "$c" || rustup component add "$c"
 done
+
+# --- iota-storage: moto S3 server for the storage conformance tests -------------
+# A second S3 implementation nobody here wrote (offchain/storage/tests). Installed
+# into a project-local venv (.venv/, git-ignored). Best effort: if this fails the
+# moto tests are skipped with a printed reason, and setup carries on.
+MOTO_VERSION="5.2.5"
+moto_venv="$(cd "$(dirname "$0")/.." && pwd)/.venv"
+if [ -x "$moto_venv/bin/moto_server" ] && "$moto_venv/bin/python" -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null; then
+	: # already installed at the pinned version
+elif command -v python3 >/dev/null 2>&1; then
+	if { [ -x "$moto_venv/bin/python" ] || python3 -m venv "$moto_venv"; } \
+		&& "$moto_venv/bin/python" -m pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"; then
+		echo "moto $MOTO_VERSION installed in $moto_venv"
+	else
+		echo "WARNING: could not install moto[server]==$MOTO_VERSION into $moto_venv; storage tests against moto will be skipped" >&2
+	fi
+else
+	echo "WARNING: python3 not found; storage tests against moto will be skipped" >&2
+fi
+# --- end iota-storage ----------------------------------------------------------------
