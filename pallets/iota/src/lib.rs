@@ -490,12 +490,12 @@ pub mod pallet {
 			Ok(())
 		}
 
-		/// Orchestrator only: commit the merge of `stage` for `epoch` (the stage must be Merging). The
-		/// manifest must have `n(n-1)/2` shards for its `n` members. The stage returns to Training at
+		/// Orchestrator only: commit the merge of `stage` for `epoch` (the stage must be Merging). Charged
+		/// at the worst case (a full stage). The manifest must have `n(n-1)/2` shards for its `n` members. The stage returns to Training at
 		/// `epoch + 1`, miners that asked to leave start unbonding, and when this was the last stage to
 		/// merge `epoch`, the epoch completes. Emits `MergeCommitted` (and `EpochCompleted`).
 		#[pallet::call_index(5)]
-		#[pallet::weight(T::WeightInfo::commit_merge(manifest.shards.len() as u32))]
+		#[pallet::weight(T::WeightInfo::commit_merge(T::MaxMinersPerStage::get()))]
 		pub fn commit_merge(
 			origin: OriginFor<T>,
 			stage: StageId,

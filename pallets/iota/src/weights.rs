@@ -7,7 +7,7 @@
 //! (node built with `--features runtime-benchmarks`) once the node lands. The benchmarks themselves
 //! (`benchmarking.rs`) run as unit tests today.
 //!
-//! Components: `s` stages, `n` shards of a merge, `v` validators, `w` weight entries, `m` miners.
+//! Components: `s` stages, `m` members of a merge, `v` validators, `w` weight entries, `m` miners.
 
 #![allow(unused_parens, unused_imports, missing_docs)]
 
@@ -24,7 +24,7 @@ pub trait WeightInfo {
 	fn deregister() -> Weight;
 	fn withdraw_unbonded() -> Weight;
 	fn advance_phase() -> Weight;
-	fn commit_merge(n: u32) -> Weight;
+	fn commit_merge(m: u32) -> Weight;
 	fn submit_spot_check(v: u32) -> Weight;
 	fn set_weights(w: u32) -> Weight;
 	fn finalize_epoch(m: u32, v: u32) -> Weight;
@@ -65,12 +65,16 @@ macro_rules! impl_weights {
 		}
 		/// Storage: Orchestrator, RunConfiguration, Stages (all), StageMembers, Miners (per member),
 		/// EpochSeeds, EpochCompletedAt, Randomness. Writes: StageMembers, Miners (leaving members),
-		/// MergeManifests, Stages, EpochSeeds, EpochCompletedAt. The manifest grows with `n` shards.
-		fn commit_merge(n: u32) -> Weight {
+		/// MergeManifests, Stages, EpochSeeds, EpochCompletedAt. `m` members, `m(m-1)/2` shards.
+		fn commit_merge(m: u32) -> Weight {
+			let shards = u64::from(m).saturating_mul(u64::from(m).saturating_sub(1)) / 2;
 			Weight::from_parts(120_000_000, 20_000)
-				.saturating_add(Weight::from_parts(900_000, 170).saturating_mul(n.into()))
-				.saturating_add($db.reads(60_u64))
-				.saturating_add($db.writes(22_u64))
+				.saturating_add(Weight::from_parts(900_000, 170).saturating_mul(shards))
+				.saturating_add(Weight::from_parts(8_000_000, 2_600).saturating_mul(m.into()))
+				.saturating_add($db.reads(12_u64))
+				.saturating_add($db.reads((1_u64).saturating_mul(m.into())))
+				.saturating_add($db.writes(6_u64))
+				.saturating_add($db.writes((1_u64).saturating_mul(m.into())))
 		}
 		/// Storage: RunConfiguration, Validators (v, for the quorum), Miners, Stages (all), SpotChecks,
 		/// Holds + Account on a slash. Writes: SpotChecks, and on a slash Holds, Account, StageMembers,

@@ -85,7 +85,7 @@ pub fn shard_range(index: u32, shards: u32, len: u64) -> (u64, u64) {
 	}
 	let at = |k: u32| -> u64 {
 		// k·len/K with k ≤ K, computed in u128 so it cannot overflow and is exact.
-		let v = u128::from(k).saturating_mul(u128::from(len)) / u128::from(shards);
+		let v = u128::from(k).saturating_mul(u128::from(len)).checked_div(u128::from(shards)).unwrap_or(0);
 		u64::try_from(v).unwrap_or(len)
 	};
 	(at(index), at(index.saturating_add(1)))

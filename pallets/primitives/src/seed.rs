@@ -33,11 +33,11 @@ impl SeededRng {
 		if n == 0 {
 			return 0;
 		}
-		let threshold = n.wrapping_neg().wrapping_rem(n);
+		let threshold = n.wrapping_neg().checked_rem(n).unwrap_or(0);
 		loop {
 			let x = self.next_u64();
 			if x >= threshold {
-				return x.wrapping_rem(n);
+				return x.checked_rem(n).unwrap_or(0);
 			}
 		}
 	}

@@ -92,7 +92,7 @@ proptest! {
 		let budget = honest_stake * 49 / 51;
 		let mut votes: Vec<(u32, u128)> = honest.iter().map(|&(v, s)| (v, u128::from(s))).collect();
 		for &(v, s) in &attackers {
-			let scaled = if attack_raw == 0 { 0 } else { u128::from(s) * budget / attack_raw };
+			let scaled = (u128::from(s) * budget).checked_div(attack_raw).unwrap_or(0);
 			votes.push((v, scaled));
 		}
 		let lo = honest.iter().map(|&(v, _)| v).min().unwrap();

@@ -24,7 +24,7 @@ fn dispatch_weights_come_from_weight_info() {
 		(crate::Call::deregister {}, W::deregister()),
 		(crate::Call::withdraw_unbonded {}, W::withdraw_unbonded()),
 		(crate::Call::advance_phase { stage: 0, epoch: 0, report: report(1, 1) }, W::advance_phase()),
-		(crate::Call::commit_merge { stage: 0, epoch: 0, manifest: m }, W::commit_merge(3)),
+		(crate::Call::commit_merge { stage: 0, epoch: 0, manifest: m }, W::commit_merge(<Test as crate::Config>::MaxMinersPerStage::get())),
 		(
 			crate::Call::submit_spot_check {
 				epoch: 0,
@@ -50,7 +50,7 @@ fn weights_are_sane() {
 	let limit = Weight::from_parts(2_000_000_000_000 / 4, 5 * 1024 * 1024);
 	let worst = [
 		W::register_miner(8),
-		W::commit_merge(6),
+		W::commit_merge(4),
 		W::submit_spot_check(8),
 		W::set_weights(32),
 		W::finalize_epoch(32, 8),
@@ -62,5 +62,5 @@ fn weights_are_sane() {
 	// Weights grow with their components.
 	assert!(W::set_weights(32).all_gt(W::set_weights(1)));
 	assert!(W::finalize_epoch(32, 8).all_gt(W::finalize_epoch(1, 1)));
-	assert!(W::commit_merge(6).all_gt(W::commit_merge(1)));
+	assert!(W::commit_merge(4).all_gt(W::commit_merge(1)));
 }
