@@ -511,7 +511,15 @@ impl ObjectStore {
         }
         let mut buf = BytesMut::with_capacity(announced.unwrap_or(0) as usize);
         loop {
-            match body.next().await {
+            // The SDK's attempt timeout ends when the response head arrives; a body that stops
+            // flowing is caught here.
+            let next = tokio::time::timeout(self.config.attempt_timeout, body.next())
+                .await
+                .map_err(|_| StorageError::Timeout {
+                    key: key.into(),
+                    after: self.config.attempt_timeout,
+                })?;
+            match next {
                 None => break,
                 Some(Ok(chunk)) => {
                     buf.extend_from_slice(&chunk);

@@ -101,7 +101,9 @@ pub struct StoreConfig {
     /// Largest object this client writes or reads (bytes; default 4 GiB). Protects memory against a
     /// hostile or broken peer announcing a huge object.
     pub max_object_size: u64,
-    /// Timeout of one attempt of one request, including the body transfer (default 120 s).
+    /// Timeout of one attempt of one request (default 120 s). [`crate::PresignedHttp`] applies it to the
+    /// whole request, body included; [`crate::ObjectStore`] to the request up to the response head, and
+    /// then to each wait for the next chunk of a downloaded body (a body that stops flowing fails).
     pub attempt_timeout: Duration,
     /// Timeout for establishing a connection (default 5 s).
     pub connect_timeout: Duration,
@@ -153,7 +155,8 @@ impl StoreConfig {
     ///
     /// # Errors
     /// [`StorageError::Config`] naming the bad field: empty bucket, `part_size` below [`MIN_PART_SIZE`],
-    /// `multipart_threshold` below `part_size`... a zero `part_concurrency` or `retry.max_attempts`.
+    /// `multipart_threshold` below `part_size`, a zero `part_concurrency` or `retry.max_attempts`, or
+    /// `max_object_size` needing more than 10,000 parts of `part_size`.
     pub fn validate(&self) -> Result<()> {
         let fail = |m: String| Err(StorageError::Config(m));
         if self.bucket.is_empty() {
@@ -169,6 +172,12 @@ impl StoreConfig {
             return fail(format!(
                 "multipart_threshold {} bytes is below part_size {} bytes",
                 self.multipart_threshold, self.part_size
+            ));
+        }
+        if self.max_object_size.div_ceil(self.part_size) > 10_000 {
+            return fail(format!(
+                "max_object_size {} bytes needs more than 10,000 parts of {} bytes (the S3 limit)",
+                self.max_object_size, self.part_size
             ));
         }
         if self.part_concurrency == 0 || self.retry.max_attempts == 0 {
@@ -213,6 +222,9 @@ mod tests {
         let mut c = ok.clone();
         c.bucket.clear();
         assert!(matches!(c.validate(), Err(StorageError::Config(m)) if m.contains("bucket")));
+        let mut c = ok.clone();
+        c.max_object_size = 10_001 * c.part_size;
+        assert!(matches!(c.validate(), Err(StorageError::Config(m)) if m.contains("10,000 parts")));
         let mut c = ok;
         c.multipart_threshold = MIN_PART_SIZE;
         c.part_size = 2 * MIN_PART_SIZE;

@@ -212,6 +212,12 @@ impl PresignedHttp {
                         });
                     }
                 }
+                Err(e) if e.is_timeout() => {
+                    return Err(StorageError::Timeout {
+                        key: what.into(),
+                        after: self.attempt_timeout,
+                    })
+                }
                 Err(e) => {
                     let received = buf.len() as u64;
                     return Err(match announced {

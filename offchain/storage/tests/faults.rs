@@ -213,3 +213,25 @@ async fn announced_size_over_the_limit_is_refused_before_reading() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn a_body_that_stops_flowing_times_out() {
+    let stall = Reply::Stall {
+        announced: 1000,
+        body: vec![1u8; 100],
+    };
+    let server = Scripted::start(vec![stall.clone()]).await;
+    let http = PresignedHttp::new(quick_retry(1), Duration::from_millis(300), 1 << 20).unwrap();
+    let err = http
+        .get(&presigned_get(&server), &ContentHash::of(b""))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StorageError::Timeout { .. }), "{err:?}");
+
+    let server = Scripted::start(vec![stall]).await;
+    let store = store_for(&server, 1, Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let err = store.get("key", &ContentHash::of(b"")).await.unwrap_err();
+    assert!(matches!(err, StorageError::Timeout { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

@@ -1,9 +1,10 @@
 //! `iota-storage-bench`: throughput and latency of the embedded S3 server, as ratios to local file copy.
 //!
 //! Measures, in one run on one machine:
-//! - PUT and GET throughput (MiB/s) of 1 MiB and 16 MiB objects through the embedded server with
-//!   [`ObjectStore`] (hash computed on PUT and checked on GET, as in production), and the throughput of
-//!   copying the same bytes between two local files (`std::fs::copy`, page cache) as the baseline;
+//! - PUT and GET throughput (MiB/s) of 1 MiB and 16 MiB objects through the embedded server, with
+//!   [`ObjectStore`] (the orchestrator's path) and with presigned URLs and [`PresignedHttp`] (the miners'
+//!   path), hash computed on PUT and checked on GET as in production; the baseline is copying the same
+//!   bytes between two local files (`std::fs::copy`, through the page cache) in the same run;
 //! - p50/p99 latency of a 256 KiB activation round trip (PUT then verified GET), through the SDK client
 //!   and through presigned URLs with [`PresignedHttp`] (the miner's path; signing is not timed).
 //!
@@ -81,9 +82,10 @@ async fn main() -> anyhow::Result<()> {
         dir.display()
     );
     println!();
+    println!("Throughput, MiB/s (ratio to local file copy of the same bytes in parentheses):");
     println!(
-        "{:<8} {:>6} {:>14} {:>11} {:>11} {:>10} {:>10}",
-        "size", "count", "file copy", "PUT", "GET", "PUT/copy", "GET/copy"
+        "{:<7} {:>5} {:>10} | {:>17} {:>17} | {:>17} {:>17}",
+        "size", "count", "file copy", "SDK PUT", "SDK GET", "presigned PUT", "presigned GET"
     );
 
     for (size, iters) in [
@@ -103,30 +105,60 @@ async fn main() -> anyhow::Result<()> {
         }
         let copy = mib_per_s(total, t.elapsed());
 
-        let key = |i: usize| format!("v1/runs/bench/orchestrator/reports/s{size}-{i}");
+        let key =
+            |path: &str, i: usize| format!("v1/runs/bench/orchestrator/reports/{path}{size}-{i}");
         let warm = store.put("warm", data.clone()).await?;
         store.get("warm", &warm.hash).await?;
-        let t = Instant::now();
-        let mut hash = warm.hash;
-        for i in 0..iters {
-            hash = store.put(&key(i), data.clone()).await?.hash;
-        }
-        let put = mib_per_s(total, t.elapsed());
+        let hash = warm.hash;
+
+        // SDK client (the orchestrator's path).
         let t = Instant::now();
         for i in 0..iters {
-            let got = store.get(&key(i), &hash).await?;
-            anyhow::ensure!(got.len() == size, "short read");
+            store.put(&key("s", i), data.clone()).await?;
         }
-        let get = mib_per_s(total, t.elapsed());
+        let sdk_put = mib_per_s(total, t.elapsed());
+        let t = Instant::now();
+        for i in 0..iters {
+            store.get(&key("s", i), &hash).await?;
+        }
+        let sdk_get = mib_per_s(total, t.elapsed());
+
+        // Presigned URLs (the miners' and validators' path); signing is done before timing.
+        let mut puts = Vec::with_capacity(iters);
+        let mut gets = Vec::with_capacity(iters);
+        for i in 0..iters {
+            puts.push(
+                store
+                    .presign_put(&key("p", i), Duration::from_secs(600))
+                    .await?,
+            );
+            gets.push(
+                store
+                    .presign_get(&key("p", i), Duration::from_secs(600))
+                    .await?,
+            );
+        }
+        let t = Instant::now();
+        for p in &puts {
+            http.put(p, data.clone()).await?;
+        }
+        let url_put = mib_per_s(total, t.elapsed());
+        let t = Instant::now();
+        for g in &gets {
+            http.get(g, &hash).await?;
+        }
+        let url_get = mib_per_s(total, t.elapsed());
+
+        let cell = |v: f64| format!("{v:>7.0} ({:>6.3})", v / copy);
         println!(
-            "{:<8} {:>6} {:>9.0} MiB/s {:>5.0} MiB/s {:>5.0} MiB/s {:>10.3} {:>10.3}",
+            "{:<7} {:>5} {:>10.0} | {:>17} {:>17} | {:>17} {:>17}",
             format!("{} MiB", size as u64 / MIB),
             iters,
             copy,
-            put,
-            get,
-            put / copy,
-            get / copy
+            cell(sdk_put),
+            cell(sdk_get),
+            cell(url_put),
+            cell(url_get)
         );
     }
 

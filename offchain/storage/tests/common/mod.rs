@@ -187,6 +187,8 @@ pub enum Reply {
     Truncated { announced: usize, body: Vec<u8> },
     /// Never answers (holds the connection for 60 s).
     Hang,
+    /// Announces `Content-Length: announced`, sends `body` (shorter), then holds the connection for 60 s.
+    Stall { announced: usize, body: Vec<u8> },
 }
 
 impl Reply {
@@ -253,6 +255,14 @@ impl Scripted {
                             let _ = sock.write_all(&body).await;
                         }
                         Reply::Hang => tokio::time::sleep(Duration::from_secs(60)).await,
+                        Reply::Stall { announced, body } => {
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: {announced}\r\nConnection: close\r\n\r\n"
+                            );
+                            let _ = sock.write_all(head.as_bytes()).await;
+                            let _ = sock.write_all(&body).await;
+                            tokio::time::sleep(Duration::from_secs(60)).await;
+                        }
                     }
                     let _ = sock.shutdown().await;
                 });
