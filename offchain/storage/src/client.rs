@@ -561,7 +561,9 @@ impl ObjectStore {
     /// Size and recorded hash of an object.
     ///
     /// # Errors
-    /// [`StorageError::NotFound`], or the request's error.
+    /// [`StorageError::NotFound`], or the request's error. A HEAD response has no body, so S3 cannot say
+    /// why it answered 403: refused credentials show as [`StorageError::AccessDenied`] here, not
+    /// [`StorageError::InvalidCredentials`].
     pub async fn head(&self, key: &str) -> Result<ObjectMeta> {
         let out = self
             .client

@@ -60,6 +60,15 @@ async fn put_get_head_list_delete(t: &Target) {
         3
     );
 
+    // The streaming writer below the multipart threshold is a single PUT with the same result.
+    let r2 = s
+        .put_reader(&k2, std::io::Cursor::new(data.to_vec()))
+        .await
+        .unwrap();
+    assert_eq!((r2.size, r2.hash), (r.size, r.hash));
+    assert_eq!(s.get(&k2, &r.hash).await.unwrap(), data);
+    s.put(&k2, Bytes::new()).await.unwrap();
+
     // An empty object round-trips too.
     assert_eq!(s.get(&k2, &ContentHash::of(b"")).await.unwrap().len(), 0);
 
