@@ -19,6 +19,15 @@ for c in rust-src clippy; do
 	have_component "$c" || rustup component add "$c"
 done
 
+# C toolchain for -sys crates built for the WASM runtime (secp256k1-sys needs clang).
+apt_install() {
+	local sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	$sudo apt-get install -y --no-install-recommends "$@" >/dev/null 2>&1 ||
+		{ $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends "$@"; }
+}
+command -v clang >/dev/null 2>&1 || apt_install clang
+
 # --- iota-storage: moto S3 server for the storage conformance tests -------------
 # A second S3 implementation nobody here wrote (offchain/storage/tests). Installed
 # into a project-local venv (.venv/, git-ignored). Best effort: if this fails the

@@ -15,5 +15,8 @@ cargo test --workspace --locked
 echo "== chain core with benchmarks and try-runtime checks"
 cargo test --locked -p iota-primitives -p pallet-iota --features runtime-benchmarks,try-runtime
 
+echo "== chain core builds no_std for the WASM runtime"
+cargo check --locked -p iota-primitives -p pallet-iota --no-default-features --target wasm32v1-none
+
 echo "== clippy (chain core, warnings are errors)"
 cargo clippy --locked -p iota-primitives -p pallet-iota --all-targets -- -D warnings
