@@ -48,6 +48,19 @@ impl From<blake3::Hash> for ContentHash {
     }
 }
 
+/// The on-chain form (`iota_primitives::ContentHash`, SCALE-encoded in merge manifests): same 32 bytes.
+impl From<iota_primitives::ContentHash> for ContentHash {
+    fn from(h: iota_primitives::ContentHash) -> Self {
+        Self(h.0)
+    }
+}
+
+impl From<ContentHash> for iota_primitives::ContentHash {
+    fn from(h: ContentHash) -> Self {
+        iota_primitives::ContentHash(h.0)
+    }
+}
+
 impl fmt::Display for ContentHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_hex())
@@ -134,6 +147,15 @@ mod tests {
             hs.update(c);
         }
         assert_eq!(hs.finalize(), ContentHash::of(&data));
+    }
+
+    #[test]
+    fn same_hash_as_the_chain_type() {
+        let data = b"activation bytes";
+        let ours = ContentHash::of(data);
+        let chain = iota_primitives::ContentHash::of(data);
+        assert_eq!(iota_primitives::ContentHash::from(ours), chain);
+        assert_eq!(ContentHash::from(chain), ours);
     }
 
     #[test]
