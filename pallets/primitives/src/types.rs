@@ -1,5 +1,6 @@
 //! The protocol's vocabulary: stage and epoch ids, phases, statuses, the run config and content hashes.
 
+use alloc::string::String;
 use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
 use scale_info::TypeInfo;
 use serde::{Deserialize, Serialize};
@@ -16,32 +17,100 @@ pub type Epoch = u32;
 pub type WeightValue = u16;
 
 /// BLAKE3 hash (32 bytes) of an object in the bucket: activations, gradients, shards, checkpoints.
-/// Only these hashes go on chain; the objects live in S3 (DESIGN §1).
+/// Only these hashes go on chain; the objects live in S3 (DESIGN §1). SCALE-encodes as 32 raw bytes;
+/// serde (genesis JSON, RPC messages) writes and reads 64 hex digits.
 #[derive(
 	Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Encode, Decode, DecodeWithMemTracking,
-	MaxEncodedLen, TypeInfo, Serialize, Deserialize,
+	MaxEncodedLen, TypeInfo,
 )]
 pub struct ContentHash(pub [u8; 32]);
 
+/// A string that is not 64 hex digits was given where a [`ContentHash`] was expected.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ParseHashError {
+	/// The rejected input (cut to 80 characters).
+	pub got: String,
+}
+
+impl core::fmt::Display for ParseHashError {
+	fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+		write!(f, "expected a BLAKE3 hash as 64 hex digits, got {:?}", self.got)
+	}
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ParseHashError {}
+
 impl ContentHash {
-	/// BLAKE3 of `bytes`.
+	/// BLAKE3 of `bytes` (all of them).
 	pub fn of(bytes: &[u8]) -> Self {
 		Self(*blake3::hash(bytes).as_bytes())
+	}
+
+	/// Wrap raw hash bytes, e.g. a hash read from the chain or an RPC message.
+	pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+		Self(bytes)
+	}
+
+	/// The 32 raw bytes.
+	pub const fn as_bytes(&self) -> &[u8; 32] {
+		&self.0
+	}
+
+	/// Lowercase hex, 64 characters.
+	pub fn to_hex(&self) -> String {
+		String::from(blake3::Hash::from_bytes(self.0).to_hex().as_str())
+	}
+}
+
+impl From<blake3::Hash> for ContentHash {
+	fn from(h: blake3::Hash) -> Self {
+		Self(*h.as_bytes())
+	}
+}
+
+impl core::str::FromStr for ContentHash {
+	type Err = ParseHashError;
+
+	/// Parse 64 hex digits (either case).
+	///
+	/// Errors: [`ParseHashError`] for any other length or a non-hex character.
+	fn from_str(s: &str) -> Result<Self, Self::Err> {
+		blake3::Hash::from_hex(s).map(Self::from).map_err(|_| ParseHashError { got: s.chars().take(80).collect() })
 	}
 }
 
 impl core::fmt::Debug for ContentHash {
 	fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-		for b in self.0 {
-			write!(f, "{b:02x}")?;
-		}
-		Ok(())
+		write!(f, "ContentHash({})", blake3::Hash::from_bytes(self.0).to_hex().as_str())
 	}
 }
 
 impl core::fmt::Display for ContentHash {
 	fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-		core::fmt::Debug::fmt(self, f)
+		f.write_str(blake3::Hash::from_bytes(self.0).to_hex().as_str())
+	}
+}
+
+impl Serialize for ContentHash {
+	fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+		s.serialize_str(blake3::Hash::from_bytes(self.0).to_hex().as_str())
+	}
+}
+
+impl<'de> Deserialize<'de> for ContentHash {
+	fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+		struct HexVisitor;
+		impl serde::de::Visitor<'_> for HexVisitor {
+			type Value = ContentHash;
+			fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+				f.write_str("a BLAKE3 hash as 64 hex digits")
+			}
+			fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ContentHash, E> {
+				v.parse().map_err(E::custom)
+			}
+		}
+		d.deserialize_str(HexVisitor)
 	}
 }
 
@@ -158,4 +227,48 @@ pub struct RunConfig<Balance, BlockNumber> {
 	/// Share of active validator stake whose `Fail` verdicts on one (epoch, miner) slash the miner's
 	/// bond, in parts per billion.
 	pub slash_quorum_ppb: u32,
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn content_hash_hex_round_trip_and_known_value() {
+		let h = ContentHash::of(b"");
+		// BLAKE3 of the empty input (reference test vector).
+		assert_eq!(h.to_hex(), "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262");
+		assert_eq!(h.to_hex().parse::<ContentHash>().unwrap(), h);
+		assert_eq!(h.to_hex().to_uppercase().parse::<ContentHash>().unwrap(), h);
+		assert_eq!(alloc::format!("{h}"), h.to_hex());
+	}
+
+	#[test]
+	fn content_hash_rejects_bad_hex() {
+		assert!("abc".parse::<ContentHash>().is_err());
+		let not_hex = "z".repeat(64);
+		assert_eq!(not_hex.parse::<ContentHash>().unwrap_err().got, not_hex);
+	}
+
+	#[test]
+	fn content_hash_codecs() {
+		let h = ContentHash::of(b"x");
+		assert_eq!(h.encode(), h.0.to_vec(), "SCALE is the raw 32 bytes");
+		assert_eq!(ContentHash::decode(&mut &h.encode()[..]).unwrap(), h);
+	}
+}
+
+#[cfg(test)]
+mod serde_tests {
+	use super::*;
+
+	#[test]
+	fn content_hash_serde_is_hex() {
+		let h = ContentHash::of(b"x");
+		let json = serde_json::to_string(&h).unwrap();
+		assert_eq!(json, alloc::format!("\"{}\"", h.to_hex()));
+		assert_eq!(serde_json::from_str::<ContentHash>(&json).unwrap(), h);
+		assert!(serde_json::from_str::<ContentHash>("\"00\"").is_err());
+		assert!(serde_json::from_str::<ContentHash>("[0,1]").is_err());
+	}
 }
