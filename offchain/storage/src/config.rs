@@ -28,9 +28,10 @@ pub enum Credentials {
 /// Retries with exponential backoff, for throttling (429, `SlowDown`), 5xx, timeouts and connection errors.
 /// Other errors (404, 403, hash mismatch...) are never retried.
 ///
-/// Follows the AWS SDKs' "standard" retry mode: attempt n waits `min(initial * 2^(n-1), max)` with
-/// full jitter before retrying. The SDK client uses the SDK's own implementation with these numbers; the
-/// presigned-URL helper uses [`RetryPolicy::backoff`].
+/// Modelled on the AWS SDKs' "standard" retry mode: retry n waits up to `min(initial * 2^(n-1), max)`.
+/// [`crate::ObjectStore`] hands these numbers to the SDK's own implementation (full jitter, plus its
+/// retry quota); [`crate::PresignedHttp`] uses [`RetryPolicy::backoff`] (equal jitter). Truncated
+/// downloads are not retried automatically: the caller gets [`crate::StorageError::Truncated`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Attempts including the first; 1 disables retries.
