@@ -269,12 +269,12 @@ pub mod pallet {
 		MinerSlashed { who: T::AccountId, epoch: Epoch, amount: BalanceOf<T> },
 		/// A validator set its weights for `epoch`.
 		WeightsSet { validator: T::AccountId, epoch: Epoch, count: u32 },
-		/// An epoch was paid out; the split is in `EmissionSplits`.
+		/// An epoch was paid out: who got what (also kept in `EmissionSplits`) and the totals.
 		EpochFinalized {
 			epoch: Epoch,
 			miners_paid: BalanceOf<T>,
 			validators_paid: BalanceOf<T>,
-			unallocated: BalanceOf<T>,
+			split: EmissionSplitOf<T>,
 		},
 		/// Root replaced the run config.
 		RunConfigSet,
@@ -702,11 +702,10 @@ pub mod pallet {
 				}
 			}
 			TotalMinted::<T>::mutate(|t| *t = t.saturating_add(miners_paid).saturating_add(validators_paid));
-			let unallocated = split.unallocated;
 			Scores::<T>::insert(epoch, scores);
-			EmissionSplits::<T>::insert(epoch, split);
+			EmissionSplits::<T>::insert(epoch, split.clone());
 			NextEpochToFinalize::<T>::put(next);
-			Self::deposit_event(Event::EpochFinalized { epoch, miners_paid, validators_paid, unallocated });
+			Self::deposit_event(Event::EpochFinalized { epoch, miners_paid, validators_paid, split });
 			Ok(())
 		}
 

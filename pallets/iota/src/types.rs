@@ -98,7 +98,10 @@ pub struct SpotCheck<AccountId> {
 }
 
 /// Who was paid what for one epoch. Amounts are what was actually minted.
-#[derive(CloneNoBound, PartialEqNoBound, EqNoBound, DebugNoBound, Encode, Decode, MaxEncodedLen, TypeInfo)]
+#[derive(
+	CloneNoBound, PartialEqNoBound, EqNoBound, DebugNoBound, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen,
+	TypeInfo,
+)]
 #[scale_info(skip_type_params(MaxMiners, MaxValidators))]
 pub struct EmissionSplit<AccountId, Balance, MaxMiners: Get<u32>, MaxValidators: Get<u32>>
 where

@@ -31,9 +31,9 @@ fn an_epoch_nobody_scored_mints_nothing() {
 		complete_epoch();
 		run_to(6);
 		assert_ok!(finalize(0));
-		System::assert_last_event(
-			Event::EpochFinalized { epoch: 0, miners_paid: 0, validators_paid: 0, unallocated: 1_000_000 }.into(),
-		);
+		let split = EmissionSplits::<Test>::get(0).unwrap();
+		assert_eq!(split.unallocated, 1_000_000);
+		System::assert_last_event(Event::EpochFinalized { epoch: 0, miners_paid: 0, validators_paid: 0, split }.into());
 		assert_eq!(Balances::total_issuance(), issuance);
 		assert_eq!(TotalMinted::<Test>::get(), 0);
 		assert_eq!(Scores::<Test>::get(0).map(|s| s.len()), Some(0));
@@ -96,10 +96,12 @@ fn two_epochs_with_a_dishonest_validator_pay_exactly() {
 			assert_ok!(Iota::set_weights(RuntimeOrigin::signed(13), epoch, weights(&[(21, 1)]), 1));
 			run_to(start + 5);
 			assert_ok!(finalize(epoch));
-			System::assert_last_event(
-				Event::EpochFinalized { epoch, miners_paid: 800_000, validators_paid: 200_000, unallocated: 0 }.into(),
-			);
 			let split = EmissionSplits::<Test>::get(epoch).unwrap();
+			System::assert_last_event(
+				Event::EpochFinalized { epoch, miners_paid: 800_000, validators_paid: 200_000, split: split.clone() }
+					.into(),
+			);
+			assert_eq!(split.unallocated, 0);
 			assert_eq!(
 				split.miners.into_inner(),
 				vec![(21, 133_334), (22, 133_334), (23, 133_333), (24, 133_333), (25, 133_333), (26, 133_333)]
