@@ -7,6 +7,7 @@
 //! than half the stake therefore cannot move a miner's consensus outside the range of honest votes.
 
 use alloc::vec::Vec;
+use primitive_types::U256;
 
 /// One, in parts per billion: the fixed-point unit of weights, shares and agreement.
 pub const PPB: u32 = 1_000_000_000;
@@ -14,17 +15,17 @@ pub const PPB: u32 = 1_000_000_000;
 /// Normalise raw weights to parts per billion (floor); all zeros when the weights sum to zero.
 /// The result sums to at most [`PPB`] and at least `PPB - len`.
 pub fn normalize_weights(weights: &[u128]) -> Vec<u32> {
-	let total = weights.iter().fold(0u128, |acc, &w| acc.saturating_add(w));
+	// The sum in 256 bits: a saturated u128 sum would give every huge weight a full PPB.
+	let total = weights.iter().fold(U256::zero(), |acc, &w| acc.saturating_add(U256::from(w)));
 	weights
 		.iter()
 		.map(|&w| {
-			if total == 0 {
-				0
-			} else {
-				crate::emission::mul_div_floor(w, u128::from(PPB), total)
-					.and_then(|v| u32::try_from(v).ok())
-					.unwrap_or(0)
-			}
+			// w ≤ total, so the quotient is at most PPB.
+			U256::from(w)
+				.saturating_mul(U256::from(PPB))
+				.checked_div(total)
+				.and_then(|v| u32::try_from(v).ok())
+				.unwrap_or(0)
 		})
 		.collect()
 }

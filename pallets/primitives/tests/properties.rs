@@ -28,6 +28,19 @@ proptest! {
 		prop_assert!(r.agreement.iter().all(|&a| a <= PPB));
 	}
 
+	/// Normalised weights sum to at most PPB (and, when any weight is non-zero, at least PPB - len), even
+	/// when the raw weights' sum does not fit in u128.
+	#[test]
+	fn normalized_weights_sum_to_one(weights in prop::collection::vec(prop_oneof![any::<u128>(), Just(u128::MAX)], 0..12)) {
+		let n = normalize_weights(&weights);
+		prop_assert_eq!(n.len(), weights.len());
+		let sum: u64 = n.iter().map(|&x| u64::from(x)).sum();
+		prop_assert!(sum <= u64::from(PPB), "sum {} above PPB", sum);
+		if weights.iter().any(|&w| w > 0) {
+			prop_assert!(sum + weights.len() as u64 >= u64::from(PPB), "sum {} too small", sum);
+		}
+	}
+
 	/// A proportional split is exact and never gives anyone more than one unit above their exact share.
 	#[test]
 	fn proportional_split_is_exact_and_fair(amount in any::<u64>(), weights in prop::collection::vec(any::<u32>(), 1..20)) {
