@@ -205,7 +205,9 @@ mod benchmarks {
 		let w = w.min(seats::<T>());
 		let miners: Vec<T::AccountId> = (0..w).map(add_miner::<T>).collect();
 		let validator = add_validator::<T>(0);
-		EpochCompletedAt::<T>::insert(0, BlockNumberFor::<T>::from(0u32));
+		// Inside the scoring window: the epoch completed at the block the call runs in.
+		polkadot_sdk::frame_system::Pallet::<T>::set_block_number(1u32.into());
+		EpochCompletedAt::<T>::insert(0, BlockNumberFor::<T>::from(1u32));
 		let weights: WeightsOf<T> = BoundedVec::truncate_from(miners.into_iter().map(|m| (m, 1)).collect());
 		#[extrinsic_call]
 		_(RawOrigin::Signed(validator.clone()), 0, weights, 1);

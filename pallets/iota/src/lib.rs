@@ -189,7 +189,8 @@ pub mod pallet {
 	pub type Weights<T: Config> =
 		StorageDoubleMap<_, Twox64Concat, Epoch, Blake2_128Concat, T::AccountId, WeightsOf<T>, OptionQuery>;
 
-	/// Consensus score per miner for each finalized epoch, in parts per billion (sums to 10^9 or is empty).
+	/// Consensus score per miner for each finalized epoch, in parts per billion (normalised with floor: the
+	/// scores sum to between 10^9 minus the miner count and 10^9, or the list is empty).
 	#[pallet::storage]
 	pub type Scores<T: Config> =
 		StorageMap<_, Twox64Concat, Epoch, BoundedVec<(T::AccountId, u32), T::MaxMiners>, OptionQuery>;
@@ -349,7 +350,7 @@ pub mod pallet {
 		AllWeightsZero,
 		/// The validator set weights less than `weights_rate_limit` blocks ago.
 		RateLimited,
-		/// Weights may be set only for a complete epoch that is not finalized.
+		/// Weights may be set only for a complete epoch whose scoring window is open and that is not finalized.
 		EpochNotScorable,
 		/// Epochs are finalized in order; this is not the next one.
 		EpochNotNext,
@@ -357,7 +358,8 @@ pub mod pallet {
 		EpochNotComplete,
 		/// The scoring window of this epoch is still open.
 		ScoringWindowOpen,
-		/// The run config fails validation (zero stages or quota, shares above 100%, too many stages).
+		/// The run config fails validation (zero stages, quota or scoring window, shares above 100%, too many
+		/// stages).
 		InvalidRunConfig,
 		/// The stage count cannot change while miners are registered.
 		StagesInUse,
@@ -591,19 +593,22 @@ pub mod pallet {
 						}
 					}
 				}
-				let quorum = iota_primitives::emission::mul_div_floor(total, u128::from(cfg.slash_quorum_ppb), u128::from(PPB))
-					.unwrap_or(u128::MAX);
-				if total > 0 && failing >= quorum {
+				// failing / total ≥ quorum, exactly: floor(failing·PPB / total) ≥ quorum_ppb for an integer
+				// quorum. A fraud already punished for this epoch is not slashed again (a miner that
+				// registered anew keeps its new bond).
+				let reached = iota_primitives::emission::mul_div_floor(failing, u128::from(PPB), total)
+					.is_some_and(|share| share >= u128::from(cfg.slash_quorum_ppb));
+				if reached && !Slashes::<T>::contains_key(epoch, &miner) {
 					Self::slash(&miner, &info, epoch)?;
 				}
 			}
 			Ok(())
 		}
 
-		/// Active validator only: set the caller's weights for a complete, not yet finalized `epoch`, with
-		/// subtensor's checks: version key, non-empty, no longer than the miner count, no duplicates, known
-		/// miners only, not all zero, rate limit. Replaces the caller's earlier vector for that epoch.
-		/// Emits `WeightsSet`.
+		/// Active validator only: set the caller's weights for a complete `epoch` while its scoring window
+		/// is open (and it is not finalized), with subtensor's checks: version key, non-empty, no longer than
+		/// the miner count, no duplicates, known miners only, not all zero, rate limit. Replaces the caller's
+		/// earlier vector for that epoch. Emits `WeightsSet`.
 		#[pallet::call_index(7)]
 		#[pallet::weight(T::WeightInfo::set_weights(weights.len() as u32))]
 		pub fn set_weights(
@@ -616,8 +621,11 @@ pub mod pallet {
 			let cfg = Self::config()?;
 			let mut validator = Self::ensure_active_validator(&who)?;
 			ensure!(version_key >= cfg.weights_version, Error::<T>::IncorrectVersionKey);
+			let now = Self::now();
 			ensure!(
-				EpochCompletedAt::<T>::contains_key(epoch) && epoch >= NextEpochToFinalize::<T>::get(),
+				EpochCompletedAt::<T>::get(epoch)
+					.is_some_and(|at| now < at.saturating_add(cfg.scoring_window)) &&
+					epoch >= NextEpochToFinalize::<T>::get(),
 				Error::<T>::EpochNotScorable
 			);
 			ensure!(!weights.is_empty(), Error::<T>::EmptyWeights);
@@ -630,7 +638,6 @@ pub mod pallet {
 				ensure!(Miners::<T>::contains_key(miner), Error::<T>::UnknownMiner);
 			}
 			ensure!(weights.iter().any(|(_, w)| *w > 0), Error::<T>::AllWeightsZero);
-			let now = Self::now();
 			if let Some(last) = validator.last_weights_at {
 				ensure!(now >= last.saturating_add(cfg.weights_rate_limit), Error::<T>::RateLimited);
 			}
@@ -659,9 +666,12 @@ pub mod pallet {
 			let mut miners: Vec<T::AccountId> = Miners::<T>::iter_keys().collect();
 			miners.sort();
 			let index: BTreeMap<&T::AccountId, usize> = miners.iter().enumerate().map(|(i, m)| (m, i)).collect();
-			let mut voters: Vec<(T::AccountId, ValidatorVote)> = Weights::<T>::iter_prefix(epoch)
-				.filter_map(|(validator, weights)| {
-					let info = Validators::<T>::get(&validator).filter(|v| v.status == ValidatorStatus::Active)?;
+			// Only the current active validators vote (at most `MaxValidators` reads): vectors left by
+			// validators that have since withdrawn stay in storage but are never read.
+			let mut voters: Vec<(T::AccountId, ValidatorVote)> = Validators::<T>::iter()
+				.filter(|(_, v)| v.status == ValidatorStatus::Active)
+				.filter_map(|(validator, info)| {
+					let weights = Weights::<T>::get(epoch, &validator)?;
 					let mut dense = alloc::vec![0u128; miners.len()];
 					for (miner, w) in weights.iter() {
 						if let Some(&i) = index.get(miner) {
@@ -788,6 +798,7 @@ pub mod pallet {
 					u32::from(cfg.stages) <= T::MaxStages::get() &&
 					cfg.backward_quota >= 1 &&
 					cfg.bottleneck_width >= 1 &&
+					!cfg.scoring_window.is_zero() &&
 					cfg.validator_share_ppb <= PPB &&
 					cfg.slash_quorum_ppb >= 1 &&
 					cfg.slash_quorum_ppb <= PPB,

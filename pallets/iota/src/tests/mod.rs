@@ -6,6 +6,7 @@ use codec::Encode;
 use polkadot_sdk::frame_support::{assert_noop, assert_ok, traits::fungible::InspectHold, BoundedVec};
 use polkadot_sdk::sp_runtime::DispatchError;
 
+mod adversarial;
 mod config;
 mod dispatch_weights;
 mod epochs;
