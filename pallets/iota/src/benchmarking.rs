@@ -177,10 +177,11 @@ mod benchmarks {
 		assert!(EpochCompletedAt::<T>::contains_key(0));
 	}
 
-	/// Worst case: the `v`-th `Fail` verdict reaches a 100% quorum and slashes.
+	/// Worst case: the `v`-th `Fail` verdict reaches a 100% quorum and slashes, with every stage read to
+	/// find the current epoch.
 	#[benchmark]
 	fn submit_spot_check(v: Linear<1, { T::MaxValidators::get() }>) {
-		configure::<T>(1, PPB);
+		configure::<T>(T::MaxStages::get(), PPB);
 		let miner = add_miner::<T>(0);
 		let validators: Vec<T::AccountId> = (0..v).map(add_validator::<T>).collect();
 		let (last, earlier) = validators.split_last().expect("v >= 1");

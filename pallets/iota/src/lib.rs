@@ -361,7 +361,8 @@ pub mod pallet {
 		/// The run config fails validation (zero stages, quota or scoring window, shares above 100%, too many
 		/// stages).
 		InvalidRunConfig,
-		/// The stage count cannot change while miners are registered.
+		/// The stage count cannot change while miners are registered or while the stages are at different
+		/// epochs (in the middle of an epoch's merges).
 		StagesInUse,
 	}
 
@@ -719,7 +720,8 @@ pub mod pallet {
 			Ok(())
 		}
 
-		/// Root only: replace the run config. The stage count cannot change while miners are registered.
+		/// Root only: replace the run config. The stage count can change only with no miners registered and
+		/// every stage at the same epoch; added stages start Training at that epoch.
 		/// Emits `RunConfigSet`.
 		#[pallet::call_index(9)]
 		#[pallet::weight(T::WeightInfo::set_run_config())]
@@ -727,7 +729,18 @@ pub mod pallet {
 			ensure_root(origin)?;
 			Self::ensure_valid_config(&config)?;
 			if let Some(old) = RunConfiguration::<T>::get() {
-				ensure!(old.stages == config.stages || Miners::<T>::count() == 0, Error::<T>::StagesInUse);
+				if old.stages != config.stages {
+					// Only between epochs: a dropped stage that had not merged the current epoch would
+					// leave it incomplete forever, and epochs are finalized in order.
+					ensure!(Miners::<T>::count() == 0, Error::<T>::StagesInUse);
+					let epoch = Stages::<T>::get(0).epoch;
+					ensure!((1..old.stages).all(|s| Stages::<T>::get(s).epoch == epoch), Error::<T>::StagesInUse);
+					// Added stages join at the run's epoch, in Training.
+					let now = Self::now();
+					for s in old.stages..config.stages {
+						Stages::<T>::insert(s, StageState { phase: Phase::Training, epoch, phase_since: now, round: 0 });
+					}
+				}
 			}
 			if !EpochSeeds::<T>::contains_key(0) {
 				EpochSeeds::<T>::insert(0, derive_seed("iota-rs epoch seed v1", &[0; 32], &config.encode()));

@@ -98,3 +98,52 @@ fn a_zero_scoring_window_is_refused() {
 		assert_noop!(Iota::set_run_config(RuntimeOrigin::root(), cfg), Error::<Test>::InvalidRunConfig);
 	});
 }
+
+/// Every miner of stages 0 and 1 leaves after merging epoch 0, the stage-2 miner is slashed before its
+/// merge. With no miners left, dropping stage 2 would leave epoch 0 forever incomplete (stages 0 and 1
+/// are past it), so `finalize_epoch` could never pay epoch 0 or any later one: refused.
+#[test]
+fn dropping_a_stage_mid_epoch_is_refused() {
+	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&[21, 22, 23]).build_and_execute(|| {
+		let in_stage = |s: StageId| StageMembers::<Test>::get(s)[0];
+		let tail = in_stage(2);
+		assert_ok!(check(11, 0, tail, Verdict::Fail));
+		assert_ok!(check(12, 0, tail, Verdict::Fail));
+		for s in 0..2 {
+			assert_ok!(Iota::deregister(RuntimeOrigin::signed(in_stage(s))));
+		}
+		let (head, mid) = (in_stage(0), in_stage(1));
+		merge_stage(0);
+		merge_stage(1);
+		run_to(20);
+		assert_ok!(Iota::withdraw_unbonded(RuntimeOrigin::signed(head)));
+		assert_ok!(Iota::withdraw_unbonded(RuntimeOrigin::signed(mid)));
+		assert_eq!(Miners::<Test>::count(), 0);
+		let mut cfg = run_config();
+		cfg.stages = 2;
+		assert_noop!(Iota::set_run_config(RuntimeOrigin::root(), cfg), Error::<Test>::StagesInUse);
+	});
+}
+
+/// A stage added between epochs starts at the run's epoch, not at epoch 0 (which would hold back the
+/// completion, and so the payout, of every later epoch until the new stage had merged them all).
+#[test]
+fn an_added_stage_joins_at_the_current_epoch() {
+	ExtBuilder::default().with_miners(&[21, 22, 23]).build_and_execute(|| {
+		for m in [21, 22, 23] {
+			assert_ok!(Iota::deregister(RuntimeOrigin::signed(m)));
+		}
+		complete_epoch();
+		run_to(20);
+		for m in [21, 22, 23] {
+			assert_ok!(Iota::withdraw_unbonded(RuntimeOrigin::signed(m)));
+		}
+		let mut cfg = run_config();
+		cfg.stages = 4;
+		assert_ok!(Iota::set_run_config(RuntimeOrigin::root(), cfg));
+		assert_eq!(
+			Stages::<Test>::get(3),
+			StageState { phase: Phase::Training, epoch: 1, phase_since: 20, round: 0 }
+		);
+	});
+}
