@@ -738,7 +738,8 @@ pub mod pallet {
 					// Added stages join at the run's epoch, in Training.
 					let now = Self::now();
 					for s in old.stages..config.stages {
-						Stages::<T>::insert(s, StageState { phase: Phase::Training, epoch, phase_since: now, round: 0 });
+						let state = StageState { phase: Phase::Training, epoch, phase_since: now, round: 0 };
+						Stages::<T>::insert(s, state);
 					}
 				}
 			}
