@@ -138,6 +138,7 @@ mod benchmarks {
 		Pallet::<T>::advance_phase(orchestrator::<T>().into(), 0, 0, StageReport { backward_done: 1, gradients_submitted: 1 })
 			.expect("to merging");
 		Pallet::<T>::commit_merge(orchestrator::<T>().into(), 0, 0, manifest::<T>(1)).expect("merges");
+		NextEpochToFinalize::<T>::put(1);
 		polkadot_sdk::frame_system::Pallet::<T>::set_block_number(
 			polkadot_sdk::frame_system::Pallet::<T>::block_number().saturating_add(10u32.into()),
 		);

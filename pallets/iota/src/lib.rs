@@ -306,7 +306,7 @@ pub mod pallet {
 		AlreadyLeaving,
 		/// The account is not unbonding.
 		NotUnbonding,
-		/// The unbonding period has not passed.
+		/// The unbonding period has not passed, or (for a miner) the last epoch it worked in is not finalized.
 		StillUnbonding,
 		/// The stage id is not below the run's stage count.
 		UnknownStage,
@@ -437,14 +437,18 @@ pub mod pallet {
 			Ok(())
 		}
 
-		/// Release the caller's bond or stake once its unbonding period has passed, and remove its record.
+		/// Release the caller's bond or stake once its unbonding period has passed (and, for a miner, once
+		/// the last epoch it worked in is finalized, so its work could be judged), and remove its record.
 		#[pallet::call_index(3)]
 		#[pallet::weight(T::WeightInfo::withdraw_unbonded())]
 		pub fn withdraw_unbonded(origin: OriginFor<T>) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			let now = Self::now();
 			let (reason, amount, until) = if let Some(m) = Miners::<T>::get(&who) {
-				let MinerStatus::Unbonding { until } = m.status else { return Err(Error::<T>::NotUnbonding.into()) };
+				let MinerStatus::Unbonding { until, last_epoch } = m.status else {
+					return Err(Error::<T>::NotUnbonding.into())
+				};
+				ensure!(NextEpochToFinalize::<T>::get() > last_epoch, Error::<T>::StillUnbonding);
 				(HoldReason::MinerBond, m.bond, until)
 			} else {
 				let v = Validators::<T>::get(&who).ok_or(Error::<T>::NotRegistered)?;
@@ -527,7 +531,7 @@ pub mod pallet {
 			for who in members {
 				match Miners::<T>::get(&who) {
 					Some(mut m) if m.status == MinerStatus::Leaving => {
-						m.status = MinerStatus::Unbonding { until };
+						m.status = MinerStatus::Unbonding { until, last_epoch: epoch };
 						Miners::<T>::insert(&who, m);
 						Self::deposit_event(Event::Unbonding { who, until });
 					},

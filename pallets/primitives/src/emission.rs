@@ -7,7 +7,8 @@
 //! 2. `ŵ_vm = normalize(w_v)_m` (ppb, [`normalize_weights`]); missing weights are 0.
 //! 3. `c_m = median_S(ŵ_·m)` ([`stake_weighted_median`]); `ĉ = normalize(c)`.
 //! 4. Agreement `a_v = PPB − min(PPB, ½·Σ_m |ŵ_vm − ĉ_m|)`: one minus the normalised L1 distance of a
-//!    validator's weights from consensus, floored at 0.
+//!    validator's weights from consensus, floored at 0. When there is no consensus (`c` is all zero:
+//!    the validators agreed on nobody), every agreement is 0.
 //! 5. Miners get `E_min` in proportion to `c_m`, validators `E_val` in proportion to `S_v · a_v`
 //!    ([`split_proportional`]: floor shares, then the remainder one unit at a time to the largest
 //!    fractional parts, ties to the lower index).
@@ -114,9 +115,13 @@ pub fn epoch_rewards(pool: u128, validator_share_ppb: u32, n_miners: usize, vote
 		.collect();
 	let consensus = normalize_weights(&raw_consensus);
 
+	let no_consensus = raw_consensus.iter().all(|&c| c == 0);
 	let agreement: Vec<u32> = normalized
 		.iter()
 		.map(|w| {
+			if no_consensus {
+				return 0;
+			}
 			let l1 = w
 				.iter()
 				.zip(&consensus)
@@ -168,6 +173,19 @@ mod tests {
 		assert_eq!(r.agreement, alloc::vec![PPB, PPB, 0]);
 		assert_eq!(r.validator_payouts, alloc::vec![100_000, 100_000, 0]);
 		assert_eq!(r.unallocated, 0);
+	}
+
+	#[test]
+	fn validators_that_agree_on_nobody_earn_nothing() {
+		// Two validators of equal stake each back a different miner: every median is 0.
+		let votes = [
+			ValidatorVote { stake: 10, weights: alloc::vec![1, 0] },
+			ValidatorVote { stake: 10, weights: alloc::vec![0, 1] },
+		];
+		let r = epoch_rewards(1_000, 200_000_000, 2, &votes);
+		assert_eq!(r.consensus, alloc::vec![0, 0]);
+		assert_eq!(r.agreement, alloc::vec![0, 0]);
+		assert_eq!(r.unallocated, 1_000);
 	}
 
 	#[test]

@@ -139,10 +139,14 @@ pub enum MinerStatus<BlockNumber> {
 	Active,
 	/// Asked to leave; stays in its stage until the stage's next merge commits its gradient, then unbonds.
 	Leaving,
-	/// Out of its stage; the bond is released by `withdraw_unbonded` at or after block `until`.
+	/// Out of its stage; the bond is released by `withdraw_unbonded` at or after block `until`, and only
+	/// once `last_epoch` (the last epoch it worked in) is finalized, so fraud in that epoch can still be
+	/// proven and slashed during its scoring window however the run's timings are configured.
 	Unbonding {
 		/// First block at which the bond can be withdrawn.
 		until: BlockNumber,
+		/// The last epoch the miner worked in.
+		last_epoch: crate::Epoch,
 	},
 }
 

@@ -82,11 +82,18 @@ fn a_leaving_miner_keeps_its_seat_until_its_stage_merges_then_unbonds() {
 		run_to(5);
 		merge_stage(stage);
 		assert!(!StageMembers::<Test>::get(stage).contains(&21));
-		assert_eq!(Miners::<Test>::get(21).unwrap().status, MinerStatus::Unbonding { until: 15 });
+		assert_eq!(Miners::<Test>::get(21).unwrap().status, MinerStatus::Unbonding { until: 15, last_epoch: 0 });
 		assert_noop!(Iota::deregister(RuntimeOrigin::signed(21)), Error::<Test>::AlreadyLeaving);
 		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(21)), Error::<Test>::StillUnbonding);
 
+		// The period has passed, but epoch 0 - its last - is not judged yet.
 		run_to(15);
+		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(21)), Error::<Test>::StillUnbonding);
+		for s in (0..3).filter(|&s| s != stage) {
+			merge_stage(s);
+		}
+		run_to(15 + 5);
+		assert_ok!(Iota::finalize_epoch(RuntimeOrigin::signed(1), 0));
 		assert_ok!(Iota::withdraw_unbonded(RuntimeOrigin::signed(21)));
 		System::assert_last_event(Event::Withdrawn { who: 21, amount: BOND }.into());
 		assert_eq!(Balances::free_balance(21), INITIAL);
