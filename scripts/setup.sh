@@ -27,6 +27,11 @@ apt_install() {
 		{ $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends "$@"; }
 }
 command -v clang >/dev/null 2>&1 || apt_install clang
+# protoc for the node's networking crates (litep2p, sc-network build scripts).
+command -v protoc >/dev/null 2>&1 || apt_install protobuf-compiler
+
+# --- chain: zombienet smoke test (scripts/zombienet.sh installs @zombienet/cli with npm) ---
+command -v npm >/dev/null 2>&1 || apt_install nodejs npm
 
 # --- iota-storage: moto S3 server for the storage conformance tests -------------
 # A second S3 implementation nobody here wrote (offchain/storage/tests). Installed
