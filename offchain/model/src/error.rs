@@ -67,6 +67,14 @@ pub enum Error {
         /// The kind of stage the operation needs.
         needs: &'static str,
     },
+    /// A kept forward was handed to the backward of a different stage.
+    #[error("stage {stage}: backward got the forward state of stage {got}")]
+    ForeignForward {
+        /// This stage.
+        stage: usize,
+        /// The stage that made the forward.
+        got: usize,
+    },
     /// An optimizer step was requested with no accumulated gradient.
     #[error("stage {stage}: no gradient accumulated (call backward first)")]
     NoGradient {

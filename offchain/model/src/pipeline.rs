@@ -116,9 +116,8 @@ impl Pipeline {
     /// Bad inputs are checked by the first and last stage as in [`Stage::forward_loss`].
     pub fn loss_unsplit(&self, inputs: &Tensor, targets: &Tensor) -> Result<Tensor> {
         let n = self.stages.len();
-        // Run the checked API once on the shapes (cheap relative to training and keeps errors typed).
         if n > 1 {
-            self.stages[0].forward(inputs).map(|_| ())?;
+            self.stages[0].check_input(inputs)?;
         }
         let mut x = inputs.clone();
         for s in 0..n - 1 {

@@ -50,6 +50,7 @@ pub struct StepReport {
 pub struct Forward {
     output: Tensor,
     input: Option<Var>,
+    stage: usize,
 }
 
 impl LossForward {
@@ -71,6 +72,7 @@ impl Forward {
 pub struct LossForward {
     loss: Tensor,
     input: Option<Var>,
+    stage: usize,
     /// Mean next-token cross-entropy in nats.
     pub value: f32,
 }
@@ -238,7 +240,7 @@ impl Stage {
     }
 
     /// Check a stage input; returns `(B, T)`.
-    fn check_input(&self, input: &Tensor) -> Result<(usize, usize)> {
+    pub(crate) fn check_input(&self, input: &Tensor) -> Result<(usize, usize)> {
         if self.is_first() {
             self.check_tokens("stage input tokens", input)
         } else {
@@ -282,7 +284,7 @@ impl Stage {
         self.check_input(input)?;
         let (x, var) = self.wrap_input(input)?;
         let output = self.forward_unchecked(&x)?;
-        Ok(Forward { output, input: var })
+        Ok(Forward { output, input: var, stage: self.index })
     }
 
     /// Backward of a kept forward: `grad_output` (`∂L/∂output`, same shape and dtype as the
@@ -290,8 +292,12 @@ impl Stage {
     /// `[B, T, w_in]`, or `None` on the first stage (token ids have no gradient).
     ///
     /// # Errors
-    /// [`Error::Shape`], [`Error::DType`], [`Error::NonFinite`] for a bad `grad_output`.
+    /// [`Error::Shape`], [`Error::DType`], [`Error::NonFinite`] for a bad `grad_output`;
+    /// [`Error::ForeignForward`] for a forward made by another stage.
     pub fn backward(&mut self, fwd: Forward, grad_output: &Tensor) -> Result<Option<Tensor>> {
+        if fwd.stage != self.index {
+            return Err(Error::ForeignForward { stage: self.index, got: fwd.stage });
+        }
         let dims = fwd.output.dims().iter().map(|&d| Some(d)).collect::<Vec<_>>();
         self.check_activation("gradient of stage output", grad_output, [dims[0], dims[1], dims[2]])?;
         let proxy = (&fwd.output * grad_output.detach())?.sum_all()?;
@@ -328,15 +334,18 @@ impl Stage {
         let (x, var) = self.wrap_input(input)?;
         let loss = self.loss_unchecked(&x, targets)?;
         let value = loss.to_dtype(DType::F32)?.to_scalar::<f32>()?;
-        Ok(LossForward { loss, input: var, value })
+        Ok(LossForward { loss, input: var, value, stage: self.index })
     }
 
     /// Last stage: backward of the loss; parameter gradients accumulated (count + 1); returns
     /// `∂loss/∂input` `[B, T, w_in]` (`None` for a single-stage model).
     ///
     /// # Errors
-    /// Candle errors only.
+    /// [`Error::ForeignForward`] for a forward made by another stage; candle errors.
     pub fn backward_loss(&mut self, fwd: LossForward) -> Result<Option<Tensor>> {
+        if fwd.stage != self.index {
+            return Err(Error::ForeignForward { stage: self.index, got: fwd.stage });
+        }
         let grads = fwd.loss.backward()?;
         self.accumulate(&grads)?;
         self.input_grad(&grads, fwd.input.as_ref())

@@ -53,7 +53,7 @@ struct Args {
     /// Corpus.
     #[arg(long, default_value = data::DEFAULT_CORPUS)]
     data: PathBuf,
-    /// tokenizer.json (trained and saved if missing; default data/tokenizer-<vocab>.json).
+    /// tokenizer.json (trained and saved if missing; default data/tokenizer-VOCAB.json).
     #[arg(long)]
     tokenizer: Option<PathBuf>,
     /// Output directory.

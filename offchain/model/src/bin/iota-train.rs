@@ -30,7 +30,7 @@ struct Args {
     #[arg(long, default_value = data::DEFAULT_CORPUS)]
     data: PathBuf,
     /// tokenizer.json to load; trained on the corpus and saved here if missing
-    /// (default: data/tokenizer-<vocab>.json).
+    /// (default: data/tokenizer-VOCAB.json).
     #[arg(long)]
     tokenizer: Option<PathBuf>,
     /// Documents held out for evaluation (the last ones in file-name order).
@@ -78,7 +78,7 @@ struct Args {
     /// Held-out micro-batches per evaluation.
     #[arg(long, default_value_t = 4)]
     eval_batches: usize,
-    /// Run directory (default: runs/<preset>-<unix time>).
+    /// Run directory (default: runs/PRESET-UNIXTIME).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Also save each stage's safetensors checkpoint into the run directory.
