@@ -68,10 +68,11 @@
 //!
 //! ## Measured (2-core CPU, dev profile with the math crates and this crate at opt-level 3)
 //! Other builds shared the machine, so timings vary by tens of percent between runs.
-//! - `bench-throughput --preset small --steps 5 --batch 8 --seq-len 128`, `RAYON_NUM_THREADS=1`:
-//!   candle f32 matmul 76–80 GFLOP/s; train step 531 tokens/s with the bottleneck (b = 24),
-//!   510 without, i.e. 0.60 and 0.57 of the matmul (goal ≥ 0.5) on the quietest run; runs under
-//!   heavier load gave 0.40–0.73. The bottleneck does not slow a step (on/off 1.04–1.19).
+//! - `bench-throughput --preset small --steps 5 --batch 8 --seq-len 128`, `RAYON_NUM_THREADS=1`,
+//!   five runs: candle f32 matmul 51–80 GFLOP/s; train step 352–531 tokens/s with the bottleneck,
+//!   373–510 without, i.e. 0.40–0.73 of the matmul measured in the same run (goal ≥ 0.5; the
+//!   quietest run: 0.60 on, 0.57 off; the last run, at b = 12: 0.50 on, 0.54 off). The bottleneck's
+//!   effect on step time is within the noise (on/off 0.72–1.19): the blocks dominate.
 //! - `iota-train --preset small --steps 120 --batch 8 --seq-len 128 --lr 2e-3`
 //!   (`RAYON_NUM_THREADS=2`): 122 880 tokens in 257 s (479 tokens/s), held-out loss 8.41 → 5.83.
 //!   `iota-train --preset tiny --steps 100 --batch 16 --seq-len 64 --lr 6e-3 --wire u8`:
