@@ -1,0 +1,162 @@
+//! Against a real `iota-node --dev`: register a miner and a validator through iota-chain, read the stage
+//! back, watch the finalized event stream, and see pallet errors by name (directly and through sudo).
+//!
+//! Needs the node binary built with its WASM runtime, so it is ignored by default:
+//!
+//! ```sh
+//! cargo build -p iota-node          # without SKIP_WASM_BUILD
+//! cargo test -p iota-chain --test node -- --ignored
+//! ```
+//!
+//! The binary is `$IOTA_NODE_BIN`, or `iota-node` in the target directory this test was built into.
+
+use futures_util::StreamExt;
+use iota_chain::{Error, IotaClient, IotaEvent, Signer};
+use std::{
+	io::Read,
+	net::TcpListener,
+	path::PathBuf,
+	process::{Child, Command, Stdio},
+	time::{Duration, Instant},
+};
+
+/// How long the debug node may take to start answering RPC.
+const STARTUP: Duration = Duration::from_secs(180);
+
+fn free_port() -> u16 {
+	TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn node_binary() -> PathBuf {
+	if let Some(p) = std::env::var_os("IOTA_NODE_BIN") {
+		return PathBuf::from(p);
+	}
+	// <target>/debug/deps/node-<hash> -> <target>/debug/iota-node
+	let exe = std::env::current_exe().unwrap();
+	exe.parent().and_then(|d| d.parent()).unwrap().join("iota-node")
+}
+
+/// A running `iota-node --dev`, killed on drop (also when the test fails); its log is printed on failure.
+struct DevNode {
+	child: Child,
+	log: tempfile::NamedTempFile,
+	rpc_url: String,
+}
+
+impl DevNode {
+	fn start() -> Self {
+		let bin = node_binary();
+		assert!(bin.exists(), "{} not found: build it with `cargo build -p iota-node` first", bin.display());
+		let log = tempfile::NamedTempFile::new().unwrap();
+		let rpc_port = free_port();
+		let child = Command::new(&bin)
+			.args(["--dev", "--no-telemetry", "--no-mdns", "--no-prometheus"])
+			.args(["--rpc-port", &rpc_port.to_string(), "--port", &free_port().to_string()])
+			.stdout(Stdio::null())
+			.stderr(log.reopen().unwrap())
+			.spawn()
+			.unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+		Self { child, log, rpc_url: format!("ws://127.0.0.1:{rpc_port}") }
+	}
+
+	async fn client(&mut self) -> IotaClient {
+		let start = Instant::now();
+		loop {
+			if let Some(status) = self.child.try_wait().unwrap() {
+				panic!("iota-node exited early with {status}");
+			}
+			match IotaClient::connect(&self.rpc_url).await {
+				Ok(c) => return c,
+				Err(e) if start.elapsed() > STARTUP => panic!("node did not answer within {STARTUP:?}: {e}"),
+				Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+			}
+		}
+	}
+}
+
+impl Drop for DevNode {
+	fn drop(&mut self) {
+		let _ = self.child.kill();
+		let _ = self.child.wait();
+		if std::thread::panicking() {
+			let mut text = String::new();
+			let _ = self.log.reopen().and_then(|mut f| f.read_to_string(&mut text));
+			let tail: Vec<&str> = text.lines().rev().take(40).collect();
+			eprintln!("--- iota-node log (last 40 lines) ---");
+			for line in tail.into_iter().rev() {
+				eprintln!("{line}");
+			}
+		}
+	}
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the iota-node binary built with its WASM runtime (see the file's docs)"]
+async fn register_read_back_and_typed_errors() {
+	let mut node = DevNode::start();
+	let client = node.client().await;
+	let alice = Signer::dev("alice").unwrap();
+	let dave = Signer::dev("dave").unwrap();
+	let eve = Signer::dev("eve").unwrap();
+	let ferdie = Signer::dev("ferdie").unwrap();
+
+	// Genesis: the development preset.
+	let cfg = client.run_config().await.unwrap().expect("the dev chain has a run config");
+	assert_eq!(cfg.stages, 3);
+	assert_eq!(client.orchestrator().await.unwrap(), Some(alice.account_id()));
+	let genesis_validators: Vec<_> = client.validators().await.unwrap().into_iter().map(|(a, _)| a).collect();
+	assert!(genesis_validators.contains(&Signer::dev("bob").unwrap().account_id()));
+	assert!(genesis_validators.contains(&Signer::dev("charlie").unwrap().account_id()));
+	assert!(client.miners().await.unwrap().is_empty());
+
+	let mut events = client.finalized_events().await.unwrap();
+
+	// A miner registers and gets a stage.
+	let included = client.register_miner(&dave).await.unwrap();
+	let stage = included
+		.events
+		.iter()
+		.find_map(|e| match e {
+			IotaEvent::MinerRegistered { who, stage, .. } if *who == dave.account_id() => Some(*stage),
+			_ => None,
+		})
+		.expect("MinerRegistered for dave");
+	assert!(stage < cfg.stages);
+	let record = client.miner(&dave.account_id()).await.unwrap().expect("dave is a miner");
+	assert_eq!(record.stage, stage);
+	assert_eq!(record.bond, cfg.miner_bond);
+	assert_eq!(client.stage_members(stage).await.unwrap(), vec![dave.account_id()]);
+	assert_eq!(client.miners().await.unwrap().len(), 1);
+
+	// The finalized event stream saw it too.
+	let seen = tokio::time::timeout(Duration::from_secs(60), async {
+		while let Some(block) = events.next().await {
+			let block = block.unwrap();
+			if block.events.iter().any(|e| matches!(e, IotaEvent::MinerRegistered { who, .. } if *who == dave.account_id())) {
+				return block.number;
+			}
+		}
+		panic!("finalized event stream ended");
+	})
+	.await
+	.expect("MinerRegistered in a finalized block within 60 s");
+	assert!(seen > 0);
+
+	// A validator registers with the minimum stake.
+	client.register_validator(&eve, cfg.min_validator_stake).await.unwrap();
+	let v = client.validator(&eve.account_id()).await.unwrap().expect("eve is a validator");
+	assert_eq!(v.stake, cfg.min_validator_stake);
+
+	// Weights from a non-validator fail with the pallet's error name, and change nothing.
+	let err = client.set_weights(&ferdie, 0, vec![(dave.account_id(), 1)], cfg.weights_version).await.unwrap_err();
+	assert_eq!(err.pallet_error(), Some("NotValidator"), "{err}");
+	assert!(matches!(&err, Error::Pallet { pallet, .. } if pallet == "Iota"), "{err:?}");
+	assert!(client.weights(0, &ferdie.account_id()).await.unwrap().is_none());
+
+	// A root call through sudo: an invalid config comes back as the inner pallet error.
+	let mut bad = cfg.clone();
+	bad.stages = 0;
+	let err = client.set_run_config(&alice, bad).await.unwrap_err();
+	assert_eq!(err.pallet_error(), Some("InvalidRunConfig"), "{err}");
+	assert_eq!(client.run_config().await.unwrap(), Some(cfg));
+}
