@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 ./scripts/fetch-data.sh
 # shellcheck source=scripts/env.sh
 source scripts/env.sh
+# The chain steps below run iota-node, which embeds the runtime's WASM blob; building it for the whole run
+# keeps iota-runtime from being rebuilt between the workspace tests and the node tests.
+unset SKIP_WASM_BUILD
 
 echo "== workspace tests (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo test --workspace --locked
@@ -20,3 +23,12 @@ cargo check --locked -p iota-primitives -p pallet-iota --no-default-features --t
 
 echo "== clippy (chain core, warnings are errors)"
 cargo clippy --locked -p iota-primitives -p pallet-iota --all-targets -- -D warnings
+
+echo "== chain: iota-node (debug, with its WASM runtime)"
+cargo build --locked -p iota-node
+
+echo "== chain: node integration test (iota-node --dev driven through iota-chain)"
+cargo test --locked -p iota-chain --test node -- --ignored
+
+echo "== chain: zombienet smoke test (3-node local testnet)"
+IOTA_NODE_BIN="$CARGO_TARGET_DIR/debug/iota-node" ./scripts/zombienet.sh
