@@ -9,6 +9,9 @@
 //! RPC listens on 127.0.0.1 (`--rpc-port`, default 9944) unless `--rpc-external` is given; Prometheus
 //! metrics on 127.0.0.1:9615 (`--prometheus-port`). The database is ParityDB.
 
+// `sc_cli::Error` is large and is the error type of every Substrate CLI entry point; we do not own it.
+#![allow(clippy::result_large_err)]
+
 mod chain_spec;
 mod cli;
 mod command;
