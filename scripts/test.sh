@@ -21,8 +21,8 @@ cargo test --locked -p iota-primitives -p pallet-iota --features runtime-benchma
 echo "== chain core builds no_std for the WASM runtime"
 cargo check --locked -p iota-primitives -p pallet-iota --no-default-features --target wasm32v1-none
 
-echo "== clippy (chain core, warnings are errors)"
-cargo clippy --locked -p iota-primitives -p pallet-iota --all-targets -- -D warnings
+echo "== clippy (chain core, model, storage; warnings are errors)"
+cargo clippy --locked -p iota-primitives -p pallet-iota -p iota-model -p iota-storage --all-targets -- -D warnings
 
 echo "== chain: iota-node (debug, with its WASM runtime)"
 cargo build --locked -p iota-node
