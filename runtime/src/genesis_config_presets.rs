@@ -23,8 +23,9 @@ pub const GENESIS_VALIDATOR_STAKE: Balance = 1_000 * UNIT;
 
 /// The default run config of the dev chains, for the `small` model preset of `iota-model`.
 ///
-/// - 3 pipeline stages, a bottleneck 16 channels wide at each cut (a placeholder consistent with a small
-///   model; the loss-vs-ratio curve decides the real width, and root replaces it with `set_run_config`);
+/// - 3 pipeline stages, a bottleneck 12 channels wide at each cut: iota-model's `small` preset (d_model
+///   384, so 32x width compression, the ratio `bench-compression` chose); root can change it with
+///   `set_run_config`;
 /// - `model_hash` is BLAKE3 of the bytes `iota-rs model preset small` until the orchestrator commits the
 ///   hash of the real model config;
 /// - 64 backward passes per stage per epoch; 60-second leases; a stage may stay 10 minutes (600 one-second
@@ -37,7 +38,7 @@ pub fn small_run_config() -> RunConfig<Balance, BlockNumber> {
 	RunConfig {
 		model_hash: ContentHash::of(b"iota-rs model preset small"),
 		stages: 3,
-		bottleneck_width: 16,
+		bottleneck_width: 12,
 		backward_quota: 64,
 		lease_timeout_secs: 60,
 		phase_timeout: 10 * MINUTES,
