@@ -193,6 +193,25 @@ pub enum ObjectKey {
         /// Epoch.
         epoch: u64,
     },
+    /// The run spec (model config, optimizer, data manifest) as JSON; its BLAKE3 is the on-chain
+    /// `model_hash`. Written by the orchestrator.
+    RunSpec {
+        /// Training run.
+        run: Id,
+    },
+    /// The run's tokenizer (Hugging Face `tokenizer.json`), written once by `prepare-data`.
+    Tokenizer {
+        /// Training run.
+        run: Id,
+    },
+    /// One tokenized data shard (`rows × (seq_len + 1)` little-endian u32 tokens), written once by
+    /// `prepare-data`.
+    DataShard {
+        /// Training run.
+        run: Id,
+        /// Shard index.
+        shard: u32,
+    },
     /// A named run report, written by the orchestrator.
     RunReport {
         /// Training run.
@@ -259,6 +278,21 @@ pub fn pathway_log(run: &Id, epoch: u64) -> String {
     format!("{}orchestrator/epochs/{epoch:08}/pathways", run_prefix(run))
 }
 
+/// Key of the run spec of `run` (JSON; BLAKE3 is the on-chain `model_hash`).
+pub fn run_spec(run: &Id) -> String {
+    format!("{}orchestrator/spec.json", run_prefix(run))
+}
+
+/// Key of the tokenizer of `run`.
+pub fn tokenizer(run: &Id) -> String {
+    format!("{}data/tokenizer.json", run_prefix(run))
+}
+
+/// Key of tokenized data shard `shard` of `run`.
+pub fn data_shard(run: &Id, shard: u32) -> String {
+    format!("{}data/shards/{shard:06}", run_prefix(run))
+}
+
 /// Key of the run report `name`.
 pub fn run_report(run: &Id, name: &Id) -> String {
     format!("{}orchestrator/reports/{name}", run_prefix(run))
@@ -296,6 +330,9 @@ impl ObjectKey {
                 miner,
             } => stage_checkpoint(run, *epoch, *stage, miner),
             ObjectKey::PathwayLog { run, epoch } => pathway_log(run, *epoch),
+            ObjectKey::RunSpec { run } => run_spec(run),
+            ObjectKey::Tokenizer { run } => tokenizer(run),
+            ObjectKey::DataShard { run, shard } => data_shard(run, *shard),
             ObjectKey::RunReport { run, name } => run_report(run, name),
         }
     }
@@ -307,7 +344,11 @@ impl ObjectKey {
             | ObjectKey::GradientSubmission { miner, .. }
             | ObjectKey::ReducedShard { miner, .. }
             | ObjectKey::StageCheckpoint { miner, .. } => Writer::Miner(miner.clone()),
-            ObjectKey::PathwayLog { .. } | ObjectKey::RunReport { .. } => Writer::Orchestrator,
+            ObjectKey::PathwayLog { .. }
+            | ObjectKey::RunReport { .. }
+            | ObjectKey::RunSpec { .. }
+            | ObjectKey::Tokenizer { .. }
+            | ObjectKey::DataShard { .. } => Writer::Orchestrator,
         }
     }
 }
@@ -379,6 +420,12 @@ pub fn parse(key: &str) -> Result<ObjectKey, KeyError> {
                 ["orchestrator", "epochs", epoch, "pathways"] => ObjectKey::PathwayLog {
                     run,
                     epoch: num(epoch)?,
+                },
+                ["orchestrator", "spec.json"] => ObjectKey::RunSpec { run },
+                ["data", "tokenizer.json"] => ObjectKey::Tokenizer { run },
+                ["data", "shards", shard] => ObjectKey::DataShard {
+                    run,
+                    shard: num32(shard)?,
                 },
                 ["orchestrator", "reports", name] => ObjectKey::RunReport {
                     run,
@@ -455,6 +502,12 @@ mod tests {
             ObjectKey::PathwayLog {
                 run: run.clone(),
                 epoch: 3,
+            },
+            ObjectKey::RunSpec { run: run.clone() },
+            ObjectKey::Tokenizer { run: run.clone() },
+            ObjectKey::DataShard {
+                run: run.clone(),
+                shard: 7,
             },
             ObjectKey::RunReport {
                 run,

@@ -1,0 +1,117 @@
+//! The orchestrator's JSON-RPC API as one jsonrpsee trait: the server implements `IotaApiServer`, miners
+//! and validators call `IotaApiClient` (or [`crate::SignedClient`], which signs for them).
+//!
+//! Methods are namespaced `iota_*`. Every method that changes state or hands out presigned URLs takes a
+//! [`Signed`] envelope (method name, params hash, nonce, millisecond timestamp, sr25519 signature;
+//! [`crate::signing`]); `iota_status`, `iota_runSpec` and the phase subscription are public reads.
+//! Errors carry an [`crate::ErrorCode`].
+
+use jsonrpsee::core::SubscriptionResult;
+use jsonrpsee::proc_macros::rpc;
+use jsonrpsee::types::ErrorObjectOwned;
+
+use crate::signing::Signed;
+use crate::types::*;
+
+/// Result type of the API's methods.
+pub type RpcResult<T> = Result<T, ErrorObjectOwned>;
+
+/// Full JSON-RPC method names, as signed.
+pub mod methods {
+	/// `iota_getWork`.
+	pub const GET_WORK: &str = "iota_getWork";
+	/// `iota_submitActivation`.
+	pub const SUBMIT_ACTIVATION: &str = "iota_submitActivation";
+	/// `iota_reportLoss`.
+	pub const REPORT_LOSS: &str = "iota_reportLoss";
+	/// `iota_releaseLease`.
+	pub const RELEASE_LEASE: &str = "iota_releaseLease";
+	/// `iota_submitGradient`.
+	pub const SUBMIT_GRADIENT: &str = "iota_submitGradient";
+	/// `iota_getShards`.
+	pub const GET_SHARDS: &str = "iota_getShards";
+	/// `iota_submitShard`.
+	pub const SUBMIT_SHARD: &str = "iota_submitShard";
+	/// `iota_getManifest`.
+	pub const GET_MANIFEST: &str = "iota_getManifest";
+	/// `iota_submitStateHash`.
+	pub const SUBMIT_STATE_HASH: &str = "iota_submitStateHash";
+}
+
+/// The orchestrator API (DESIGN §3 steps 2–6).
+#[rpc(server, client, namespace = "iota")]
+pub trait IotaApi {
+	/// Pull one work item for the caller's stage: a forward, a backward, the gradient upload of the merge,
+	/// or `Idle` with a retry hint. Each item is leased to the caller until its `expires_at_ms`.
+	///
+	/// Errors: auth codes, `NotRegistered`, `WrongRole`, `WrongStage`, `Unavailable`.
+	#[method(name = "getWork")]
+	async fn get_work(&self, req: Signed<GetWork>) -> RpcResult<Work>;
+
+	/// Complete a lease with its uploaded result. The orchestrator checks the key, the hash of the stored
+	/// object and its shape before accepting; the accepted item is queued for the next (or previous) stage.
+	///
+	/// Errors: auth codes, `Unknown` lease, `LeaseExpired`, `Invalid` (not the caller's lease, wrong key),
+	/// `HashMismatch`, `ShapeMismatch`, `Oversize`.
+	#[method(name = "submitActivation")]
+	async fn submit_activation(&self, req: Signed<SubmitActivation>) -> RpcResult<Ack>;
+
+	/// The tail reports a sample's loss (before submitting the lease); it goes into the pathway log.
+	///
+	/// Errors: auth codes, `Unknown` lease, `LeaseExpired`, `WrongStage` (not a tail lease), `Invalid`
+	/// (NaN/Inf or negative loss, reported twice).
+	#[method(name = "reportLoss")]
+	async fn report_loss(&self, req: Signed<ReportLoss>) -> RpcResult<()>;
+
+	/// Hand a lease back (clean shutdown); the item is re-listed at once.
+	///
+	/// Errors: auth codes, `Unknown`, `Invalid` (not the caller's lease).
+	#[method(name = "releaseLease")]
+	async fn release_lease(&self, req: Signed<ReleaseLease>) -> RpcResult<()>;
+
+	/// Report the caller's uploaded accumulated gradient (phase `WeightsUploading`).
+	///
+	/// Errors: auth codes, `WrongPhase`, `Unknown` epoch, `HashMismatch`, `ShapeMismatch`, `Invalid`
+	/// (submitted twice, zero samples).
+	#[method(name = "submitGradient")]
+	async fn submit_gradient(&self, req: Signed<GradientSubmission>) -> RpcResult<()>;
+
+	/// The caller's butterfly shards of the current merge round and the submissions to reduce.
+	///
+	/// Errors: auth codes, `WrongPhase` (not `Merging`), `Unknown` epoch, `Invalid` (the caller submitted
+	/// no gradient this round).
+	#[method(name = "getShards")]
+	async fn get_shards(&self, req: Signed<MergeQuery>) -> RpcResult<ShardAssignment>;
+
+	/// Report a reduced shard. Both copies of a shard are compared by hash.
+	///
+	/// Errors: auth codes, `WrongPhase`, `Unknown` shard or round, `Invalid` (not the caller's shard),
+	/// `HashMismatch`, `ShapeMismatch`.
+	#[method(name = "submitShard")]
+	async fn submit_shard(&self, req: Signed<SubmitShard>) -> RpcResult<()>;
+
+	/// Where the stage's merge of `epoch` stands: still reducing, ready to apply, or committed.
+	///
+	/// Errors: auth codes, `Unknown` epoch.
+	#[method(name = "getManifest")]
+	async fn get_manifest(&self, req: Signed<MergeQuery>) -> RpcResult<MergeView>;
+
+	/// A replica attests the BLAKE3 of its stage state after the step (and the checkpoint, if asked).
+	///
+	/// Errors: auth codes, `WrongPhase`, `Unknown` epoch, `Invalid` (attested twice), `HashMismatch`
+	/// (checkpoint object).
+	#[method(name = "submitStateHash")]
+	async fn submit_state_hash(&self, req: Signed<SubmitStateHash>) -> RpcResult<()>;
+
+	/// Stages, phases, miners, queue depths, merge progress and loss (public).
+	#[method(name = "status")]
+	async fn status(&self) -> RpcResult<Status>;
+
+	/// The run spec as stored; its BLAKE3 is the chain's `model_hash` (public).
+	#[method(name = "runSpec")]
+	async fn run_spec(&self) -> RpcResult<RunSpecText>;
+
+	/// Phase changes of every stage as the orchestrator sees them on finalized blocks (public).
+	#[subscription(name = "subscribePhases" => "phase", unsubscribe = "unsubscribePhases", item = PhaseEvent)]
+	async fn subscribe_phases(&self) -> SubscriptionResult;
+}

@@ -1,0 +1,459 @@
+//! Request and response bodies of the orchestrator API (DESIGN §3 steps 2–6).
+//!
+//! Units: sample ids are global (`epoch · quota + i`), epochs and stages are the chain's, times are
+//! milliseconds since the Unix epoch, sizes are bytes, tensor shapes are element counts per axis
+//! (`[B, T, b]` for a compressed activation: micro-batch rows, tokens per row, bottleneck width).
+
+use iota_primitives::{ContentHash, Phase};
+use iota_storage::PresignedRequest;
+use serde::{Deserialize, Serialize};
+
+use crate::AccountId;
+
+/// Identifier of one lease (one work item handed to one miner), unique for the orchestrator's lifetime
+/// (persisted, so unique across restarts too).
+pub type LeaseId = u64;
+
+/// Longest object key accepted in a request, in bytes.
+pub const MAX_KEY_LEN: usize = 512;
+/// Most axes of a tensor shape accepted in a request.
+pub const MAX_SHAPE_RANK: usize = 8;
+
+/// An object to read: its key, the hash it must have and a presigned GET.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectGet {
+	/// Object key.
+	pub key: String,
+	/// BLAKE3 of the object; the reader checks it before using a byte.
+	pub hash: ContentHash,
+	/// Size in bytes.
+	pub size: u64,
+	/// Presigned GET for this key.
+	pub get: PresignedRequest,
+}
+
+/// An object to write: the key the caller owns and a presigned PUT for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectPut {
+	/// Object key (scoped to the caller: `v1/runs/{run}/miners/{account}/...`).
+	pub key: String,
+	/// Presigned PUT for this key.
+	pub put: PresignedRequest,
+}
+
+/// A tensor a miner uploaded: key, hash, size and shape, as reported in a submit call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TensorRef {
+	/// Object key (must be the key of the lease's presigned PUT).
+	pub key: String,
+	/// BLAKE3 of the uploaded bytes.
+	pub hash: ContentHash,
+	/// Size in bytes.
+	pub size: u64,
+	/// Shape, e.g. `[B, T, b]`.
+	pub shape: Vec<u64>,
+}
+
+/// The tokens of one sample: a presigned GET of the data shard that holds it and where in it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataSlice {
+	/// Shard index in the run spec's data manifest.
+	pub shard: u32,
+	/// The shard object (`rows_per_shard × (seq_len + 1)` little-endian u32 tokens).
+	pub object: ObjectGet,
+	/// First row of the sample in the shard.
+	pub row_offset: u32,
+	/// Rows in the sample (`B`, the micro-batch size).
+	pub rows: u32,
+}
+
+/// Body of `iota_getWork`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetWork {
+	/// The stage the miner believes it holds (refused with `WrongStage` if the chain says otherwise).
+	pub stage: u16,
+}
+
+/// A forward work item (the tail runs forward, loss and backward at once).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardWork {
+	/// The lease; submit with it before `expires_at_ms`.
+	pub lease: LeaseId,
+	/// Epoch of the sample.
+	pub epoch: u32,
+	/// Stage.
+	pub stage: u16,
+	/// Sample id.
+	pub sample: u64,
+	/// Input activation from stage − 1 (`None` at the head).
+	pub input: Option<ObjectGet>,
+	/// Tokens: the head's inputs, the tail's targets (`None` for middle stages).
+	pub data: Option<DataSlice>,
+	/// Where to write the result: the activation for stage + 1, or at the tail the gradient with
+	/// respect to the tail's input.
+	pub output: ObjectPut,
+	/// Lease deadline.
+	pub expires_at_ms: u64,
+}
+
+/// A backward work item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackwardWork {
+	/// The lease.
+	pub lease: LeaseId,
+	/// Epoch of the sample.
+	pub epoch: u32,
+	/// Stage.
+	pub stage: u16,
+	/// Sample id.
+	pub sample: u64,
+	/// The miner that ran this stage's forward; when it is not the caller, the caller recomputes the
+	/// forward from `input`/`data` (DESIGN §3 step 5).
+	pub forward_by: AccountId,
+	/// The stage's input activation (`None` at the head).
+	pub input: Option<ObjectGet>,
+	/// The head's tokens (`None` elsewhere).
+	pub data: Option<DataSlice>,
+	/// Gradient with respect to this stage's output, from stage + 1.
+	pub grad_output: ObjectGet,
+	/// Where to write the gradient with respect to this stage's input (`None` at the head).
+	pub output: Option<ObjectPut>,
+	/// Lease deadline.
+	pub expires_at_ms: u64,
+}
+
+/// Why there is no training work right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum IdleReason {
+	/// Nothing queued for the stage.
+	QueueEmpty,
+	/// The miner holds as many leases as it may.
+	InFlightLimit,
+	/// The head has issued its epoch's quota.
+	QuotaIssued,
+	/// The stage is merging; see [`Work::UploadGradient`] and `iota_getShards`.
+	Merging,
+}
+
+/// Answer of `iota_getWork`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Work {
+	/// Run a forward pass.
+	Forward(ForwardWork),
+	/// Run a backward pass.
+	Backward(BackwardWork),
+	/// The stage is in `WeightsUploading`: upload the accumulated gradient (flat f32, see
+	/// [`GradientSubmission`]) here and call `iota_submitGradient`.
+	UploadGradient {
+		/// The epoch being merged.
+		epoch: u32,
+		/// Where to write it.
+		output: ObjectPut,
+	},
+	/// Nothing to do; ask again after `retry_after_ms`.
+	Idle {
+		/// Why.
+		reason: IdleReason,
+		/// Suggested wait.
+		retry_after_ms: u64,
+	},
+}
+
+/// Body of `iota_submitActivation`: completes a lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmitActivation {
+	/// The lease being completed.
+	pub lease: LeaseId,
+	/// The uploaded result: activation (forward), input gradient (backward, tail forward). `None` only
+	/// for the head's backward, which has nothing to send.
+	pub output: Option<TensorRef>,
+}
+
+/// Answer of a submit call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ack {
+	/// Backward passes the stage has completed this epoch, after this call.
+	pub backward_done: u32,
+	/// The stage's quota.
+	pub backward_quota: u32,
+}
+
+/// Body of `iota_reportLoss`: the tail reports a sample's loss before submitting its lease.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportLoss {
+	/// The tail's lease of the sample.
+	pub lease: LeaseId,
+	/// Mean next-token cross-entropy over the sample's `B·T` tokens, in nats (finite, ≥ 0).
+	pub loss: f32,
+}
+
+/// Elements (f32) per hashed chunk of a gradient submission: 65 536 elements = 256 KiB.
+///
+/// Shard reducers read only their element ranges of each submission (so per-miner traffic stays flat
+/// in `n`, DESIGN §6); a whole-object hash cannot check a ranged read, so submissions also carry the
+/// BLAKE3 of every chunk and a reducer reads the chunk-aligned span around its range and checks each
+/// chunk before using it.
+pub const GRADIENT_CHUNK_ELEMS: u64 = 65_536;
+
+/// BLAKE3 of each [`GRADIENT_CHUNK_ELEMS`]-element chunk of a flat little-endian f32 vector's bytes (the
+/// last chunk may be shorter).
+pub fn chunk_hashes(bytes: &[u8]) -> Vec<ContentHash> {
+	bytes.chunks((GRADIENT_CHUNK_ELEMS * 4) as usize).map(ContentHash::of).collect()
+}
+
+/// The chunks covering element range `[start, end)`: `(first chunk index, byte range to read)`, the byte
+/// range aligned to chunk boundaries and clipped to `param_count` elements.
+pub fn chunk_span(start: u64, end: u64, param_count: u64) -> (usize, std::ops::Range<u64>) {
+	let first = start / GRADIENT_CHUNK_ELEMS;
+	let last_end = end.div_ceil(GRADIENT_CHUNK_ELEMS).saturating_mul(GRADIENT_CHUNK_ELEMS).min(param_count);
+	(first as usize, first * GRADIENT_CHUNK_ELEMS * 4..last_end * 4)
+}
+
+/// Body of `iota_submitGradient` (phase `WeightsUploading`).
+///
+/// The object is `param_count` little-endian f32 values: the **sum** of the miner's per-sample
+/// gradients over `samples` micro-batches, in the stage's parameter order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GradientSubmission {
+	/// The epoch being merged.
+	pub epoch: u32,
+	/// The uploaded gradient (shape `[param_count]`).
+	pub gradient: TensorRef,
+	/// [`chunk_hashes`] of the uploaded bytes.
+	pub chunk_hashes: Vec<ContentHash>,
+	/// Micro-batches accumulated (the weight of this submission in the mean).
+	pub samples: u32,
+}
+
+/// Body of `iota_getShards` and `iota_getManifest`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeQuery {
+	/// The epoch being merged.
+	pub epoch: u32,
+}
+
+/// One gradient submission a shard reducer reads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmissionSource {
+	/// The submitting miner.
+	pub miner: AccountId,
+	/// Its sample count.
+	pub samples: u32,
+	/// The whole submission; a reducer reads the chunk-aligned span of its range ([`chunk_span`]) with
+	/// an HTTP `Range` header and checks it against `chunk_hashes`.
+	pub object: ObjectGet,
+	/// [`chunk_hashes`] of the submission.
+	pub chunk_hashes: Vec<ContentHash>,
+}
+
+/// A shard this miner must reduce.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardTask {
+	/// Shard index (`0 .. K`).
+	pub shard: u32,
+	/// Element range `[start, end)` of the flat gradient, in f32 elements.
+	pub range: [u64; 2],
+	/// Where to write the reduced shard (`end − start` little-endian f32).
+	pub output: ObjectPut,
+}
+
+/// Answer of `iota_getShards`: this miner's part of the butterfly (DESIGN §6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardAssignment {
+	/// The epoch being merged.
+	pub epoch: u32,
+	/// Merge round (a timed-out merge restarts with a new round and a new assignment).
+	pub round: u32,
+	/// Length `P` of the flat gradient, in f32 elements.
+	pub param_count: u64,
+	/// Every gradient submission of the round (the butterfly's `n` members).
+	pub submissions: Vec<SubmissionSource>,
+	/// The shards this miner reduces (weighted mean by sample count over all submissions).
+	pub shards: Vec<ShardTask>,
+}
+
+/// Body of `iota_submitShard`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmitShard {
+	/// The epoch being merged.
+	pub epoch: u32,
+	/// The round of the assignment.
+	pub round: u32,
+	/// Shard index.
+	pub shard: u32,
+	/// The uploaded reduced shard (shape `[end − start]`).
+	pub reduced: TensorRef,
+}
+
+/// One reduced shard of a completed butterfly, both copies agreeing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReducedShard {
+	/// Shard index.
+	pub shard: u32,
+	/// Element range `[start, end)`.
+	pub range: [u64; 2],
+	/// The reduced values.
+	pub object: ObjectGet,
+}
+
+/// Where a stage's merge stands, from a miner's point of view.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum MergeView {
+	/// Shards are still being reduced (or a copy mismatch is being resolved).
+	Reducing {
+		/// Shards with two agreeing copies.
+		present: u32,
+		/// Shards expected.
+		expected: u32,
+	},
+	/// Every shard is present: download them all, apply the AdamW step, call `iota_submitStateHash`.
+	Ready {
+		/// The mean gradient, shard by shard, in shard order.
+		shards: Vec<ReducedShard>,
+		/// Total samples merged (the step's sample count).
+		samples: u32,
+		/// Set for the replica the seed picked to upload the full stage checkpoint.
+		checkpoint: Option<ObjectPut>,
+	},
+	/// The manifest is on chain; the stage is training the next epoch.
+	Committed {
+		/// The stage state hash every replica attested.
+		state_hash: ContentHash,
+	},
+}
+
+/// Body of `iota_submitStateHash`: a replica attests its stage state after the step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmitStateHash {
+	/// The merged epoch.
+	pub epoch: u32,
+	/// BLAKE3 of the stage state (weights + AdamW moments + step).
+	pub state_hash: ContentHash,
+	/// The uploaded checkpoint, when this replica was asked for one.
+	pub checkpoint: Option<TensorRef>,
+}
+
+/// Body of `iota_releaseLease`: a miner shutting down hands a lease back at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseLease {
+	/// The lease.
+	pub lease: LeaseId,
+}
+
+/// Per-stage part of [`Status`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStatus {
+	/// Stage index.
+	pub stage: u16,
+	/// Epoch the stage is in.
+	pub epoch: u32,
+	/// Phase (as last seen on chain).
+	pub phase: Phase,
+	/// Miners holding the stage on chain.
+	pub miners: Vec<AccountId>,
+	/// Items waiting for a forward.
+	pub forward_queue: u32,
+	/// Items waiting for a backward.
+	pub backward_queue: u32,
+	/// Leases out now.
+	pub leases: u32,
+	/// Backward passes done this epoch.
+	pub backward_done: u32,
+	/// Gradients submitted this epoch (merge phases).
+	pub gradients_submitted: u32,
+	/// Shards present / expected (merge phases).
+	pub shards_present: u32,
+	/// Shards expected.
+	pub shards_expected: u32,
+}
+
+/// Answer of `iota_status` (public, unsigned).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+	/// Run id.
+	pub run: String,
+	/// BLAKE3 of the run spec (equals the chain's `model_hash`).
+	pub spec_hash: ContentHash,
+	/// Best finalized block the orchestrator has seen.
+	pub finalized_block: u32,
+	/// Per stage.
+	pub stages: Vec<StageStatus>,
+	/// Mean tail loss of the last completed epoch, if any.
+	pub last_epoch_loss: Option<f32>,
+	/// Tokens trained (forward+backward through every stage) since the run began.
+	pub tokens_trained: u64,
+}
+
+/// A phase change of one stage, as pushed by `iota_subscribePhases`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseEvent {
+	/// Stage.
+	pub stage: u16,
+	/// The stage's epoch after the change.
+	pub epoch: u32,
+	/// The new phase.
+	pub phase: Phase,
+	/// Finalized block in which the change was seen.
+	pub block: u32,
+}
+
+/// Answer of `iota_runSpec` (public): the spec's JSON bytes as text, so the caller can hash exactly what
+/// was committed on chain and compare with `model_hash`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSpecText {
+	/// The spec, as stored (JSON).
+	pub json: String,
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn chunk_span_covers_the_range_on_chunk_boundaries() {
+		let c = GRADIENT_CHUNK_ELEMS;
+		assert_eq!(chunk_span(0, 10, 100), (0, 0..400));
+		assert_eq!(chunk_span(c + 5, c + 6, 3 * c), (1, c * 4..2 * c * 4));
+		assert_eq!(chunk_span(c - 1, c + 1, 3 * c), (0, 0..2 * c * 4));
+		assert_eq!(chunk_span(2 * c, 2 * c + 7, 2 * c + 7), (2, 2 * c * 4..(2 * c + 7) * 4));
+		let bytes = vec![0u8; (2 * c as usize + 3) * 4];
+		let h = chunk_hashes(&bytes);
+		assert_eq!(h.len(), 3);
+		assert_eq!(h[2], ContentHash::of(&[0u8; 12]));
+	}
+
+	#[test]
+	fn work_is_tagged_json() {
+		let w = Work::Idle { reason: IdleReason::QueueEmpty, retry_after_ms: 250 };
+		let j = serde_json::to_value(&w).unwrap();
+		assert_eq!(j["kind"], "idle");
+		assert_eq!(j["reason"], "queueEmpty");
+		assert_eq!(serde_json::from_value::<Work>(j).unwrap(), w);
+	}
+}
