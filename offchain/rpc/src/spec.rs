@@ -92,7 +92,7 @@ impl DataManifest {
 	/// The rows of sample `sample` (see the module docs). `None` for an empty manifest.
 	pub fn locate(&self, sample: u64) -> Option<SampleLocation> {
 		let total = self.total_rows();
-		if total == 0 || self.batch_rows == 0 || self.rows_per_shard % self.batch_rows != 0 {
+		if total == 0 || self.batch_rows == 0 || !self.rows_per_shard.is_multiple_of(self.batch_rows) {
 			return None;
 		}
 		// `total` is a multiple of batch_rows, so a sample never wraps inside itself.
@@ -210,7 +210,7 @@ impl RunSpec {
 		self.model.validate().map_err(|e| SpecError::Invalid(e.to_string()))?;
 		self.wire_encoding()?;
 		let d = &self.data;
-		if d.batch_rows == 0 || d.rows_per_shard == 0 || d.rows_per_shard % d.batch_rows != 0 {
+		if d.batch_rows == 0 || d.rows_per_shard == 0 || !d.rows_per_shard.is_multiple_of(d.batch_rows) {
 			return Err(SpecError::Invalid(format!(
 				"rows_per_shard {} must be a positive multiple of batch_rows {}",
 				d.rows_per_shard, d.batch_rows
