@@ -8,6 +8,7 @@
 //! | messages | [`types`] | work items, submissions, merge views, status; units in the docs |
 //! | signing | [`signing`] | the `Signed<T>` envelope: account, nonce, ms timestamp, sr25519 signature |
 //! | errors | [`error`] | one JSON-RPC error code per kind of refusal |
+//! | pathway log | [`pathway`] | per epoch: which miner ran each stage of each sample, and the loss |
 //! | run spec | [`spec`] | model, optimizer, data manifest; its BLAKE3 is the chain's `model_hash` |
 //! | client | [`client`] | `SignedClient`, which signs every call |
 //!
@@ -23,6 +24,7 @@
 pub mod api;
 pub mod client;
 pub mod error;
+pub mod pathway;
 pub mod signing;
 pub mod spec;
 pub mod types;
@@ -31,6 +33,7 @@ pub use api::{IotaApiClient, IotaApiServer, RpcResult};
 pub use client::SignedClient;
 pub use error::{code_of, ErrorCode};
 pub use signing::{sign, AuthError, NonceSource, Signed};
+pub use pathway::{ObjectEntry, PathwayError, PathwayLog, PathwayRecord};
 pub use spec::{DataManifest, LrSchedule, RunSpec, SampleLocation, SpecError, SpecObject};
 
 /// A chain account (32-byte sr25519 public key; SS58 in JSON), the same type `iota-chain` uses.
