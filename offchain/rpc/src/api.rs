@@ -36,6 +36,12 @@ pub mod methods {
 	pub const GET_MANIFEST: &str = "iota_getManifest";
 	/// `iota_submitStateHash`.
 	pub const SUBMIT_STATE_HASH: &str = "iota_submitStateHash";
+	/// `iota_presignGet`.
+	pub const PRESIGN_GET: &str = "iota_presignGet";
+	/// `iota_presignPut`.
+	pub const PRESIGN_PUT: &str = "iota_presignPut";
+	/// `iota_epochRecord`.
+	pub const EPOCH_RECORD: &str = "iota_epochRecord";
 }
 
 /// The orchestrator API (DESIGN §3 steps 2–6).
@@ -102,6 +108,25 @@ pub trait IotaApi {
 	/// (checkpoint object).
 	#[method(name = "submitStateHash")]
 	async fn submit_state_hash(&self, req: Signed<SubmitStateHash>) -> RpcResult<()>;
+
+	/// Validators: presigned GETs for objects of the run (at most `MAX_PRESIGN_KEYS`).
+	///
+	/// Errors: auth codes, `NotRegistered`, `WrongRole` (not a validator), `Oversize`, `Invalid` (key outside
+	/// the run).
+	#[method(name = "presignGet")]
+	async fn presign_get(&self, req: Signed<PresignGet>) -> RpcResult<Vec<iota_storage::PresignedRequest>>;
+
+	/// Validators: a presigned PUT for a key the caller owns (evidence).
+	///
+	/// Errors: auth codes, `NotRegistered`, `WrongRole`, `Invalid` (key not in the caller's scope).
+	#[method(name = "presignPut")]
+	async fn presign_put(&self, req: Signed<PresignPut>) -> RpcResult<ObjectPut>;
+
+	/// Validators: the audit record of a completed epoch (pathway log, shard copies, mismatches).
+	///
+	/// Errors: auth codes, `NotRegistered`, `WrongRole`, `Unknown` epoch.
+	#[method(name = "epochRecord")]
+	async fn epoch_record(&self, req: Signed<MergeQuery>) -> RpcResult<EpochRecord>;
 
 	/// Stages, phases, miners, queue depths, merge progress and loss (public).
 	#[method(name = "status")]

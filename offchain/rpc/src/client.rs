@@ -109,6 +109,21 @@ impl SignedClient {
 		self.call(methods::SUBMIT_STATE_HASH, attest).await
 	}
 
+	/// `iota_presignGet` (validators).
+	pub async fn presign_get(&self, keys: Vec<String>) -> Result<Vec<iota_storage::PresignedRequest>, ClientError> {
+		self.call(methods::PRESIGN_GET, PresignGet { keys }).await
+	}
+
+	/// `iota_presignPut` (validators).
+	pub async fn presign_put(&self, key: String) -> Result<ObjectPut, ClientError> {
+		self.call(methods::PRESIGN_PUT, PresignPut { key }).await
+	}
+
+	/// `iota_epochRecord` (validators).
+	pub async fn epoch_record(&self, epoch: u32) -> Result<EpochRecord, ClientError> {
+		self.call(methods::EPOCH_RECORD, MergeQuery { epoch }).await
+	}
+
 	/// `iota_status` (unsigned).
 	pub async fn status(&self) -> Result<Status, ClientError> {
 		self.inner.request("iota_status", rpc_params![]).await

@@ -362,6 +362,86 @@ pub struct ReleaseLease {
 	pub lease: LeaseId,
 }
 
+/// Body of `iota_presignGet` (validators): presigned GETs for objects of the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PresignGet {
+	/// Keys under the run's scope (at most [`MAX_PRESIGN_KEYS`]).
+	pub keys: Vec<String>,
+}
+
+/// Most keys in one `iota_presignGet`.
+pub const MAX_PRESIGN_KEYS: usize = 64;
+
+/// Body of `iota_presignPut` (validators): a presigned PUT for a key in the caller's own scope
+/// (`iota_storage::keys::evidence`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PresignPut {
+	/// The key (its writer must be the caller).
+	pub key: String,
+}
+
+/// Answer of `iota_epochRecord` (validators): what a validator needs to audit an epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpochRecord {
+	/// Epoch.
+	pub epoch: u32,
+	/// The epoch's pathway log ([`crate::PathwayLog`]), once written (after the head's merge).
+	pub pathway_log: Option<ObjectGet>,
+	/// Per stage, the shards whose two copies disagreed: (stage, shard, the two copies' writers and objects).
+	pub shard_mismatches: Vec<ShardMismatch>,
+	/// Per stage, every reduced shard copy accepted (for sampled audits).
+	pub shard_copies: Vec<ShardCopy>,
+	/// Per stage, every gradient submission of the final merge round.
+	pub submissions: Vec<StageSubmission>,
+}
+
+/// One accepted copy of a reduced shard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardCopy {
+	/// Stage.
+	pub stage: u16,
+	/// Merge round.
+	pub round: u32,
+	/// Shard index.
+	pub shard: u32,
+	/// Element range.
+	pub range: [u64; 2],
+	/// Who reduced it.
+	pub miner: AccountId,
+	/// The copy.
+	pub object: ObjectGet,
+}
+
+/// Two copies of one shard that hash differently.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardMismatch {
+	/// Stage.
+	pub stage: u16,
+	/// Merge round.
+	pub round: u32,
+	/// Shard index.
+	pub shard: u32,
+	/// The two copies.
+	pub copies: Vec<ShardCopy>,
+}
+
+/// A gradient submission, with its stage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageSubmission {
+	/// Stage.
+	pub stage: u16,
+	/// Merge round.
+	pub round: u32,
+	/// The submission.
+	pub source: SubmissionSource,
+}
+
 /// Per-stage part of [`Status`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

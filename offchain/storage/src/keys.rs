@@ -128,6 +128,8 @@ impl Direction {
 pub enum Writer {
     /// The miner with this id (its chain account).
     Miner(Id),
+    /// The validator with this id (its chain account).
+    Validator(Id),
     /// The orchestrator.
     Orchestrator,
 }
@@ -212,6 +214,18 @@ pub enum ObjectKey {
         /// Shard index.
         shard: u32,
     },
+    /// A validator's evidence for one verdict (inputs, outputs, recomputation), whose BLAKE3 goes on
+    /// chain with the verdict.
+    Evidence {
+        /// Training run.
+        run: Id,
+        /// Writer.
+        validator: Id,
+        /// Epoch checked.
+        epoch: u64,
+        /// The miner checked.
+        miner: Id,
+    },
     /// A named run report, written by the orchestrator.
     RunReport {
         /// Training run.
@@ -293,6 +307,19 @@ pub fn data_shard(run: &Id, shard: u32) -> String {
     format!("{}data/shards/{shard:06}", run_prefix(run))
 }
 
+/// Prefix of every key that `validator` may write in `run` (ends in `/`).
+pub fn validator_scope(run: &Id, validator: &Id) -> String {
+    format!("{}validators/{validator}/", run_prefix(run))
+}
+
+/// Key of `validator`'s evidence about `miner` in `epoch`.
+pub fn evidence(run: &Id, validator: &Id, epoch: u64, miner: &Id) -> String {
+    format!(
+        "{}epochs/{epoch:08}/evidence/{miner}",
+        validator_scope(run, validator)
+    )
+}
+
 /// Key of the run report `name`.
 pub fn run_report(run: &Id, name: &Id) -> String {
     format!("{}orchestrator/reports/{name}", run_prefix(run))
@@ -333,6 +360,12 @@ impl ObjectKey {
             ObjectKey::RunSpec { run } => run_spec(run),
             ObjectKey::Tokenizer { run } => tokenizer(run),
             ObjectKey::DataShard { run, shard } => data_shard(run, *shard),
+            ObjectKey::Evidence {
+                run,
+                validator,
+                epoch,
+                miner,
+            } => evidence(run, validator, *epoch, miner),
             ObjectKey::RunReport { run, name } => run_report(run, name),
         }
     }
@@ -344,6 +377,7 @@ impl ObjectKey {
             | ObjectKey::GradientSubmission { miner, .. }
             | ObjectKey::ReducedShard { miner, .. }
             | ObjectKey::StageCheckpoint { miner, .. } => Writer::Miner(miner.clone()),
+            ObjectKey::Evidence { validator, .. } => Writer::Validator(validator.clone()),
             ObjectKey::PathwayLog { .. }
             | ObjectKey::RunReport { .. }
             | ObjectKey::RunSpec { .. }
@@ -420,6 +454,12 @@ pub fn parse(key: &str) -> Result<ObjectKey, KeyError> {
                 ["orchestrator", "epochs", epoch, "pathways"] => ObjectKey::PathwayLog {
                     run,
                     epoch: num(epoch)?,
+                },
+                ["validators", validator, "epochs", epoch, "evidence", miner] => ObjectKey::Evidence {
+                    run,
+                    validator: Id::checked((*validator).to_owned(), "validator")?,
+                    epoch: num(epoch)?,
+                    miner: Id::checked((*miner).to_owned(), "miner")?,
                 },
                 ["orchestrator", "spec.json"] => ObjectKey::RunSpec { run },
                 ["data", "tokenizer.json"] => ObjectKey::Tokenizer { run },
@@ -504,6 +544,12 @@ mod tests {
                 epoch: 3,
             },
             ObjectKey::RunSpec { run: run.clone() },
+            ObjectKey::Evidence {
+                run: run.clone(),
+                validator: id("validator-1"),
+                epoch: 3,
+                miner: id("miner-9"),
+            },
             ObjectKey::Tokenizer { run: run.clone() },
             ObjectKey::DataShard {
                 run: run.clone(),
