@@ -486,6 +486,62 @@ pub struct Status {
 	pub last_epoch_loss: Option<f32>,
 	/// Tokens trained (forward+backward through every stage) since the run began.
 	pub tokens_trained: u64,
+	/// Tokens per second over the last minute (head backward completions × tokens per sample).
+	pub tokens_per_sec: f64,
+	/// Bytes of activations and activation gradients accepted since the run began.
+	pub wire_bytes: u64,
+	/// Every miner the orchestrator has seen.
+	pub miners: Vec<MinerActivity>,
+	/// Completed epochs, oldest first (at most the last 1 000).
+	pub epochs: Vec<EpochSummary>,
+	/// Orchestrator clock, milliseconds since the Unix epoch.
+	pub now_ms: u64,
+}
+
+/// What the orchestrator saw one miner do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MinerActivity {
+	/// Account.
+	pub account: AccountId,
+	/// Stage (from chain).
+	pub stage: u16,
+	/// Work items completed in the stage's current epoch.
+	pub samples_this_epoch: u32,
+	/// Work items completed since the run began.
+	pub samples_total: u64,
+	/// Leases it holds now.
+	pub leases: u32,
+	/// Leases it let expire since the run began.
+	pub leases_expired: u64,
+	/// Requests refused since the run began.
+	pub refused: u64,
+	/// Last accepted request, milliseconds since the Unix epoch.
+	pub last_seen_ms: u64,
+}
+
+/// One completed epoch (every stage merged).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpochSummary {
+	/// Epoch.
+	pub epoch: u32,
+	/// Mean tail loss over the epoch's samples, in nats.
+	pub loss: f32,
+	/// Samples completed.
+	pub samples: u32,
+	/// Tokens trained in the epoch.
+	pub tokens: u64,
+	/// Tokens trained since the run began, at the end of this epoch.
+	pub tokens_cumulative: u64,
+	/// Wire bytes (activations and activation gradients) of the epoch.
+	pub wire_bytes: u64,
+	/// When the first sample was issued and when the last stage committed its merge, ms since the Unix epoch.
+	pub started_ms: u64,
+	/// See `started_ms`.
+	pub completed_ms: u64,
+	/// Milliseconds the stages spent in merge phases, summed over stages.
+	pub merge_ms: u64,
 }
 
 /// A phase change of one stage, as pushed by `iota_subscribePhases`.
