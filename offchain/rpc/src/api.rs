@@ -111,8 +111,13 @@ pub trait IotaApi {
 
 	/// Validators: presigned GETs for objects of the run (at most `MAX_PRESIGN_KEYS`).
 	///
-	/// Errors: auth codes, `NotRegistered`, `WrongRole` (not a validator), `Oversize`, `Invalid` (key outside
-	/// the run).
+	/// Miners may call it too, but only for the stage checkpoint keys (`keys::stage_checkpoint`) of the
+	/// stage they hold: a miner that joins mid-run (or fell out of step) loads the checkpoint named in its
+	/// stage's latest on-chain merge manifest and checks it against the attested state hash
+	/// (DESIGN §3 step 6); any other key is `WrongRole` for a miner.
+	///
+	/// Errors: auth codes, `NotRegistered`, `WrongRole` (not a validator, or a miner asking for anything but
+	/// its stage's checkpoints), `Oversize`, `Invalid` (key outside the run).
 	#[method(name = "presignGet")]
 	async fn presign_get(&self, req: Signed<PresignGet>) -> RpcResult<Vec<iota_storage::PresignedRequest>>;
 
