@@ -103,6 +103,14 @@ pub enum Error {
     /// A checkpoint did not match the stage it was loaded into.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
+    /// A checkpoint's state (weights, AdamW moments, step) does not hash to the attested state hash.
+    #[error("checkpoint state hash {got} is not the attested {expected}")]
+    StateHashMismatch {
+        /// The attested hash (hex).
+        expected: String,
+        /// The hash of the checkpoint's state (hex).
+        got: String,
+    },
     /// The corpus is not where it was expected.
     #[error("corpus not found at {path}: run scripts/fetch-data.sh to download it")]
     CorpusMissing {

@@ -45,7 +45,9 @@
 //! - Weights are initialised from `(seed, parameter name)` with ChaCha8, identical on any machine
 //!   and independent of how the model is cut into stages.
 //! - The AdamW step is plain sequential f32 Rust over flat vectors ([`optim`]): the same averaged
-//!   gradient gives bit-identical replicas.
+//!   gradient gives bit-identical replicas. [`Stage::state_hash`] (BLAKE3 of parameters ‖ AdamW
+//!   `m` ‖ `v` ‖ step) is what replicas attest after a merge; [`Stage::load_checkpoint`] loads a
+//!   checkpoint only if its state hashes to the attested value, and reproduces that hash exactly.
 //! - Every tensor received from outside (stage inputs, gradients, wire messages, checkpoints,
 //!   flat vectors) is checked for dtype, shape, length and NaN/Inf and rejected with a typed
 //!   [`Error`]; nothing here panics on input.

@@ -111,6 +111,25 @@ pub(crate) fn first_non_finite(t: &Tensor) -> Result<Option<usize>> {
     Ok(v.iter().position(|x| !x.is_finite()))
 }
 
+/// [`Stage::state_hash`] of flat parameters and an AdamW state.
+fn state_hash_of(params: &[f32], adam: &AdamState) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    let mut buf = Vec::with_capacity(4 * 16_384);
+    for v in [params, &adam.m, &adam.v] {
+        for chunk in v.chunks(16_384) {
+            buf.clear();
+            buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
+            h.update(&buf);
+        }
+    }
+    h.update(&adam.step.to_le_bytes());
+    *h.finalize().as_bytes()
+}
+
+fn hex(h: &[u8; 32]) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn shape_str(dims: &[Option<usize>]) -> String {
     let parts: Vec<String> = dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
     format!("[{}]", parts.join(", "))
@@ -517,6 +536,58 @@ impl Stage {
     /// [`Error::Checkpoint`] for unparsable bytes, another config or stage, a missing tensor or a
     /// tensor of the wrong dtype or shape; [`Error::NonFinite`] for NaN/Inf. Nothing changes on error.
     pub fn load_safetensors(&mut self, bytes: &[u8]) -> Result<()> {
+        let (flat, adam) = self.parse_checkpoint(bytes)?;
+        self.set_flat_params(&flat)?;
+        self.adam = adam;
+        self.zero_grad();
+        Ok(())
+    }
+
+    /// BLAKE3 of the stage state (DESIGN §3 step 6, the value every replica attests after a merge):
+    /// the parameters as f32 little-endian in [`specs`](Self::specs) order (`param_count` values),
+    /// then the AdamW first moments `m` and second moments `v` (f32 LE, same order and length), then
+    /// the AdamW step count as u64 LE. Two replicas have equal hashes exactly when their weights,
+    /// moments and step are bit-identical.
+    ///
+    /// # Errors
+    /// Candle errors reading the parameters only.
+    pub fn state_hash(&self) -> Result<[u8; 32]> {
+        Ok(state_hash_of(&self.flat_params()?, &self.adam))
+    }
+
+    /// The stage checkpoint the merge uploads (`iota_storage::keys::stage_checkpoint`): the
+    /// [`to_safetensors`](Self::to_safetensors) bytes (parameters in f32, AdamW `m`, `v` and step).
+    /// Loading it with [`load_checkpoint`](Self::load_checkpoint) reproduces
+    /// [`state_hash`](Self::state_hash) exactly (for an f32 stage; parameters travel as f32).
+    ///
+    /// # Errors
+    /// As [`to_safetensors`](Self::to_safetensors).
+    pub fn to_checkpoint(&self) -> Result<Vec<u8>> {
+        self.to_safetensors()
+    }
+
+    /// Load a stage checkpoint only if its state hashes to `expected` (the `state_hash` every replica
+    /// attested in the on-chain merge manifest): the hash is computed from the parsed checkpoint
+    /// before anything is applied, so unverified weights never reach the stage. The accumulated
+    /// gradient is dropped on success.
+    ///
+    /// # Errors
+    /// As [`load_safetensors`](Self::load_safetensors); [`Error::StateHashMismatch`] when the
+    /// checkpoint's state is not the attested one. Nothing changes on error.
+    pub fn load_checkpoint(&mut self, bytes: &[u8], expected: &[u8; 32]) -> Result<()> {
+        let (flat, adam) = self.parse_checkpoint(bytes)?;
+        let got = state_hash_of(&flat, &adam);
+        if &got != expected {
+            return Err(Error::StateHashMismatch { expected: hex(expected), got: hex(&got) });
+        }
+        self.set_flat_params(&flat)?;
+        self.adam = adam;
+        self.zero_grad();
+        Ok(())
+    }
+
+    /// Parse and check a checkpoint for this stage: `(flat parameters, AdamW state)`.
+    fn parse_checkpoint(&self, bytes: &[u8]) -> Result<(Vec<f32>, AdamState)> {
         let ck = |m: String| Error::Checkpoint(m);
         let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| ck(format!("not a safetensors file: {e}")))?;
         let (_, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| ck(e.to_string()))?;
@@ -556,10 +627,7 @@ impl Stage {
         let n = self.param_count();
         let m = read("optimizer.adam_m", &[n])?;
         let v = read("optimizer.adam_v", &[n])?;
-        self.set_flat_params(&flat)?;
-        self.adam = AdamState { m, v, step };
-        self.zero_grad();
-        Ok(())
+        Ok((flat, AdamState { m, v, step }))
     }
 
     /// Write [`to_safetensors`](Self::to_safetensors) to `path`.
