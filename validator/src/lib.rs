@@ -1,1 +1,6 @@
-//! iota-validator: Validator daemon: recomputes sampled work, audits butterfly shards, computes CLASP scores and submits verdicts and weights on chain. (being built).
+//! # iota-validator
+//!
+//! (crate map being written)
+
+pub mod clasp;
+pub mod weights;
