@@ -7,7 +7,12 @@ use crate::{
 	ValidatorInfo, Verdict,
 };
 use futures_util::{Stream, StreamExt};
-use subxt::{storage::Address, utils::Yes, OnlineClient};
+use subxt::{
+	backend::{legacy::LegacyRpcMethods, rpc::RpcClient},
+	storage::Address,
+	utils::Yes,
+	OnlineClient,
+};
 
 /// A pallet-iota extrinsic that made it into a finalized block without a dispatch error.
 #[derive(Debug, Clone)]
@@ -38,17 +43,18 @@ pub struct FinalizedEvents {
 #[derive(Clone)]
 pub struct IotaClient {
 	api: OnlineClient<ChainConfig>,
+	rpc: RpcClient,
 }
 
 impl IotaClient {
 	/// Connect to a node, e.g. `ws://127.0.0.1:9944`. Plain `ws://` is accepted (local nodes); errors
 	/// with [`Error::Connect`] if nothing answers or the metadata cannot be fetched.
 	pub async fn connect(url: &str) -> Result<Self, Error> {
-		let api = OnlineClient::<ChainConfig>::from_insecure_url(url)
-			.await
-			.map_err(|e| Error::Connect { url: url.to_string(), source: Box::new(e) })?;
+		let connect_err = |e: subxt::Error| Error::Connect { url: url.to_string(), source: Box::new(e) };
+		let rpc = RpcClient::from_insecure_url(url).await.map_err(|e| connect_err(e.into()))?;
+		let api = OnlineClient::<ChainConfig>::from_rpc_client(rpc.clone()).await.map_err(connect_err)?;
 		tracing::debug!(url, spec = api.runtime_version().spec_version, "connected");
-		Ok(Self { api })
+		Ok(Self { api, rpc })
 	}
 
 	/// The underlying subxt client, for anything this API does not cover.
@@ -274,6 +280,12 @@ impl IotaClient {
 		self.fetch(&runtime::storage().iota().merge_manifests(epoch, stage)).await
 	}
 
+	/// Every verdict of `epoch`, per miner (miners nobody checked are absent).
+	pub async fn spot_checks_of_epoch(&self, epoch: Epoch) -> Result<Vec<(AccountId, Vec<SpotCheck<AccountId>>)>, Error> {
+		let all = self.iter_by_account(runtime::storage().iota().spot_checks_iter1(epoch)).await?;
+		Ok(all.into_iter().map(|(who, checks)| (who, checks.0)).collect())
+	}
+
 	/// The validators' verdicts on `miner` in `epoch`.
 	pub async fn spot_checks(&self, epoch: Epoch, miner: &AccountId) -> Result<Vec<SpotCheck<AccountId>>, Error> {
 		Ok(self.fetch_or_default(&runtime::storage().iota().spot_checks(epoch, miner.clone())).await?.0)
@@ -294,6 +306,11 @@ impl IotaClient {
 		self.fetch(&runtime::storage().iota().emission_splits(epoch)).await
 	}
 
+	/// Bonds slashed in `epoch`, per miner, in balance units.
+	pub async fn slashes(&self, epoch: Epoch) -> Result<Vec<(AccountId, Balance)>, Error> {
+		self.iter_by_account(runtime::storage().iota().slashes_iter1(epoch)).await
+	}
+
 	/// Everything pallet-iota has minted so far.
 	pub async fn total_minted(&self) -> Result<Balance, Error> {
 		self.fetch_or_default(&runtime::storage().iota().total_minted()).await
@@ -307,6 +324,15 @@ impl IotaClient {
 	/// Number of the latest finalized block.
 	pub async fn finalized_number(&self) -> Result<BlockNumber, Error> {
 		Ok(self.api.blocks().at_latest().await?.number())
+	}
+
+	/// Number of the best (latest, not necessarily finalized) block, from the node's `chain_getHeader`.
+	pub async fn best_number(&self) -> Result<BlockNumber, Error> {
+		let header = LegacyRpcMethods::<ChainConfig>::new(self.rpc.clone())
+			.chain_get_header(None)
+			.await
+			.map_err(subxt::Error::from)?;
+		header.map(|h| h.number).ok_or_else(|| subxt::Error::Other("the node returned no best block header".into()).into())
 	}
 
 	// ---- events -----------------------------------------------------------------------------------

@@ -159,4 +159,11 @@ async fn register_read_back_and_typed_errors() {
 	let err = client.set_run_config(&alice, bad).await.unwrap_err();
 	assert_eq!(err.pallet_error(), Some("InvalidRunConfig"), "{err}");
 	assert_eq!(client.run_config().await.unwrap(), Some(cfg));
+
+	// Read-only views the dashboard uses: best height is at least the finalized one; nothing was
+	// checked or slashed yet.
+	let finalized = client.finalized_number().await.unwrap();
+	assert!(client.best_number().await.unwrap() >= finalized);
+	assert!(client.spot_checks_of_epoch(0).await.unwrap().is_empty());
+	assert!(client.slashes(0).await.unwrap().is_empty());
 }
