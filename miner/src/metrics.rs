@@ -1,0 +1,82 @@
+//! Prometheus metrics of one miner (`/metrics`, text format 0.0.4), served by [`serve`].
+
+use std::net::SocketAddr;
+
+use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+
+/// The miner's metrics, registered in their own registry. Cheap to clone (shared counters).
+#[derive(Clone)]
+pub struct Metrics {
+	registry: Registry,
+	/// Work items completed, by kind (`forward`, `backward`, `tail`).
+	pub samples: IntCounterVec,
+	/// Payload bytes uploaded through presigned PUTs.
+	pub bytes_up: IntCounter,
+	/// Payload bytes downloaded through presigned GETs.
+	pub bytes_down: IntCounter,
+	/// Errors by kind (`MinerError::kind`).
+	pub errors: IntCounterVec,
+	/// Work items dropped because their lease ran out.
+	pub expired: IntCounter,
+	/// Last loss reported (tail only), in nats.
+	pub loss: Gauge,
+	/// The epoch whose global weights the miner holds.
+	pub epoch: IntGauge,
+	/// Merges applied.
+	pub merges: IntCounter,
+}
+
+impl Metrics {
+	/// Fresh metrics with the `iota_miner_` prefix.
+	///
+	/// # Errors
+	/// A prometheus registration error (only for duplicate names, which this code does not create).
+	pub fn new() -> Result<Self, prometheus::Error> {
+		let registry = Registry::new();
+		let samples = IntCounterVec::new(Opts::new("iota_miner_samples_total", "Work items completed, by kind"), &["kind"])?;
+		let bytes_up = IntCounter::new("iota_miner_bytes_up_total", "Payload bytes uploaded")?;
+		let bytes_down = IntCounter::new("iota_miner_bytes_down_total", "Payload bytes downloaded")?;
+		let errors = IntCounterVec::new(Opts::new("iota_miner_errors_total", "Errors, by kind"), &["kind"])?;
+		let expired = IntCounter::new("iota_miner_leases_expired_total", "Work items dropped after their lease expired")?;
+		let loss = Gauge::new("iota_miner_loss", "Last reported loss (tail stage), nats")?;
+		let epoch = IntGauge::new("iota_miner_epoch", "Epoch of the global weights held")?;
+		let merges = IntCounter::new("iota_miner_merges_total", "Merges applied")?;
+		registry.register(Box::new(samples.clone()))?;
+		registry.register(Box::new(bytes_up.clone()))?;
+		registry.register(Box::new(bytes_down.clone()))?;
+		registry.register(Box::new(errors.clone()))?;
+		registry.register(Box::new(expired.clone()))?;
+		registry.register(Box::new(loss.clone()))?;
+		registry.register(Box::new(epoch.clone()))?;
+		registry.register(Box::new(merges.clone()))?;
+		Ok(Metrics { registry, samples, bytes_up, bytes_down, errors, expired, loss, epoch, merges })
+	}
+
+	/// The text exposition of every metric.
+	pub fn render(&self) -> String {
+		let mut buf = Vec::new();
+		// Encoding into a Vec cannot fail for well-formed metrics.
+		let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+		String::from_utf8(buf).unwrap_or_default()
+	}
+}
+
+/// Serve `GET /metrics` on `addr` until the task is dropped.
+///
+/// # Errors
+/// The bind error when `addr` cannot be listened on.
+pub async fn serve(addr: SocketAddr, metrics: Metrics) -> std::io::Result<tokio::task::JoinHandle<()>> {
+	let app = axum::Router::new().route(
+		"/metrics",
+		axum::routing::get(move || {
+			let m = metrics.clone();
+			async move { m.render() }
+		}),
+	);
+	let listener = tokio::net::TcpListener::bind(addr).await?;
+	Ok(tokio::spawn(async move {
+		if let Err(e) = axum::serve(listener, app).await {
+			tracing::warn!(error = %e, "metrics server stopped");
+		}
+	}))
+}

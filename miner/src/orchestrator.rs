@@ -1,0 +1,202 @@
+//! The orchestrator as the miner sees it: the [`Orchestrator`] trait (the API calls a miner makes, so
+//! the loop can be driven by an in-memory fake in tests) and [`RpcOrchestrator`], the real one over
+//! [`SignedClient`] that reconnects after the orchestrator restarts and retries transport failures and
+//! `Unavailable` answers with exponential backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iota_rpc::types::*;
+use iota_rpc::{AccountId, ErrorCode, SignedClient};
+use iota_storage::PresignedRequest;
+use jsonrpsee::core::ClientError;
+use subxt_signer::sr25519::Keypair;
+use tokio::sync::Mutex;
+
+use crate::error::{MinerError, Result};
+
+/// The orchestrator calls a miner makes (DESIGN §3 steps 2–6; `iota-rpc`'s `IotaApi`). Errors are
+/// [`MinerError::Refused`] (the orchestrator's code) or [`MinerError::Rpc`] (transport, after retries).
+#[async_trait]
+pub trait Orchestrator: Send + Sync {
+	/// The miner's account (signs every call).
+	fn account(&self) -> AccountId;
+	/// `iota_runSpec`: the stored spec's bytes.
+	async fn run_spec(&self) -> Result<Vec<u8>>;
+	/// `iota_getWork`.
+	async fn get_work(&self, stage: u16) -> Result<Work>;
+	/// `iota_submitActivation`.
+	async fn submit_activation(&self, lease: LeaseId, output: Option<TensorRef>) -> Result<Ack>;
+	/// `iota_reportLoss`.
+	async fn report_loss(&self, lease: LeaseId, loss: f32) -> Result<()>;
+	/// `iota_releaseLease`.
+	async fn release_lease(&self, lease: LeaseId) -> Result<()>;
+	/// `iota_submitGradient`.
+	async fn submit_gradient(&self, submission: GradientSubmission) -> Result<()>;
+	/// `iota_getShards`.
+	async fn get_shards(&self, epoch: u32) -> Result<ShardAssignment>;
+	/// `iota_submitShard`.
+	async fn submit_shard(&self, submit: SubmitShard) -> Result<()>;
+	/// `iota_getManifest`.
+	async fn get_manifest(&self, epoch: u32) -> Result<MergeView>;
+	/// `iota_submitStateHash`.
+	async fn submit_state_hash(&self, attest: SubmitStateHash) -> Result<()>;
+	/// `iota_presignGet` (a miner may ask only for its stage's checkpoint keys).
+	async fn presign_get(&self, keys: Vec<String>) -> Result<Vec<PresignedRequest>>;
+}
+
+/// Retry settings of [`RpcOrchestrator`].
+#[derive(Clone, Debug)]
+pub struct RpcRetry {
+	/// Attempts per call, the first included.
+	pub attempts: u32,
+	/// First backoff; doubles per attempt.
+	pub base: Duration,
+	/// Longest backoff.
+	pub max: Duration,
+	/// Per-request timeout.
+	pub request_timeout: Duration,
+}
+
+impl Default for RpcRetry {
+	/// 6 attempts, 250 ms doubling to 5 s, 30 s per request.
+	fn default() -> Self {
+		RpcRetry {
+			attempts: 6,
+			base: Duration::from_millis(250),
+			max: Duration::from_secs(5),
+			request_timeout: Duration::from_secs(30),
+		}
+	}
+}
+
+/// The orchestrator over a signed WebSocket connection. The connection is (re)opened lazily: after a
+/// transport error the client is dropped and the next attempt reconnects, so a restarted orchestrator
+/// is picked up without restarting the miner. Only transport errors and `Unavailable` are retried;
+/// every other refusal is returned at once (the orchestrator changed no state).
+pub struct RpcOrchestrator {
+	url: String,
+	keypair: Keypair,
+	retry: RpcRetry,
+	client: Mutex<Option<Arc<SignedClient>>>,
+}
+
+impl RpcOrchestrator {
+	/// A client for `url` (`ws://host:port`) signing with `keypair`; connects on first use.
+	pub fn new(url: impl Into<String>, keypair: Keypair, retry: RpcRetry) -> Self {
+		RpcOrchestrator { url: url.into(), keypair, retry, client: Mutex::new(None) }
+	}
+
+	async fn client(&self) -> std::result::Result<Arc<SignedClient>, ClientError> {
+		let mut guard = self.client.lock().await;
+		if let Some(c) = guard.as_ref() {
+			if c.is_connected() {
+				return Ok(c.clone());
+			}
+			tracing::warn!(url = %self.url, "orchestrator connection lost; reconnecting");
+		}
+		let c = Arc::new(SignedClient::connect(&self.url, self.keypair.clone(), self.retry.request_timeout).await?);
+		*guard = Some(c.clone());
+		Ok(c)
+	}
+
+	async fn drop_client(&self) {
+		*self.client.lock().await = None;
+	}
+
+	async fn with<R, F, Fut>(&self, method: &'static str, f: F) -> Result<R>
+	where
+		F: Fn(Arc<SignedClient>) -> Fut,
+		Fut: std::future::Future<Output = std::result::Result<R, ClientError>>,
+	{
+		let mut attempt = 1;
+		loop {
+			let res = match self.client().await {
+				Ok(c) => f(c).await,
+				Err(e) => Err(e),
+			};
+			match res {
+				Ok(r) => return Ok(r),
+				Err(e) => {
+					let code = iota_rpc::code_of(&e);
+					let transport = matches!(
+						e,
+						ClientError::Transport(_) | ClientError::RestartNeeded(_) | ClientError::RequestTimeout
+					);
+					if transport {
+						self.drop_client().await;
+					}
+					let retry = transport || code == Some(ErrorCode::Unavailable);
+					if !retry || attempt >= self.retry.attempts {
+						return Err(MinerError::rpc(method, e));
+					}
+					let wait = (self.retry.base * 2u32.saturating_pow(attempt - 1)).min(self.retry.max);
+					tracing::debug!(method, attempt, ?wait, error = %e, "retrying orchestrator call");
+					tokio::time::sleep(wait).await;
+					attempt += 1;
+				}
+			}
+		}
+	}
+}
+
+#[async_trait]
+impl Orchestrator for RpcOrchestrator {
+	fn account(&self) -> AccountId {
+		self.keypair.public_key().to_account_id()
+	}
+	async fn run_spec(&self) -> Result<Vec<u8>> {
+		self.with("iota_runSpec", |c| async move { c.run_spec().await }).await.map(|t| t.json.into_bytes())
+	}
+	async fn get_work(&self, stage: u16) -> Result<Work> {
+		self.with("iota_getWork", |c| async move { c.get_work(stage).await }).await
+	}
+	async fn submit_activation(&self, lease: LeaseId, output: Option<TensorRef>) -> Result<Ack> {
+		self.with("iota_submitActivation", |c| {
+			let output = output.clone();
+			async move { c.submit_activation(lease, output).await }
+		})
+		.await
+	}
+	async fn report_loss(&self, lease: LeaseId, loss: f32) -> Result<()> {
+		self.with("iota_reportLoss", |c| async move { c.report_loss(lease, loss).await }).await
+	}
+	async fn release_lease(&self, lease: LeaseId) -> Result<()> {
+		self.with("iota_releaseLease", |c| async move { c.release_lease(lease).await }).await
+	}
+	async fn submit_gradient(&self, submission: GradientSubmission) -> Result<()> {
+		self.with("iota_submitGradient", |c| {
+			let s = submission.clone();
+			async move { c.submit_gradient(s).await }
+		})
+		.await
+	}
+	async fn get_shards(&self, epoch: u32) -> Result<ShardAssignment> {
+		self.with("iota_getShards", |c| async move { c.get_shards(epoch).await }).await
+	}
+	async fn submit_shard(&self, submit: SubmitShard) -> Result<()> {
+		self.with("iota_submitShard", |c| {
+			let s = submit.clone();
+			async move { c.submit_shard(s).await }
+		})
+		.await
+	}
+	async fn get_manifest(&self, epoch: u32) -> Result<MergeView> {
+		self.with("iota_getManifest", |c| async move { c.get_manifest(epoch).await }).await
+	}
+	async fn submit_state_hash(&self, attest: SubmitStateHash) -> Result<()> {
+		self.with("iota_submitStateHash", |c| {
+			let a = attest.clone();
+			async move { c.submit_state_hash(a).await }
+		})
+		.await
+	}
+	async fn presign_get(&self, keys: Vec<String>) -> Result<Vec<PresignedRequest>> {
+		self.with("iota_presignGet", |c| {
+			let k = keys.clone();
+			async move { c.presign_get(k).await }
+		})
+		.await
+	}
+}
