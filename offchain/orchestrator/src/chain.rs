@@ -1,1 +1,277 @@
-pub fn _x() {}
+//! The chain side (DESIGN §3 step 6, §6): the registry and each stage's phase, epoch, round and members
+//! from **finalized** chain state; the phase driver that asks `advance_phase` when
+//! [`iota_primitives::next_phase`] allows it and `commit_merge` when the state's
+//! [`CommitPlan`](crate::state::CommitPlan) is complete; merge seeds; shard disputes; pathway logs.
+//!
+//! One [`ChainDriver::step`] per finalized block: refresh the registry (on registry events and every
+//! [`REGISTRY_REFRESH_BLOCKS`] blocks), sync every stage into the state ([`Event::ChainStage`], and
+//! [`Event::MergeSeed`] once a stage merges), resolve disputed shards, write due pathway logs, then drive.
+//! Extrinsics are sent one at a time and wait for finality, so a step never races itself.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use iota_chain::{IotaClient, IotaEvent, Signer};
+use iota_primitives::{next_phase, ContentHash, Phase, StageProgress};
+use iota_rpc::types::{chunk_span, GRADIENT_CHUNK_ELEMS};
+use iota_rpc::AccountId;
+use iota_storage::{keys, ObjectStore};
+
+use crate::auth::{MinerStanding, Registry};
+use crate::server::Orchestrator;
+use crate::state::{CommitPlan, CopyRec, Event, Obj, Submission};
+
+/// Blocks between two full registry refreshes when no registry event came.
+pub const REGISTRY_REFRESH_BLOCKS: u32 = 10;
+
+/// Why a chain step failed (the daemon logs it and retries on the next block).
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+	/// The chain client failed.
+	#[error("chain: {0}")]
+	Chain(#[from] iota_chain::Error),
+	/// The object store failed.
+	#[error("object store: {0}")]
+	Storage(#[from] iota_storage::StorageError),
+	/// The database failed.
+	#[error("database: {0}")]
+	Db(#[from] crate::db::DbError),
+	/// The chain has no run config.
+	#[error("the chain has no run config")]
+	NoRunConfig,
+	/// A submission failed its chunk check while recomputing a disputed shard.
+	#[error("submission of {miner} fails chunk {chunk} while recomputing shard {shard}")]
+	BadChunk {
+		/// Submitter.
+		miner: String,
+		/// Chunk index.
+		chunk: usize,
+		/// Shard.
+		shard: u32,
+	},
+}
+
+/// The chain's phase as the primitives spell it.
+pub fn phase_of(p: &iota_chain::Phase) -> Phase {
+	match p {
+		iota_chain::Phase::Training => Phase::Training,
+		iota_chain::Phase::WeightsUploading => Phase::WeightsUploading,
+		iota_chain::Phase::Merging => Phase::Merging,
+	}
+}
+
+/// Drives the chain side of one orchestrator.
+pub struct ChainDriver {
+	client: IotaClient,
+	signer: Signer,
+	orch: Arc<Orchestrator>,
+	stages: u16,
+	last_registry: Option<u32>,
+}
+
+impl ChainDriver {
+	/// A driver signing with the orchestrator key.
+	pub fn new(client: IotaClient, signer: Signer, orch: Arc<Orchestrator>, stages: u16) -> Self {
+		Self { client, signer, orch, stages, last_registry: None }
+	}
+
+	/// Reads every miner and validator record into a [`Registry`].
+	///
+	/// # Errors
+	/// [`ChainError::Chain`].
+	pub async fn refresh_registry(&mut self, block: u32) -> Result<(), ChainError> {
+		let mut r = Registry::default();
+		for (who, info) in self.client.miners().await? {
+			let standing = match info.status {
+				iota_chain::MinerStatus::Active => MinerStanding::Active,
+				iota_chain::MinerStatus::Leaving => MinerStanding::Leaving,
+				_ => MinerStanding::Unbonding,
+			};
+			r.miners.insert(who.0, (info.stage, standing));
+		}
+		for (who, info) in self.client.validators().await? {
+			r.validators.insert(who.0, matches!(info.status, iota_chain::ValidatorStatus::Active));
+		}
+		self.orch.set_registry(r);
+		self.last_registry = Some(block);
+		Ok(())
+	}
+
+	/// One step at finalized block `block` with its pallet-iota `events` (module docs).
+	///
+	/// # Errors
+	/// Any [`ChainError`]; the state stays consistent (each part records its own events).
+	pub async fn step(&mut self, block: u32, events: &[IotaEvent]) -> Result<(), ChainError> {
+		let registry_event = events.iter().any(|e| {
+			matches!(
+				e,
+				IotaEvent::MinerRegistered { .. }
+					| IotaEvent::ValidatorRegistered { .. }
+					| IotaEvent::MinerLeaving { .. }
+					| IotaEvent::Unbonding { .. }
+					| IotaEvent::MinerSlashed { .. }
+					| IotaEvent::MergeCommitted { .. }
+			)
+		});
+		if registry_event || self.last_registry.is_none_or(|b| block >= b + REGISTRY_REFRESH_BLOCKS) {
+			self.refresh_registry(block).await?;
+		}
+		self.sync(block).await?;
+		self.resolve_disputes().await?;
+		self.write_pathways().await?;
+		self.drive(block).await?;
+		Ok(())
+	}
+
+	/// Brings every stage's chain view into the state.
+	///
+	/// # Errors
+	/// [`ChainError::Chain`], [`ChainError::Db`].
+	pub async fn sync(&self, block: u32) -> Result<(), ChainError> {
+		let mut events = Vec::new();
+		for s in 0..self.stages {
+			let st = self.client.stage(s).await?;
+			let members: Vec<AccountId> = self.client.stage_members(s).await?.into_iter().map(|a| AccountId::from(a.0)).collect();
+			let phase = phase_of(&st.phase);
+			let same = self.orch.with_state(|state| {
+				state.stage(s).is_some_and(|v| v.epoch == st.epoch && v.phase == phase && v.round == st.round && v.members == members)
+			});
+			if !same {
+				events.push(Event::ChainStage {
+					stage: s,
+					epoch: st.epoch,
+					phase,
+					round: st.round,
+					members,
+					block,
+					now_ms: iota_rpc::signing::now_ms(),
+				});
+			}
+			if phase == Phase::Merging {
+				let need = self.orch.with_state(|state| state.stage(s).is_none_or(|v| v.merge.plan.is_none()));
+				if need {
+					if let Some(seed) = self.client.epoch_seed(st.epoch).await? {
+						events.push(Event::MergeSeed { stage: s, epoch: st.epoch, round: st.round, epoch_seed: seed });
+					}
+				}
+			}
+		}
+		self.orch.record(events)?;
+		Ok(())
+	}
+
+	async fn drive(&self, block: u32) -> Result<(), ChainError> {
+		let cfg = self.client.run_config().await?.ok_or(ChainError::NoRunConfig)?;
+		for s in 0..self.stages {
+			if let Some(plan) = self.orch.with_state(|st| st.commit_plan(s)) {
+				self.commit(plan).await?;
+				continue;
+			}
+			let chain = self.client.stage(s).await?;
+			let members = self.client.stage_members(s).await?.len() as u32;
+			let report = self.orch.with_state(|st| st.report(s));
+			let progress = StageProgress {
+				phase: phase_of(&chain.phase),
+				phase_since: u64::from(chain.phase_since),
+				backward_quota: cfg.backward_quota,
+				members,
+				report,
+			};
+			if let Ok(t) = next_phase(&progress, u64::from(block), u64::from(cfg.phase_timeout)) {
+				tracing::info!(stage = s, epoch = chain.epoch, from = ?progress.phase, to = ?t.to, timed_out = t.timed_out, ?report, "advance_phase");
+				let r = iota_chain::StageReport { backward_done: report.backward_done, gradients_submitted: report.gradients_submitted };
+				if let Err(e) = self.client.advance_phase(&self.signer, s, chain.epoch, r).await {
+					tracing::warn!(stage = s, error = %e, "advance_phase refused");
+				}
+			}
+		}
+		Ok(())
+	}
+
+	async fn commit(&self, plan: CommitPlan) -> Result<(), ChainError> {
+		let obj = |o: &Obj| iota_chain::ObjectRef { key: iota_chain::BoundedVec(o.key.as_bytes().to_vec()), hash: iota_chain::ContentHash(o.hash.0) };
+		let manifest = iota_chain::MergeManifest {
+			members: plan.members,
+			param_count: plan.param_count,
+			samples: plan.samples,
+			shards: iota_chain::BoundedVec(plan.shards.iter().map(obj).collect()),
+			state_hash: iota_chain::ContentHash(plan.state_hash.0),
+			checkpoint: plan.checkpoint.as_ref().map(obj),
+		};
+		tracing::info!(stage = plan.stage, epoch = plan.epoch, members = plan.members, samples = plan.samples, "commit_merge");
+		if let Err(e) = self.client.commit_merge(&self.signer, plan.stage, plan.epoch, manifest).await {
+			tracing::warn!(stage = plan.stage, error = %e, "commit_merge refused");
+		}
+		Ok(())
+	}
+
+	/// Recomputes every disputed shard from the submissions (brief §7) and records the correct object:
+	/// the copy whose hash matches the recomputation, or, when none does, the orchestrator's own upload.
+	///
+	/// # Errors
+	/// [`ChainError::Storage`], [`ChainError::BadChunk`], [`ChainError::Db`].
+	pub async fn resolve_disputes(&self) -> Result<(), ChainError> {
+		for s in 0..self.stages {
+			let (disputed, subs, run) = self.orch.with_state(|st| (st.disputed(s), st.submissions(s), st.config().run.clone()));
+			for (epoch, round, shard, range) in disputed {
+				let p = self.orch.with_state(|st| st.config().param_counts.get(usize::from(s)).copied().unwrap_or(0));
+				let bytes = reduce_shard(self.orch.store(), &subs, shard, range, p).await?;
+				let hash = ContentHash::of(&bytes);
+				let copies: Vec<CopyRec> = self.orch.with_state(|st| st.copies(s, shard));
+				let object = match copies.iter().find(|c| c.object.hash == hash) {
+					Some(c) => c.object.clone(),
+					None => {
+						let name = keys::Id::new(format!("shard-s{s}-e{epoch}-r{round}-k{shard}")).map_err(|_| ChainError::NoRunConfig)?;
+						let r = self.orch.store().put(&keys::run_report(&run, &name), Bytes::from(bytes)).await?;
+						Obj { key: r.key, hash: r.hash, size: r.size }
+					},
+				};
+				tracing::warn!(stage = s, epoch, shard, "shard copies disagreed; resolved by recomputation");
+				self.orch.record(vec![Event::ShardResolved { stage: s, epoch, round, shard, object }])?;
+			}
+		}
+		Ok(())
+	}
+
+	/// Writes the pathway log of every epoch whose head merge is committed.
+	///
+	/// # Errors
+	/// [`ChainError::Storage`], [`ChainError::Db`].
+	pub async fn write_pathways(&self) -> Result<(), ChainError> {
+		for epoch in self.orch.with_state(|st| st.pathway_due()) {
+			let (log, run) = self.orch.with_state(|st| (st.pathway_log(epoch), st.config().run.clone()));
+			let r = self.orch.store().put(&keys::pathway_log(&run, u64::from(epoch)), Bytes::from(log.to_bytes())).await?;
+			tracing::info!(epoch, records = log.records.len(), hash = %r.hash, "pathway log written");
+			self.orch.record(vec![Event::PathwayWritten { epoch, object: Obj { key: r.key, hash: r.hash, size: r.size } }])?;
+		}
+		Ok(())
+	}
+}
+
+/// Recomputes shard `[start, end)` bit-exactly as a reducer must (brief §7): for each element, the f64
+/// sum over submissions in their listed order divided by the total sample count, as f32 LE bytes. Reads
+/// only the chunk-aligned span of each submission and checks every chunk.
+///
+/// # Errors
+/// [`ChainError::Storage`], [`ChainError::BadChunk`].
+pub async fn reduce_shard(store: &ObjectStore, subs: &[(AccountId, Submission)], shard: u32, range: [u64; 2], param_count: u64) -> Result<Vec<u8>, ChainError> {
+	let [start, end] = range;
+	let len = (end - start) as usize;
+	let mut acc = vec![0f64; len];
+	let total: u64 = subs.iter().map(|(_, s)| u64::from(s.samples)).sum();
+	for (miner, s) in subs {
+		let (first, bytes) = chunk_span(start, end, param_count);
+		let data = store.get_range(&s.object.key, bytes.clone()).await?;
+		for (i, c) in data.chunks((GRADIENT_CHUNK_ELEMS * 4) as usize).enumerate() {
+			if s.chunk_hashes.get(first + i) != Some(&ContentHash::of(c)) {
+				return Err(ChainError::BadChunk { miner: miner.to_string(), chunk: first + i, shard });
+			}
+		}
+		let offset = (start * 4 - bytes.start) as usize;
+		for (j, a) in acc.iter_mut().enumerate() {
+			let b = &data[offset + 4 * j..offset + 4 * j + 4];
+			*a += f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+		}
+	}
+	Ok(acc.into_iter().flat_map(|a| ((a / total.max(1) as f64) as f32).to_le_bytes()).collect())
+}

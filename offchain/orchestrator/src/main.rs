@@ -1,0 +1,291 @@
+//! `iota-orchestrator`: the orchestrator daemon (`run`). Every option is also an `IOTA_*` environment
+//! variable. See the library docs for what it does.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use futures_util::StreamExt;
+use iota_chain::{IotaClient, Signer};
+use iota_orchestrator::chain::ChainDriver;
+use iota_orchestrator::db::Db;
+use iota_orchestrator::metrics::Metrics;
+use iota_orchestrator::server::{serve, Orchestrator, ServerConfig};
+use iota_orchestrator::state::{State, StateConfig};
+use iota_primitives::ContentHash;
+use iota_rpc::RunSpec;
+use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, StoreConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "iota-orchestrator", version, about = "iota-rs orchestrator: signed JSON-RPC work routing, leases, per-stage phases on chain")]
+struct Cli {
+	#[command(subcommand)]
+	command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+	/// Serve the orchestrator API and drive the chain.
+	Run(RunArgs),
+}
+
+/// Object store settings (shared by the subcommands).
+#[derive(Args, Debug, Clone)]
+struct StoreArgs {
+	/// Start an embedded S3 server over this directory (local use) instead of using `--s3-endpoint`.
+	#[arg(long, env = "IOTA_EMBEDDED_S3")]
+	embedded_s3: Option<PathBuf>,
+	/// Listen address of the embedded S3 server.
+	#[arg(long, env = "IOTA_EMBEDDED_S3_ADDR", default_value = "127.0.0.1:9000")]
+	embedded_s3_addr: SocketAddr,
+	/// S3 endpoint URL (MinIO, R2, the `iota-s3` binary); without it and without `--embedded-s3`, AWS.
+	#[arg(long, env = "IOTA_S3_ENDPOINT")]
+	s3_endpoint: Option<String>,
+	/// Bucket.
+	#[arg(long, env = "IOTA_S3_BUCKET", default_value = "iota")]
+	s3_bucket: String,
+	/// Access key (with `--s3-endpoint`).
+	#[arg(long, env = "IOTA_S3_ACCESS_KEY", default_value = "iota-dev")]
+	s3_access_key: String,
+	/// Secret key (with `--s3-endpoint`).
+	#[arg(long, env = "IOTA_S3_SECRET_KEY", default_value = "iota-dev-secret", hide_env_values = true)]
+	s3_secret_key: String,
+	/// Region (AWS).
+	#[arg(long, env = "IOTA_S3_REGION", default_value = "us-east-1")]
+	s3_region: String,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+	#[command(flatten)]
+	store: StoreArgs,
+	/// Chain node RPC URL.
+	#[arg(long, env = "IOTA_CHAIN_URL", default_value = "ws://127.0.0.1:9944")]
+	chain_url: String,
+	/// Orchestrator key as a secret URI (`//Alice` on a dev chain).
+	#[arg(long, env = "IOTA_ORCHESTRATOR_SURI", hide_env_values = true, conflicts_with = "key_file")]
+	suri: Option<String>,
+	/// Orchestrator key file (one secret URI).
+	#[arg(long, env = "IOTA_ORCHESTRATOR_KEY_FILE")]
+	key_file: Option<PathBuf>,
+	/// Dev chains: the sudo key; the chain's run config is set from the spec (model_hash, stages, quota).
+	#[arg(long, env = "IOTA_SUDO_SURI", hide_env_values = true)]
+	sudo_suri: Option<String>,
+	/// With `--sudo-suri`: the backward quota per stage per epoch to set on chain.
+	#[arg(long, env = "IOTA_BACKWARD_QUOTA")]
+	backward_quota: Option<u32>,
+	/// With `--sudo-suri`: the phase timeout (blocks) to set on chain.
+	#[arg(long, env = "IOTA_PHASE_TIMEOUT")]
+	phase_timeout: Option<u32>,
+	/// Run id (the spec is read from `keys::run_spec(run)`).
+	#[arg(long, env = "IOTA_RUN")]
+	run: String,
+	/// JSON-RPC listen address (WebSocket and HTTP).
+	#[arg(long, env = "IOTA_LISTEN", default_value = "127.0.0.1:9955")]
+	listen: SocketAddr,
+	/// Prometheus `/metrics` address.
+	#[arg(long, env = "IOTA_METRICS_ADDR", default_value = "127.0.0.1:9956")]
+	metrics_addr: SocketAddr,
+	/// SQLite database path.
+	#[arg(long, env = "IOTA_DB", default_value = "orchestrator.db")]
+	db: PathBuf,
+	/// Most leases one miner may hold.
+	#[arg(long, env = "IOTA_MAX_LEASES", default_value_t = 4)]
+	max_leases: u32,
+	/// Lease duration in ms (default: the chain's `lease_timeout_secs`).
+	#[arg(long, env = "IOTA_LEASE_MS")]
+	lease_ms: Option<u64>,
+	/// Accepted request clock skew in ms.
+	#[arg(long, env = "IOTA_WINDOW_MS", default_value_t = 30_000)]
+	window_ms: u64,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+	tracing_subscriber::fmt()
+		.with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+		.init();
+	match Cli::parse().command {
+		Command::Run(args) => run(args).await,
+	}
+}
+
+async fn open_store(a: &StoreArgs) -> Result<(ObjectStore, Option<EmbeddedS3>)> {
+	if let Some(dir) = &a.embedded_s3 {
+		let mut cfg = EmbeddedConfig::new(dir);
+		cfg.addr = a.embedded_s3_addr;
+		cfg.bucket = a.s3_bucket.clone();
+		cfg.access_key = a.s3_access_key.clone();
+		cfg.secret_key = a.s3_secret_key.clone();
+		let server = EmbeddedS3::start(cfg).await.context("starting the embedded S3 server")?;
+		let store = ObjectStore::connect(server.store_config()).await?;
+		return Ok((store, Some(server)));
+	}
+	let cfg = match &a.s3_endpoint {
+		Some(e) => StoreConfig::s3_compatible(e, &a.s3_bucket, &a.s3_access_key, &a.s3_secret_key),
+		None => StoreConfig::aws(&a.s3_region, &a.s3_bucket),
+	};
+	let store = ObjectStore::connect(cfg).await?;
+	store.ensure_bucket().await.context("the bucket")?;
+	Ok((store, None))
+}
+
+/// The stored spec bytes of `run` and the parsed, validated spec.
+async fn load_spec(store: &ObjectStore, run: &keys::Id) -> Result<(Vec<u8>, RunSpec)> {
+	let key = keys::run_spec(run);
+	let size = store.head(&key).await.with_context(|| format!("run spec {key} (run `prepare-data` first)"))?.size;
+	let bytes = store.get_range(&key, 0..size).await?.to_vec();
+	let spec: RunSpec = serde_json::from_slice(&bytes).context("run spec JSON")?;
+	spec.validate()?;
+	Ok((bytes, spec))
+}
+
+async fn run(a: RunArgs) -> Result<()> {
+	let run_id = keys::Id::new(a.run.clone())?;
+	let (store, _embedded) = open_store(&a.store).await?;
+	let (spec_bytes, spec) = load_spec(&store, &run_id).await?;
+	if spec.run != a.run {
+		bail!("the spec at {} is for run {:?}", keys::run_spec(&run_id), spec.run);
+	}
+	let spec_hash = ContentHash::of(&spec_bytes);
+	let signer = match (&a.suri, &a.key_file) {
+		(Some(s), _) => Signer::from_uri(s)?,
+		(None, Some(f)) => Signer::from_file(f)?,
+		(None, None) => bail!("give the orchestrator key: --suri or --key-file"),
+	};
+	let client = IotaClient::connect(&a.chain_url).await?;
+	let mut cfg = client.run_config().await?.context("the chain has no run config")?;
+	if let Some(sudo) = &a.sudo_suri {
+		let sudo = Signer::from_uri(sudo)?;
+		let mut want = cfg.clone();
+		want.model_hash = iota_chain::ContentHash(spec_hash.0);
+		want.stages = spec.model.n_stages() as u16;
+		want.bottleneck_width = spec.model.wire_width() as u32;
+		if let Some(q) = a.backward_quota {
+			want.backward_quota = q;
+		}
+		if let Some(t) = a.phase_timeout {
+			want.phase_timeout = t;
+		}
+		if want != cfg {
+			client.set_run_config(&sudo, want.clone()).await.context("set_run_config")?;
+			tracing::info!(model_hash = %spec_hash, stages = want.stages, quota = want.backward_quota, "run config set from the spec");
+			cfg = want;
+		}
+	} else if cfg.model_hash.0 != spec_hash.0 {
+		bail!("the chain's model_hash is not the spec's hash {spec_hash}; set it (root) or run with --sudo-suri on a dev chain");
+	}
+	if usize::from(cfg.stages) != spec.model.n_stages() {
+		bail!("the chain runs {} stages, the spec's model {}", cfg.stages, spec.model.n_stages());
+	}
+	match client.orchestrator().await? {
+		Some(o) if o == signer.account_id() => {},
+		other => tracing::warn!(?other, me = %signer.account_id(), "this key is not the chain's orchestrator: phase calls will be refused"),
+	}
+	let param_counts = (0..spec.model.n_stages()).map(|s| spec.model.stage_param_count(s).map(|p| p as u64)).collect::<Result<Vec<_>, _>>()?;
+	let lease_ms = a.lease_ms.unwrap_or(u64::from(cfg.lease_timeout_secs) * 1000);
+	let state = State::new(StateConfig {
+		run: run_id.clone(),
+		stages: cfg.stages,
+		backward_quota: cfg.backward_quota,
+		lease_ms,
+		max_leases: a.max_leases,
+		tokens_per_sample: spec.tokens_per_sample(),
+		boundary_shape: spec.boundary_shape(),
+		param_counts,
+	});
+	let db = Db::open(&a.db, &a.run)?;
+	let metrics = Metrics::new()?;
+	let server_cfg = ServerConfig { window_ms: a.window_ms, presign_secs: (lease_ms / 1000 + 60).min(900), ..ServerConfig::default() };
+	let spec_json = String::from_utf8(spec_bytes)?;
+	let orch = Orchestrator::new(state, db, store, spec, spec_json, server_cfg, metrics.clone())?;
+	let (metrics_addr, metrics_task) = metrics.serve(a.metrics_addr).await?;
+	let (rpc_addr, handle) = serve(orch.clone(), a.listen).await?;
+	tracing::info!(%rpc_addr, %metrics_addr, run = %a.run, spec = %spec_hash, lease_ms, "orchestrator listening");
+
+	let ticker = {
+		let orch = orch.clone();
+		tokio::spawn(async move {
+			let mut every = tokio::time::interval(Duration::from_millis(250));
+			loop {
+				every.tick().await;
+				orch.tick();
+			}
+		})
+	};
+	let chain_task = {
+		let orch = orch.clone();
+		let url = a.chain_url.clone();
+		let stages = cfg.stages;
+		tokio::spawn(async move {
+			let mut driver = ChainDriver::new(client, signer, orch, stages);
+			loop {
+				let mut events = match driver_client(&url).await {
+					Ok(c) => match c.finalized_events().await {
+						Ok(s) => s,
+						Err(e) => {
+							tracing::warn!(error = %e, "finalized events");
+							tokio::time::sleep(Duration::from_secs(2)).await;
+							continue;
+						},
+					},
+					Err(e) => {
+						tracing::warn!(error = %e, "chain connection");
+						tokio::time::sleep(Duration::from_secs(2)).await;
+						continue;
+					},
+				};
+				while let Some(block) = events.next().await {
+					match block {
+						Ok(b) => {
+							if let Err(e) = driver.step(b.number, &b.events).await {
+								tracing::warn!(block = b.number, error = %e, "chain step failed; retrying next block");
+							}
+						},
+						Err(e) => {
+							tracing::warn!(error = %e, "finalized block");
+							break;
+						},
+					}
+				}
+			}
+		})
+	};
+
+	shutdown_signal().await;
+	tracing::info!("shutting down");
+	let _ = handle.stop();
+	handle.stopped().await;
+	ticker.abort();
+	chain_task.abort();
+	metrics_task.abort();
+	Ok(())
+}
+
+async fn driver_client(url: &str) -> Result<IotaClient, iota_chain::Error> {
+	IotaClient::connect(url).await
+}
+
+async fn shutdown_signal() {
+	let ctrl_c = tokio::signal::ctrl_c();
+	#[cfg(unix)]
+	{
+		let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+			Ok(t) => t,
+			Err(_) => {
+				let _ = ctrl_c.await;
+				return;
+			},
+		};
+		tokio::select! {
+			_ = ctrl_c => {},
+			_ = term.recv() => {},
+		}
+	}
+	#[cfg(not(unix))]
+	{
+		let _ = ctrl_c.await;
+	}
+}
