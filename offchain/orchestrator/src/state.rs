@@ -1447,3 +1447,355 @@ pub fn miner_id(account: &AccountId) -> Id {
 	// SS58 strings are base58: always valid identifiers.
 	Id::new(account.to_string()).unwrap_or_else(|_| Id::new("invalid-account").expect("constant id is valid"))
 }
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use iota_rpc::types::TensorRef;
+
+	const LEASE: u64 = 1_000;
+	const SHAPE: [u64; 3] = [2, 4, 8];
+
+	fn acc(i: u8) -> AccountId {
+		AccountId::from([i; 32])
+	}
+
+	fn cfg(quota: u32, max_leases: u32) -> StateConfig {
+		StateConfig {
+			run: Id::new("run").unwrap(),
+			stages: 3,
+			backward_quota: quota,
+			lease_ms: LEASE,
+			max_leases,
+			tokens_per_sample: 8,
+			boundary_shape: SHAPE,
+			param_counts: vec![10, 20, 30],
+		}
+	}
+
+	/// A state and the events applied to it (to check replay).
+	struct World {
+		st: State,
+		log: Vec<Event>,
+	}
+
+	impl World {
+		/// Stage `s` has members `m[s]`; all Training at epoch 0.
+		fn new(quota: u32, max_leases: u32, members: &[&[u8]]) -> Self {
+			let mut w = World { st: State::new(cfg(quota, max_leases)), log: Vec::new() };
+			for (s, m) in members.iter().enumerate() {
+				w.chain(s as u16, 0, Phase::Training, 0, m, 0);
+			}
+			w
+		}
+		fn apply(&mut self, e: Event) {
+			self.st.apply(&e);
+			self.log.push(e);
+		}
+		fn chain(&mut self, stage: u16, epoch: u32, phase: Phase, round: u32, members: &[u8], now_ms: u64) {
+			let members = members.iter().map(|i| acc(*i)).collect();
+			self.apply(Event::ChainStage { stage, epoch, phase, round, members, block: 1, now_ms });
+		}
+		/// getWork, granting the lease if one is planned.
+		fn work(&mut self, miner: u8, stage: u16, now: u64) -> WorkPlan {
+			self.st.touch(&acc(miner), stage, now);
+			let plan = self.st.plan_work(&acc(miner), stage, now).unwrap();
+			if let WorkPlan::Lease(e) = &plan {
+				self.apply(e.clone());
+			}
+			plan
+		}
+		fn lease(&mut self, miner: u8, stage: u16, now: u64) -> Lease {
+			match self.work(miner, stage, now) {
+				WorkPlan::Lease(Event::LeaseGranted { lease, .. }) => lease,
+				other => panic!("expected a lease for miner {miner} at stage {stage}, got {other:?}"),
+			}
+		}
+		fn output(&self, l: &Lease) -> Option<TensorRef> {
+			l.output_key.as_ref().map(|k| TensorRef { key: k.clone(), hash: ContentHash::of(k.as_bytes()), size: 100, shape: SHAPE.to_vec() })
+		}
+		fn submit(&mut self, l: &Lease, now: u64) {
+			let out = self.output(l);
+			self.st.check_submit(&l.miner, l.id, out.as_ref(), now, 1 << 20).unwrap();
+			self.apply(Event::LeaseCompleted { lease: l.id, output: out.as_ref().map(Obj::from_tensor), now_ms: now });
+		}
+		fn loss(&mut self, l: &Lease, loss: f32, now: u64) {
+			let e = self.st.check_loss(&l.miner, l.id, loss, now).unwrap();
+			self.apply(e);
+		}
+		/// One sample through stages 0..3 with miners (head, mid, tail), forward and backward.
+		fn run_sample(&mut self, m: [u8; 3], now: u64) -> u64 {
+			let h = self.lease(m[0], 0, now);
+			self.submit(&h, now);
+			let f1 = self.lease(m[1], 1, now);
+			self.submit(&f1, now);
+			let t = self.lease(m[2], 2, now);
+			self.loss(&t, 2.5, now);
+			self.submit(&t, now);
+			let b1 = self.lease(m[1], 1, now);
+			assert_eq!(b1.kind, WorkKind::Backward);
+			self.submit(&b1, now);
+			let b0 = self.lease(m[0], 0, now);
+			assert_eq!(b0.kind, WorkKind::Backward);
+			self.submit(&b0, now);
+			h.sample
+		}
+	}
+
+	fn code<T: std::fmt::Debug>(r: Result<T, Refusal>) -> ErrorCode {
+		r.unwrap_err().code
+	}
+
+	#[test]
+	fn head_issues_its_epoch_quota_then_idles() {
+		let mut w = World::new(3, 8, &[&[1], &[2], &[3]]);
+		let samples: Vec<u64> = (0..3).map(|_| w.lease(1, 0, 0).sample).collect();
+		assert_eq!(samples, vec![0, 1, 2]);
+		assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::QuotaIssued));
+		assert_eq!(w.work(2, 1, 0), WorkPlan::Idle(IdleReason::QueueEmpty));
+	}
+
+	#[test]
+	fn in_flight_limit_per_miner() {
+		let mut w = World::new(10, 2, &[&[1, 4], &[2], &[3]]);
+		w.lease(1, 0, 0);
+		w.lease(1, 0, 0);
+		assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::InFlightLimit));
+		assert_eq!(w.lease(4, 0, 0).sample, 2, "another miner is not limited by the first one's leases");
+	}
+
+	#[test]
+	fn a_sample_flows_forward_and_back_and_lands_in_the_pathway_log() {
+		let mut w = World::new(2, 4, &[&[1], &[2], &[3]]);
+		let n = w.run_sample([1, 2, 3], 10);
+		let s = w.st.sample(n).unwrap();
+		assert!(s.complete());
+		assert_eq!(s.loss, Some(2.5));
+		assert_eq!(w.st.stage(0).unwrap().backward_done, 1);
+		assert_eq!(w.st.stage(2).unwrap().backward_done, 1);
+		assert_eq!(w.st.report(1), StageReport { backward_done: 1, gradients_submitted: 0 });
+		let log = w.st.pathway_log(0);
+		log.validate().unwrap();
+		assert_eq!(log.records.len(), 1);
+		let r = &log.records[0];
+		assert_eq!(r.forward, vec![acc(1), acc(2), acc(3)]);
+		assert_eq!(r.backward, vec![acc(1), acc(2), acc(3)]);
+		assert_eq!(r.backward_outputs[0], None);
+		assert!(r.backward_outputs[1].is_some());
+		assert_eq!(w.st.totals().0, 8);
+	}
+
+	#[test]
+	fn bad_submissions_are_refused_with_distinct_codes() {
+		let mut w = World::new(2, 4, &[&[1], &[2], &[3]]);
+		let l = w.lease(1, 0, 0);
+		let good = w.output(&l).unwrap();
+		let now = 5;
+		assert_eq!(code(w.st.check_submit(&acc(1), 999, Some(&good), now, 1 << 20)), ErrorCode::Unknown);
+		assert_eq!(code(w.st.check_submit(&acc(2), l.id, Some(&good), now, 1 << 20)), ErrorCode::Invalid);
+		let other_key = TensorRef { key: "v1/runs/run/x".into(), ..good.clone() };
+		assert_eq!(code(w.st.check_submit(&acc(1), l.id, Some(&other_key), now, 1 << 20)), ErrorCode::Invalid);
+		let bad_shape = TensorRef { shape: vec![2, 4, 9], ..good.clone() };
+		assert_eq!(code(w.st.check_submit(&acc(1), l.id, Some(&bad_shape), now, 1 << 20)), ErrorCode::ShapeMismatch);
+		let too_big = TensorRef { size: 2 << 20, ..good.clone() };
+		assert_eq!(code(w.st.check_submit(&acc(1), l.id, Some(&too_big), now, 1 << 20)), ErrorCode::ShapeMismatch);
+		assert_eq!(code(w.st.check_submit(&acc(1), l.id, None, now, 1 << 20)), ErrorCode::Invalid);
+		assert_eq!(code(w.st.check_submit(&acc(1), l.id, Some(&good), LEASE + 1, 1 << 20)), ErrorCode::LeaseExpired);
+		assert_eq!(code(w.st.check_loss(&acc(1), l.id, 1.0, now)), ErrorCode::WrongStage, "not a tail lease");
+		w.submit(&l, now);
+		let f1 = w.lease(2, 1, now);
+		w.submit(&f1, now);
+		let t = w.lease(3, 2, now);
+		let tout = w.output(&t).unwrap();
+		assert_eq!(code(w.st.check_submit(&acc(3), t.id, Some(&tout), now, 1 << 20)), ErrorCode::Invalid, "loss first");
+		assert_eq!(code(w.st.check_loss(&acc(3), t.id, f32::NAN, now)), ErrorCode::Invalid);
+		assert_eq!(code(w.st.check_loss(&acc(3), t.id, -1.0, now)), ErrorCode::Invalid);
+		w.loss(&t, 1.0, now);
+		assert_eq!(code(w.st.check_loss(&acc(3), t.id, 1.0, now)), ErrorCode::Invalid, "reported twice");
+		assert_eq!(code(w.st.plan_work(&acc(1), 7, now)), ErrorCode::WrongStage);
+	}
+
+	#[test]
+	fn an_expired_lease_is_relisted_and_its_holder_refused() {
+		let mut w = World::new(2, 4, &[&[1, 4], &[2], &[3]]);
+		let l = w.lease(1, 0, 0);
+		assert!(w.st.expired_leases(LEASE).is_empty(), "not before the deadline");
+		let expired = w.st.expired_leases(LEASE + 1);
+		assert_eq!(expired, vec![Event::LeaseExpired { lease: l.id }]);
+		for e in expired {
+			w.apply(e);
+		}
+		assert_eq!(w.st.leases_expired_total(), 1);
+		let out = w.output(&l);
+		assert_eq!(code(w.st.check_submit(&acc(1), l.id, out.as_ref(), LEASE + 2, 1 << 20)), ErrorCode::LeaseExpired);
+		let again = w.lease(4, 0, LEASE + 2);
+		assert_eq!(again.sample, l.sample, "the re-listed item comes before new samples");
+		// A release re-lists at once too.
+		let e = w.st.check_release(&acc(4), again.id, LEASE + 3).unwrap();
+		w.apply(e);
+		assert_eq!(w.lease(1, 0, LEASE + 3).sample, l.sample);
+	}
+
+	#[test]
+	fn backward_goes_to_the_forward_miner_while_live_then_to_anyone() {
+		let mut w = World::new(4, 4, &[&[1], &[2, 5], &[3]]);
+		let h = w.lease(1, 0, 0);
+		w.submit(&h, 0);
+		let f = w.lease(2, 1, 0);
+		w.submit(&f, 0);
+		let t = w.lease(3, 2, 0);
+		w.loss(&t, 1.0, 0);
+		w.submit(&t, 0);
+		// Miner 5 may not take miner 2's backward while miner 2 is live.
+		assert_eq!(w.work(5, 1, 10), WorkPlan::Idle(IdleReason::QueueEmpty));
+		// Miner 2 went silent for longer than a lease: anyone takes it, and recomputes.
+		let b = w.lease(5, 1, 10 + LEASE + 1);
+		assert_eq!((b.kind, b.sample), (WorkKind::Backward, h.sample));
+		assert_eq!(w.st.sample(h.sample).unwrap().forward[1].as_ref().unwrap().0, acc(2), "forward_by is miner 2");
+		// Miner 5 lets it expire: the item is open to anyone, miner 2 included.
+		for e in w.st.expired_leases(b.expires_at_ms + 1) {
+			w.apply(e);
+		}
+		let b2 = w.lease(2, 1, b.expires_at_ms + 2);
+		assert_eq!(b2.sample, h.sample);
+		w.submit(&b2, b.expires_at_ms + 2);
+		assert_eq!(w.st.stage(1).unwrap().backward_done, 1);
+	}
+
+	#[test]
+	fn items_of_a_later_epoch_wait_and_stale_ones_are_dropped() {
+		let mut w = World::new(2, 4, &[&[1], &[2], &[3]]);
+		// The head merged epoch 0 and is training epoch 1; stage 1 is still in epoch 0.
+		w.chain(0, 1, Phase::Training, 0, &[1], 5);
+		let h = w.lease(1, 0, 10);
+		assert_eq!(h.sample, 2, "epoch 1 starts at sample Q = 2");
+		w.submit(&h, 10);
+		assert_eq!(w.work(2, 1, 10), WorkPlan::Idle(IdleReason::QueueEmpty), "epoch 1 item waits");
+		w.chain(1, 0, Phase::WeightsUploading, 0, &[2], 11);
+		assert_eq!(w.work(2, 1, 11), WorkPlan::UploadGradient { epoch: 0 });
+		w.chain(1, 1, Phase::Training, 0, &[2], 12);
+		assert_eq!(w.lease(2, 1, 12).sample, 2);
+	}
+
+	fn tensor(key: String, len: u64, tag: &[u8]) -> TensorRef {
+		TensorRef { key, hash: ContentHash::of(tag), size: len * 4, shape: vec![len] }
+	}
+
+	#[test]
+	fn merge_bookkeeping_from_gradients_to_commit() {
+		let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
+		let (a, b) = (acc(7), acc(6));
+		let g = |st: &State, m: &AccountId| tensor(st.gradient_key(0, 0, m), 10, &m.0);
+		let chunks = vec![ContentHash::of(b"c")];
+		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 1)), ErrorCode::WrongPhase);
+		w.chain(0, 0, Phase::WeightsUploading, 0, &[7, 6], 100);
+		assert_eq!(code(w.st.check_gradient(&a, 0, 1, &g(&w.st, &a), &chunks, 1)), ErrorCode::Unknown);
+		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 0)), ErrorCode::Invalid);
+		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &b), &chunks, 1)), ErrorCode::Invalid, "another's key");
+		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &tensor(w.st.gradient_key(0, 0, &a), 9, b"x"), &chunks, 1)), ErrorCode::ShapeMismatch);
+		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &[], 1)), ErrorCode::ShapeMismatch);
+		for m in [&a, &b] {
+			let e = w.st.check_gradient(m, 0, 0, &g(&w.st, m), &chunks, 3).unwrap();
+			w.apply(e);
+		}
+		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 3)), ErrorCode::Invalid, "twice");
+		assert_eq!(w.st.report(0).gradients_submitted, 2);
+		w.chain(0, 0, Phase::Merging, 0, &[7, 6], 200);
+		assert_eq!(code(w.st.plan_of(0, 0)), ErrorCode::Unavailable, "no seed yet");
+		w.apply(Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [9; 32] });
+		let plan = w.st.plan_of(0, 0).unwrap().clone();
+		assert_eq!(plan.members, vec![b.clone(), a.clone()], "sorted by account bytes");
+		assert_eq!(plan.shards.len(), 1);
+		assert_eq!(Some(&plan), merge_plan(0, 0, 0, &[9; 32], vec![a.clone(), b.clone()], 10).as_ref());
+		let shard = |st: &State, m: &AccountId, tag: &[u8]| tensor(st.shard_key(0, 0, 0, m), 10, tag);
+		assert_eq!(code(w.st.check_shard(&a, 0, 0, 1, 0, &shard(&w.st, &a, b"s"))), ErrorCode::Unknown, "round");
+		assert_eq!(code(w.st.check_shard(&a, 0, 0, 0, 5, &shard(&w.st, &a, b"s"))), ErrorCode::Unknown, "shard");
+		assert_eq!(code(w.st.check_shard(&acc(9), 0, 0, 0, 0, &shard(&w.st, &acc(9), b"s"))), ErrorCode::Invalid, "not a member");
+		// The two copies disagree: recorded, the merge waits for the resolution.
+		let e = w.st.check_shard(&a, 0, 0, 0, 0, &shard(&w.st, &a, b"s")).unwrap();
+		w.apply(e);
+		assert_eq!(code(w.st.check_shard(&a, 0, 0, 0, 0, &shard(&w.st, &a, b"s"))), ErrorCode::Invalid, "twice");
+		let e = w.st.check_shard(&b, 0, 0, 0, 0, &shard(&w.st, &b, b"t")).unwrap();
+		w.apply(e);
+		assert_eq!(w.st.manifest(&a, 0, 0).unwrap(), ManifestPlan::Reducing { present: 0, expected: 1 });
+		assert_eq!(w.st.disputed(0), vec![(0, 0, 0, [0, 10])]);
+		assert_eq!(w.st.audit(0).unwrap().mismatches.len(), 1);
+		assert_eq!(code(w.st.check_attest(&a, 0, 0, ContentHash::of(b"h"), None)), ErrorCode::WrongPhase);
+		let right = Obj::from_tensor(&shard(&w.st, &a, b"s"));
+		w.apply(Event::ShardResolved { stage: 0, epoch: 0, round: 0, shard: 0, object: right.clone() });
+		let ManifestPlan::Ready { shards, samples, checkpoint_key } = w.st.manifest(&plan.checkpoint_by, 0, 0).unwrap() else { panic!("ready") };
+		assert_eq!((shards, samples), (vec![(0, [0, 10], right.clone())], 6));
+		let ck = checkpoint_key.expect("the chosen replica is asked for the checkpoint");
+		let other = if plan.checkpoint_by == a { b.clone() } else { a.clone() };
+		assert!(matches!(w.st.manifest(&other, 0, 0).unwrap(), ManifestPlan::Ready { checkpoint_key: None, .. }));
+		// Attestations: the chosen replica must bring the checkpoint, the other must not.
+		let h = ContentHash::of(b"state");
+		let ckt = TensorRef { key: ck, hash: ContentHash::of(b"ck"), size: 5, shape: vec![] };
+		assert_eq!(code(w.st.check_attest(&plan.checkpoint_by, 0, 0, h, None)), ErrorCode::Invalid);
+		assert_eq!(code(w.st.check_attest(&other, 0, 0, h, Some(&ckt))), ErrorCode::Invalid);
+		let e = w.st.check_attest(&other, 0, 0, h, None).unwrap();
+		w.apply(e);
+		assert_eq!(w.st.commit_plan(0), None, "one member still to attest");
+		let e = w.st.check_attest(&plan.checkpoint_by, 0, 0, h, Some(&ckt)).unwrap();
+		w.apply(e);
+		let c = w.st.commit_plan(0).expect("complete");
+		assert_eq!((c.members, c.param_count, c.samples, c.state_hash), (2, 10, 6, h));
+		assert_eq!(c.shards, vec![right]);
+		// The chain commits: the stage trains epoch 1, and the manifest reads Committed.
+		w.chain(0, 1, Phase::Training, 0, &[7, 6], 300);
+		assert_eq!(w.st.manifest(&a, 0, 0).unwrap(), ManifestPlan::Committed { state_hash: h });
+		assert_eq!(w.st.audit(0).unwrap().submissions.len(), 2);
+	}
+
+	#[test]
+	fn conflicting_state_hashes_block_the_commit() {
+		let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
+		w.chain(0, 0, Phase::WeightsUploading, 0, &[7, 6], 1);
+		for m in [acc(7), acc(6)] {
+			let t = tensor(w.st.gradient_key(0, 0, &m), 10, b"g");
+			let e = w.st.check_gradient(&m, 0, 0, &t, &[ContentHash::of(b"c")], 1).unwrap();
+			w.apply(e);
+		}
+		w.chain(0, 0, Phase::Merging, 0, &[7, 6], 2);
+		w.apply(Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [1; 32] });
+		for m in [acc(7), acc(6)] {
+			let t = tensor(w.st.shard_key(0, 0, 0, &m), 10, b"same");
+			let e = w.st.check_shard(&m, 0, 0, 0, 0, &t).unwrap();
+			w.apply(e);
+		}
+		let by = w.st.plan_of(0, 0).unwrap().checkpoint_by.clone();
+		for (i, m) in [acc(7), acc(6)].into_iter().enumerate() {
+			let ck = (m == by).then(|| TensorRef { key: keys::stage_checkpoint(&Id::new("run").unwrap(), 0, 0, &miner_id(&m)), hash: ContentHash::of(b"ck"), size: 1, shape: vec![] });
+			let e = w.st.check_attest(&m, 0, 0, ContentHash::of(&[i as u8]), ck.as_ref()).unwrap();
+			w.apply(e);
+		}
+		assert!(w.st.attest_conflict(0));
+		assert_eq!(w.st.commit_plan(0), None);
+		// A timed-out round restarts with fresh submissions.
+		w.chain(0, 0, Phase::WeightsUploading, 1, &[7, 6], 3);
+		assert_eq!(w.st.report(0).gradients_submitted, 0);
+		assert_eq!(w.work(7, 0, 4), WorkPlan::UploadGradient { epoch: 0 });
+	}
+
+	#[test]
+	fn replaying_the_event_log_rebuilds_the_same_state() {
+		let mut w = World::new(3, 4, &[&[1], &[2], &[3]]);
+		w.run_sample([1, 2, 3], 10);
+		let l = w.lease(1, 0, 20);
+		for e in w.st.expired_leases(l.expires_at_ms + 1) {
+			w.apply(e);
+		}
+		w.run_sample([1, 2, 3], 2_000);
+		let mut again = State::new(cfg(3, 4));
+		for e in &w.log {
+			again.apply(e);
+		}
+		assert_eq!(again.stage_status(), w.st.stage_status());
+		assert_eq!(again.pathway_log(0), w.st.pathway_log(0));
+		assert_eq!(again.leases().count(), w.st.leases().count());
+		assert_eq!(again.totals(), w.st.totals());
+		assert_eq!(again.leases_expired_total(), 1);
+		// Lease ids continue after the replayed ones.
+		assert_eq!(again.plan_work(&acc(1), 0, 3_000).unwrap(), w.st.plan_work(&acc(1), 0, 3_000).unwrap());
+	}
+}
