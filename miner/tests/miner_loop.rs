@@ -1,0 +1,456 @@
+//! The miner's loop, one step at a time, against in-memory fakes (no processes): forward, backward and
+//! tail items; every kind of bad input skipped with the lease released; expired leases dropped; the
+//! whole merge of three replicas ending bit-identical; resynchronisation only from an attested checkpoint.
+
+mod common;
+
+use std::sync::Arc;
+
+use candle_core::{DType, Device};
+use common::*;
+use iota_miner::{Committed, Metrics, Miner, MinerConfig, MinerError, Outcome, Phase};
+use iota_model::wire::{self, Expect, Kind};
+use iota_model::{Stage, StepOptions};
+use iota_primitives::ContentHash;
+use iota_rpc::signing::now_ms;
+use iota_rpc::types::*;
+use iota_rpc::AccountId;
+use iota_storage::keys::Direction;
+
+fn miner(world: &Arc<World>, chain: &Arc<FakeChain>, me: &AccountId, stage: u16) -> Miner {
+	let spec = common::spec(&world.io);
+	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
+	Miner::new(orch, world.io.clone(), chain.clone(), spec, stage, MinerConfig::default(), Metrics::new().unwrap()).unwrap()
+}
+
+/// A synced miner at epoch 0.
+async fn synced(world: &Arc<World>, me: &AccountId, stage: u16) -> Miner {
+	let chain = Arc::new(FakeChain::default());
+	let mut m = miner(world, &chain, me, stage);
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert_eq!(m.phase(), &Phase::Training);
+	m
+}
+
+fn forward_item(lease: LeaseId, stage: u16, sample: u64, input: Option<ObjectGet>, data: Option<DataSlice>, out: String) -> Work {
+	Work::Forward(ForwardWork {
+		lease,
+		epoch: 0,
+		stage,
+		sample,
+		input,
+		data,
+		output: put(out),
+		expires_at_ms: far(),
+	})
+}
+
+#[tokio::test]
+async fn body_stage_forward_then_backward_uploads_checked_tensors_and_accumulates() {
+	let world = Arc::new(World::default());
+	let me = account(1);
+	let mut m = synced(&world, &me, 1).await;
+	let input = boundary(1);
+	let in_obj = store_tensor(&world.io, "in", &input, Kind::Activation);
+	let out_key = act_key(1, 3, Direction::Forward, &me);
+	world.push_work(&me, forward_item(1, 1, 3, Some(in_obj.clone()), None, out_key.clone()));
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+
+	let calls = world.calls(&me);
+	let Call::Submit(1, Some(r)) = &calls[0] else { panic!("{calls:?}") };
+	assert_eq!(r.key, out_key);
+	assert_eq!(r.shape, vec![ROWS as u64, SEQ as u64, 8]);
+	let w = wire::decode(&world.io.get_obj(&out_key).unwrap(), &Expect::btw(Kind::Activation, 8, 1 << 20), DType::F32, &Device::Cpu)
+		.unwrap();
+	let spec = common::spec(&world.io);
+	let reference = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	let want = reference.forward(&input).unwrap().output();
+	assert_eq!(w.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+
+	// Backward by the miner that ran the forward: uses the kept graph.
+	let grad = boundary(2);
+	let g_obj = store_tensor(&world.io, "grad", &grad, Kind::Gradient);
+	let gi_key = act_key(1, 3, Direction::Backward, &me);
+	world.push_work(
+		&me,
+		Work::Backward(BackwardWork {
+			lease: 2,
+			epoch: 0,
+			stage: 1,
+			sample: 3,
+			forward_by: me.clone(),
+			input: Some(in_obj),
+			data: None,
+			grad_output: g_obj,
+			output: Some(put(gi_key.clone())),
+			expires_at_ms: far(),
+		}),
+	);
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert_eq!(m.accumulated(), 1);
+	let Call::Submit(2, Some(r)) = &world.calls(&me)[1] else { panic!() };
+	assert_eq!(r.key, gi_key);
+
+	// The merge upload is exactly the stage's gradient for that item.
+	world.merge.lock().unwrap().expected = 1;
+	world.merge.lock().unwrap().param_count = reference.param_count() as u64;
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	let Call::Gradient(s) = &world.calls(&me)[2] else { panic!() };
+	assert_eq!(s.samples, 1);
+	let mut r2 = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	r2.backward_from_input(&input, &grad).unwrap();
+	let (g, _) = r2.take_gradient().unwrap();
+	let uploaded = iota_miner::merge::decode_f32("g", &world.io.get_obj(&s.gradient.key).unwrap()).unwrap();
+	assert_eq!(uploaded, g);
+	assert!(matches!(m.phase(), Phase::Merging(_)));
+}
+
+#[tokio::test]
+async fn head_reads_its_tokens_and_backward_from_another_miner_recomputes() {
+	let world = Arc::new(World::default());
+	let (me, other) = (account(1), account(2));
+	let mut m = synced(&world, &me, 0).await;
+	let spec = common::spec(&world.io);
+	let out_key = act_key(0, 5, Direction::Forward, &me);
+	world.push_work(&me, forward_item(1, 0, 5, None, Some(slice(&spec, &world.io, 5)), out_key.clone()));
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert!(matches!(&world.calls(&me)[0], Call::Submit(1, Some(_))));
+
+	// A backward whose forward another miner ran: recomputed from the tokens; the head submits no output.
+	world.push_work(
+		&me,
+		Work::Backward(BackwardWork {
+			lease: 2,
+			epoch: 0,
+			stage: 0,
+			sample: 6,
+			forward_by: other,
+			input: None,
+			data: Some(slice(&spec, &world.io, 6)),
+			grad_output: store_tensor(&world.io, "g6", &boundary(6), Kind::Gradient),
+			output: None,
+			expires_at_ms: far(),
+		}),
+	);
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert_eq!(world.calls(&me)[1], Call::Submit(2, None));
+	assert_eq!(m.accumulated(), 1);
+}
+
+#[tokio::test]
+async fn tail_reports_the_loss_before_submitting_its_input_gradient() {
+	let world = Arc::new(World::default());
+	let me = account(1);
+	let mut m = synced(&world, &me, 2).await;
+	let spec = common::spec(&world.io);
+	let input = store_tensor(&world.io, "in", &boundary(4), Kind::Activation);
+	let out_key = act_key(2, 4, Direction::Backward, &me);
+	world.push_work(&me, forward_item(7, 2, 4, Some(input), Some(slice(&spec, &world.io, 4)), out_key.clone()));
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	let calls = world.calls(&me);
+	let Call::Loss(7, loss) = calls[0] else { panic!("{calls:?}") };
+	assert!(loss.is_finite() && loss > 0.0);
+	let Call::Submit(7, Some(r)) = &calls[1] else { panic!("{calls:?}") };
+	assert_eq!(r.key, out_key);
+	assert_eq!(m.accumulated(), 1);
+	assert!(m.metrics.render().contains("iota_miner_loss"));
+}
+
+#[tokio::test]
+async fn bad_items_are_released_with_a_reason_and_the_miner_keeps_running() {
+	let world = Arc::new(World::default());
+	let me = account(1);
+	let mut m = synced(&world, &me, 1).await;
+	let out = || act_key(1, 1, Direction::Forward, &me);
+
+	// Corrupt bytes (their hash is honest): not a wire message.
+	let garbage = world.io.insert("garbage", b"not a tensor at all".to_vec());
+	world.push_work(&me, forward_item(1, 1, 1, Some(garbage), None, out()));
+	assert!(matches!(m.step().await, Err(MinerError::Model(_))));
+
+	// Wrong shape: [B, T, 4] instead of [B, T, 8].
+	let narrow = boundary(1).narrow(2, 0, 4).unwrap().contiguous().unwrap();
+	let narrow = store_tensor(&world.io, "narrow", &narrow, Kind::Activation);
+	world.push_work(&me, forward_item(2, 1, 1, Some(narrow), None, out()));
+	assert!(matches!(m.step().await, Err(MinerError::Model(iota_model::Error::Shape { .. }))));
+
+	// A gradient where an activation belongs.
+	let wrong_kind = store_tensor(&world.io, "wk", &boundary(1), Kind::Gradient);
+	world.push_work(&me, forward_item(3, 1, 1, Some(wrong_kind), None, out()));
+	assert!(matches!(m.step().await, Err(MinerError::Model(iota_model::Error::Wire(_)))));
+
+	// NaN inside a well-formed message.
+	let mut v = boundary(1).flatten_all().unwrap().to_vec1::<f32>().unwrap();
+	v[5] = f32::NAN;
+	let nan_t = candle_core::Tensor::from_vec(v, (ROWS, SEQ, 8), &Device::Cpu).unwrap();
+	let mut msg = wire::encode(&boundary(1), Kind::Activation, iota_model::Encoding::F32).unwrap();
+	// Patch the NaN into the f32 payload (the last B·T·w·4 bytes).
+	let payload = nan_t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+	let n = msg.len();
+	for (i, x) in payload.iter().enumerate() {
+		msg[n - payload.len() * 4 + 4 * i..n - payload.len() * 4 + 4 * i + 4].copy_from_slice(&x.to_le_bytes());
+	}
+	let nan = world.io.insert("nan", msg);
+	world.push_work(&me, forward_item(4, 1, 1, Some(nan), None, out()));
+	assert!(matches!(m.step().await, Err(MinerError::Model(iota_model::Error::NonFinite { .. }))));
+
+	// The announced hash does not match what is stored.
+	let mut tampered = store_tensor(&world.io, "t", &boundary(1), Kind::Activation);
+	tampered.hash = ContentHash::of(b"something else");
+	world.push_work(&me, forward_item(5, 1, 1, Some(tampered), None, out()));
+	assert!(matches!(m.step().await, Err(MinerError::Storage { .. })));
+
+	// Another stage's item; a body item without input.
+	let good = store_tensor(&world.io, "good", &boundary(1), Kind::Activation);
+	world.push_work(&me, forward_item(6, 2, 1, Some(good.clone()), None, out()));
+	assert!(matches!(m.step().await, Err(MinerError::BadInput(_))));
+	world.push_work(&me, forward_item(7, 1, 1, None, None, out()));
+	assert!(matches!(m.step().await, Err(MinerError::BadInput(_))));
+
+	// An oversize object is refused before download.
+	let mut huge = good.clone();
+	huge.size = 1 << 40;
+	world.push_work(&me, forward_item(8, 1, 1, Some(huge), None, out()));
+	assert!(matches!(m.step().await, Err(MinerError::BadInput(_))));
+
+	let released: Vec<_> = world.calls(&me).into_iter().filter(|c| matches!(c, Call::Release(_))).collect();
+	assert_eq!(released, (1..=8).map(Call::Release).collect::<Vec<_>>(), "every bad item's lease handed back");
+	assert!(!world.calls(&me).iter().any(|c| matches!(c, Call::Submit(..))), "nothing bad was submitted");
+
+	// And it keeps working.
+	world.push_work(&me, forward_item(9, 1, 1, Some(good), None, out()));
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert!(matches!(world.calls(&me).last(), Some(Call::Submit(9, Some(_)))));
+	assert_eq!(m.lease(), None);
+}
+
+#[tokio::test]
+async fn expired_work_is_dropped_not_submitted_and_later_epochs_trigger_a_resync() {
+	let world = Arc::new(World::default());
+	let me = account(1);
+	let mut m = synced(&world, &me, 1).await;
+	let input = store_tensor(&world.io, "in", &boundary(1), Kind::Activation);
+	let mut w = forward_item(1, 1, 1, Some(input.clone()), None, act_key(1, 1, Direction::Forward, &me));
+	if let Work::Forward(f) = &mut w {
+		f.expires_at_ms = now_ms().saturating_sub(1);
+	}
+	world.push_work(&me, w);
+	let e = m.step().await.unwrap_err();
+	assert!(matches!(e, MinerError::LeaseExpired { lease: 1, .. }), "{e}");
+	assert!(world.calls(&me).is_empty(), "an expired result is neither submitted nor released");
+	m.record_error(&e);
+	assert!(m.metrics.render().contains("iota_miner_leases_expired_total 1"));
+
+	// Work of a later epoch: this miner missed a merge; it stops training and resyncs.
+	let mut w = forward_item(2, 1, 1, Some(input), None, act_key(1, 1, Direction::Forward, &me));
+	if let Work::Forward(f) = &mut w {
+		f.epoch = 1;
+	}
+	world.push_work(&me, w);
+	assert!(matches!(m.step().await, Err(MinerError::BadInput(_))));
+	assert_eq!(m.phase(), &Phase::Unsynced);
+	assert_eq!(world.calls(&me), vec![Call::Release(2)]);
+}
+
+#[tokio::test]
+async fn three_replicas_merge_and_end_bit_identical() {
+	let world = Arc::new(World::default());
+	let chain = Arc::new(FakeChain::default());
+	let who: Vec<AccountId> = (1..=3).map(account).collect();
+	let mut miners = Vec::new();
+	for a in &who {
+		let mut m = miner(&world, &chain, a, 1);
+		m.step().await.unwrap();
+		miners.push(m);
+	}
+	// Each replica does a different number of backward items (recomputed: no kept graphs).
+	let mut sample = 0u64;
+	for (k, a) in who.iter().enumerate() {
+		for _ in 0..=k {
+			sample += 1;
+			let inp = store_tensor(&world.io, &format!("in{sample}"), &boundary(sample), Kind::Activation);
+			let g = store_tensor(&world.io, &format!("g{sample}"), &boundary(100 + sample), Kind::Gradient);
+			world.push_work(
+				a,
+				Work::Backward(BackwardWork {
+					lease: sample,
+					epoch: 0,
+					stage: 1,
+					sample,
+					forward_by: account(9),
+					input: Some(inp),
+					data: None,
+					grad_output: g,
+					output: Some(put(act_key(1, sample, Direction::Backward, a))),
+					expires_at_ms: far(),
+				}),
+			);
+		}
+	}
+	let p = miners[0].stage().param_count() as u64;
+	{
+		let mut mw = world.merge.lock().unwrap();
+		mw.expected = 3;
+		mw.param_count = p;
+	}
+	for _ in 0..200 {
+		for m in miners.iter_mut() {
+			m.step().await.unwrap();
+		}
+		if miners.iter().all(|m| m.epoch() == 1) {
+			break;
+		}
+	}
+	assert!(miners.iter().all(|m| m.epoch() == 1 && m.phase() == &Phase::Training), "{miners:?}");
+	let hashes: Vec<_> = miners.iter().map(|m| m.stage().state_hash().unwrap()).collect();
+	assert!(hashes.iter().all(|h| h == &hashes[0]), "replicas diverged");
+	// Three shards, each reduced twice; every miner reduced two.
+	for a in &who {
+		assert_eq!(world.calls(a).iter().filter(|c| matches!(c, Call::Shard(_))).count(), 2);
+	}
+	// The step equals one applied by hand to the exact mean of the three sums.
+	let mw = world.merge.lock().unwrap();
+	let sums: Vec<(Vec<f32>, u32)> = mw
+		.submissions
+		.values()
+		.map(|(_, s)| (iota_miner::merge::decode_f32("g", &world.io.get_obj(&s.gradient.key).unwrap()).unwrap(), s.samples))
+		.collect();
+	let total: u32 = sums.iter().map(|s| s.1).sum();
+	assert_eq!(total, 6);
+	let mean: Vec<f32> =
+		(0..p as usize).map(|j| (sums.iter().map(|s| f64::from(s.0[j])).sum::<f64>() / f64::from(total)) as f32).collect();
+	let spec = common::spec(&world.io);
+	let mut by_hand = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	by_hand.apply_gradient(&mean, &spec.step_options(0), total as usize).unwrap();
+	assert_eq!(by_hand.state_hash().unwrap(), hashes[0]);
+	// The seed-picked replica uploaded a checkpoint that reproduces the attested hash.
+	let ck = who
+		.iter()
+		.flat_map(|a| world.calls(a))
+		.find_map(|c| match c {
+			Call::StateHash(SubmitStateHash { checkpoint: Some(r), .. }) => Some(r),
+			_ => None,
+		})
+		.expect("one checkpoint");
+	let mut joiner = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	joiner.load_checkpoint(&world.io.get_obj(&ck.key).unwrap(), &hashes[0]).unwrap();
+	assert!(miners[0].metrics.render().contains("iota_miner_merges_total 1"));
+}
+
+#[tokio::test]
+async fn a_tampered_reduced_shard_is_never_applied() {
+	let world = Arc::new(World::default());
+	let chain = Arc::new(FakeChain::default());
+	let who: Vec<AccountId> = (1..=2).map(account).collect();
+	let mut miners = Vec::new();
+	for (k, a) in who.iter().enumerate() {
+		let mut m = miner(&world, &chain, a, 1);
+		m.step().await.unwrap();
+		let s = k as u64 + 1;
+		world.push_work(
+			a,
+			Work::Backward(BackwardWork {
+				lease: s,
+				epoch: 0,
+				stage: 1,
+				sample: s,
+				forward_by: account(9),
+				input: Some(store_tensor(&world.io, &format!("in{s}"), &boundary(s), Kind::Activation)),
+				data: None,
+				grad_output: store_tensor(&world.io, &format!("g{s}"), &boundary(50 + s), Kind::Gradient),
+				output: Some(put(act_key(1, s, Direction::Backward, a))),
+				expires_at_ms: far(),
+			}),
+		);
+		miners.push(m);
+	}
+	let before: Vec<_> = miners.iter().map(|m| m.stage().state_hash().unwrap()).collect();
+	{
+		let mut mw = world.merge.lock().unwrap();
+		mw.expected = 2;
+		mw.param_count = miners[0].stage().param_count() as u64;
+		mw.corrupt_shard = Some(0);
+	}
+	let mut refused = 0;
+	for _ in 0..40 {
+		for m in miners.iter_mut() {
+			match m.step().await {
+				Err(MinerError::Storage { source: iota_storage::StorageError::HashMismatch { .. }, .. }) => refused += 1,
+				Err(e) => panic!("{e}"),
+				Ok(_) => {}
+			}
+		}
+	}
+	assert!(refused > 0, "the tampered shard was detected");
+	assert_eq!(miners.iter().map(|m| m.stage().state_hash().unwrap()).collect::<Vec<_>>(), before, "nothing applied");
+	assert!(miners.iter().all(|m| m.epoch() == 0 && matches!(m.phase(), Phase::Merging(_))));
+}
+
+#[tokio::test]
+async fn a_joining_miner_loads_only_the_attested_checkpoint_and_never_trains_without_one() {
+	let world = Arc::new(World::default());
+	let spec = common::spec(&world.io);
+	// The stage's state after epoch 0's merge, as the replicas attested it.
+	let mut src = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	src.apply_gradient(&vec![1e-3; src.param_count()], &StepOptions::default(), 4).unwrap();
+	let attested = ContentHash(src.state_hash().unwrap());
+	let good = world.io.insert("ck-good", src.to_checkpoint().unwrap());
+	let other = Stage::new(&spec.model, 1, 7, DType::F32, &Device::Cpu).unwrap();
+	let forged = world.io.insert("ck-forged", other.to_checkpoint().unwrap());
+
+	let chain = Arc::new(FakeChain::default());
+	*chain.epoch.lock().unwrap() = 1;
+	let me = account(1);
+	let mut m = miner(&world, &chain, &me, 1);
+
+	// No manifest yet, then a manifest without checkpoint: wait, never train.
+	assert!(matches!(m.step().await.unwrap(), Outcome::Idle(_)));
+	chain.committed.lock().unwrap().insert(0, Committed { epoch: 0, state_hash: attested, checkpoint: None });
+	assert!(matches!(m.step().await.unwrap(), Outcome::Idle(_)));
+	assert_eq!(m.phase(), &Phase::Unsynced);
+
+	// A checkpoint whose state is not the attested one (its object hash is honest).
+	chain.committed.lock().unwrap().insert(0, Committed { epoch: 0, state_hash: attested, checkpoint: Some((forged.key, forged.hash)) });
+	assert!(matches!(m.step().await, Err(MinerError::Model(iota_model::Error::StateHashMismatch { .. }))));
+	assert_eq!(m.phase(), &Phase::Unsynced);
+
+	// The checkpoint object altered after its hash was committed.
+	chain.committed.lock().unwrap().insert(0, Committed {
+		epoch: 0,
+		state_hash: attested,
+		checkpoint: Some((good.key.clone(), ContentHash::of(b"x"))),
+	});
+	assert!(matches!(m.step().await, Err(MinerError::Storage { .. })));
+
+	chain.committed.lock().unwrap().insert(0, Committed { epoch: 0, state_hash: attested, checkpoint: Some((good.key, good.hash)) });
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert_eq!(m.phase(), &Phase::Training);
+	assert_eq!(m.epoch(), 1);
+	assert_eq!(ContentHash(m.stage().state_hash().unwrap()), attested);
+	assert!(world.calls(&me).is_empty(), "no work was done while unsynced");
+}
+
+#[tokio::test]
+async fn head_refuses_data_slices_the_run_spec_does_not_back() {
+	let world = Arc::new(World::default());
+	let me = account(1);
+	let mut m = synced(&world, &me, 0).await;
+	let spec = common::spec(&world.io);
+	let out = act_key(0, 2, Direction::Forward, &me);
+	// The wrong rows for the sample.
+	let mut s = slice(&spec, &world.io, 2);
+	s.row_offset += 2;
+	world.push_work(&me, forward_item(1, 0, 2, None, Some(s), out.clone()));
+	assert!(matches!(m.step().await, Err(MinerError::BadInput(msg)) if msg.contains("places it")));
+	// A shard object the spec does not list.
+	let mut s = slice(&spec, &world.io, 2);
+	s.object = world.io.insert("other-shard", vec![0; 4 * ROWS_PER_SHARD * (SEQ + 1)]);
+	world.push_work(&me, forward_item(2, 0, 2, None, Some(s), out.clone()));
+	assert!(matches!(m.step().await, Err(MinerError::BadInput(msg)) if msg.contains("run spec lists")));
+	// No data at all.
+	world.push_work(&me, forward_item(3, 0, 2, None, None, out.clone()));
+	assert!(matches!(m.step().await, Err(MinerError::BadInput(_))));
+	assert_eq!(world.calls(&me), vec![Call::Release(1), Call::Release(2), Call::Release(3)]);
+	world.push_work(&me, forward_item(4, 0, 2, None, Some(slice(&spec, &world.io, 2)), out));
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+}
