@@ -16,9 +16,9 @@
 //! ([`MergeError::NonFinite`]), and a sum that overflows f32 when rounded is refused too.
 
 use iota_primitives::ContentHash;
-use iota_rpc::types::{chunk_span, GRADIENT_CHUNK_ELEMS};
+use iota_rpc::types::GRADIENT_CHUNK_ELEMS;
 
-pub use iota_rpc::types::chunk_hashes;
+pub use iota_rpc::types::{chunk_hashes, chunk_span};
 
 /// Why merge input was refused. Every variant names what was expected and what came.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -177,21 +177,49 @@ pub fn chunk_count(param_count: u64) -> usize {
 /// chunk of every span before any value is used), [`MergeError::NonFinite`] for NaN/Inf in a submission
 /// or a mean that rounds to ±Inf in f32.
 pub fn reduce_shard(inputs: &[SpanInput<'_>], start: u64, end: u64, param_count: u64) -> Result<Vec<f32>, MergeError> {
+	reduce_shard_chunked(inputs, start, end, param_count, GRADIENT_CHUNK_ELEMS)
+}
+
+/// [`chunk_span`] for another chunk size (`chunk_elems` f32 per hashed chunk).
+pub fn chunk_span_with(start: u64, end: u64, param_count: u64, chunk_elems: u64) -> (usize, std::ops::Range<u64>) {
+	let first = start / chunk_elems;
+	let last_end = end.div_ceil(chunk_elems).saturating_mul(chunk_elems).min(param_count);
+	(first as usize, first * chunk_elems * 4..last_end * 4)
+}
+
+/// [`chunk_hashes`] for another chunk size.
+pub fn chunk_hashes_with(bytes: &[u8], chunk_elems: u64) -> Vec<ContentHash> {
+	bytes.chunks((chunk_elems * 4) as usize).map(ContentHash::of).collect()
+}
+
+/// [`reduce_shard`] with hashed chunks of `chunk_elems` elements instead of the protocol's
+/// [`GRADIENT_CHUNK_ELEMS`]: the same reduction, for studying the chunk size (`bench-merge
+/// --chunk-elems`). Miners use [`reduce_shard`].
+///
+/// # Errors
+/// As [`reduce_shard`]; [`MergeError::BadRange`] for `chunk_elems = 0`.
+pub fn reduce_shard_chunked(
+	inputs: &[SpanInput<'_>],
+	start: u64,
+	end: u64,
+	param_count: u64,
+	chunk_elems: u64,
+) -> Result<Vec<f32>, MergeError> {
 	if inputs.is_empty() {
 		return Err(MergeError::NoSubmissions);
 	}
-	if start >= end || end > param_count {
+	if start >= end || end > param_count || chunk_elems == 0 {
 		return Err(MergeError::BadRange { start, end, param_count });
 	}
 	let total: u64 = inputs.iter().map(|s| u64::from(s.samples)).sum();
 	if total == 0 {
 		return Err(MergeError::ZeroSamples);
 	}
-	let (first_chunk, bytes) = chunk_span(start, end, param_count);
+	let (first_chunk, bytes) = chunk_span_with(start, end, param_count, chunk_elems);
 	let span_len = bytes.end - bytes.start;
-	let chunk_bytes = (GRADIENT_CHUNK_ELEMS * 4) as usize;
+	let chunk_bytes = (chunk_elems * 4) as usize;
+	let expected = param_count.div_ceil(chunk_elems) as usize;
 	for (index, s) in inputs.iter().enumerate() {
-		let expected = chunk_count(param_count);
 		if s.chunk_hashes.len() != expected {
 			return Err(MergeError::ChunkCount { index, expected, got: s.chunk_hashes.len(), param_count });
 		}
@@ -305,6 +333,16 @@ mod tests {
 		let b = submission_bytes(values).unwrap();
 		let h = chunk_hashes(&b);
 		(b, h)
+	}
+
+	#[test]
+	fn chunk_span_with_the_protocol_size_is_the_protocol_span() {
+		let c = GRADIENT_CHUNK_ELEMS;
+		for (s, e, p) in [(0, 10, 100), (c + 5, c + 6, 3 * c), (c - 1, c + 1, 3 * c), (2 * c, 2 * c + 7, 2 * c + 7)] {
+			assert_eq!(chunk_span_with(s, e, p, c), chunk_span(s, e, p));
+		}
+		assert_eq!(chunk_hashes_with(&[1u8; 4 * 70_000], c), chunk_hashes(&[1u8; 4 * 70_000]));
+		assert_eq!(chunk_span_with(5, 9, 100, 4), (1, 16..48));
 	}
 
 	#[test]
