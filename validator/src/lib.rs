@@ -3,4 +3,8 @@
 //! (crate map being written)
 
 pub mod clasp;
+pub mod objects;
+pub mod recompute;
+pub mod spot_check;
+pub mod tolerance;
 pub mod weights;

@@ -1,0 +1,844 @@
+//! Spot-checks (DESIGN §3 step 7): pick (miner, sample) pairs with the chain's epoch seed, recompute the
+//! stage's work from its inputs and the stage's global weights of the epoch, compare with what the miner
+//! uploaded ([`crate::tolerance`]), and produce a verdict with an evidence object.
+//!
+//! ## Selection (anyone can recompute it)
+//!
+//! For each (stage, miner) in the epoch's pathway log, ordered by stage then account bytes, the candidate
+//! records are those where the miner ran the stage's **forward** (`forward[s] = miner`), in sample order,
+//! and, at body stages (`0 < s < tail`), those where it ran the **backward** with an output. From the
+//! stream [`SeededRng`]`(`[`SELECTION_DOMAIN`]`, epoch_seed, epoch u32 LE ‖ stage u16 LE ‖ account 32
+//! bytes ‖ kind u8 (0 forward, 1 backward))`, a partial Fisher–Yates shuffle (`swap(i, i + below(n − i))`)
+//! draws [`FORWARD_CHECKS`] forward and [`BACKWARD_CHECKS`] backward candidates. `epoch_seed` is the
+//! chain's `EpochSeeds(epoch)`.
+//!
+//! ## Fairness
+//!
+//! A check ends in a verdict only when the validator holds trustworthy inputs and weights:
+//!
+//! | situation | outcome |
+//! |---|---|
+//! | recomputation within tolerance (and, at the tail, the reported loss matches) | `Pass` |
+//! | outside tolerance, wrong shape, undecodable or NaN output whose hash matches the log, wrong loss | `Fail` |
+//! | the miner's output object does not exist (404) | `Fail` (missing objects count against the miner) |
+//! | an **input** is missing, undecodable or refused by the model | inconclusive (the previous stage's miner is judged by its own check) |
+//! | an object's bytes do not hash to what the log says | inconclusive (garbage) |
+//! | orchestrator or store unreachable | inconclusive |
+//! | the log's record is inconsistent | inconclusive (malformed log) |
+//! | stage weights missing, or not matching the chain's manifest | inconclusive |
+//!
+//! Inconclusive checks are logged and counted ([`Inconclusive::kind`] is the metrics label) and never
+//! turn into a verdict. Per (epoch, miner) the pallet accepts one verdict per validator, so the checks
+//! are bundled ([`EvidenceBundle`]): `Fail` if any check failed, else `Pass`; the BLAKE3 of the bundle's
+//! JSON goes on chain with it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use candle_core::{DType, Device};
+use iota_model::wire::{self, Decoded, Expect, Kind};
+use iota_model::{Encoding, Stage};
+use iota_primitives::{ContentHash, Seed, SeededRng, Verdict};
+use iota_rpc::{AccountId, ObjectEntry, PathwayLog, PathwayRecord, RunSpec};
+use serde::{Deserialize, Serialize};
+
+use crate::objects::{FetchError, Objects};
+use crate::recompute::{self, StageInput};
+use crate::tolerance::{self, Comparison};
+
+/// Domain of the selection stream.
+pub const SELECTION_DOMAIN: &str = "iota-rs spot-check v1";
+/// Forward items checked per (stage, miner) and epoch (fewer if it ran fewer).
+pub const FORWARD_CHECKS: usize = 2;
+/// Backward items checked per (stage, miner) and epoch at body stages.
+pub const BACKWARD_CHECKS: usize = 1;
+/// Version of the evidence JSON.
+pub const EVIDENCE_VERSION: u32 = 1;
+
+/// Which half of a work item is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ItemKind {
+	/// The forward output (at the tail: loss and input gradient).
+	Forward,
+	/// A body stage's input gradient.
+	Backward,
+}
+
+/// One drawn check.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckTarget {
+	/// The miner judged.
+	pub miner: AccountId,
+	/// Its stage.
+	pub stage: u16,
+	/// Sample id.
+	pub sample: u64,
+	/// Index of the sample's record in the log.
+	pub record: usize,
+	/// Forward or backward.
+	pub kind: ItemKind,
+}
+
+/// Draws the epoch's checks from the log and the chain's epoch seed (module docs). Records whose
+/// per-stage vectors are too short are skipped (a malformed log is refused before this by
+/// [`PathwayLog::validate`]).
+pub fn select(log: &PathwayLog, epoch_seed: &Seed, forward_checks: usize, backward_checks: usize) -> Vec<CheckTarget> {
+	let stages = usize::from(log.stages);
+	let mut candidates: BTreeMap<(u16, [u8; 32], ItemKind), (AccountId, Vec<usize>)> = BTreeMap::new();
+	for (i, r) in log.records.iter().enumerate() {
+		if r.forward.len() < stages || r.backward.len() < stages || r.backward_outputs.len() < stages {
+			continue;
+		}
+		for s in 0..stages {
+			let f = &r.forward[s];
+			candidates.entry((s as u16, f.0, ItemKind::Forward)).or_insert_with(|| (f.clone(), Vec::new())).1.push(i);
+			let b = &r.backward[s];
+			if s > 0 && s + 1 < stages && r.backward_outputs[s].is_some() {
+				candidates.entry((s as u16, b.0, ItemKind::Backward)).or_insert_with(|| (b.clone(), Vec::new())).1.push(i);
+			}
+		}
+	}
+	let mut out = Vec::new();
+	for ((stage, bytes, kind), (miner, mut recs)) in candidates {
+		let k = match kind {
+			ItemKind::Forward => forward_checks,
+			ItemKind::Backward => backward_checks,
+		}
+		.min(recs.len());
+		let mut ctx = Vec::with_capacity(39);
+		ctx.extend_from_slice(&log.epoch.to_le_bytes());
+		ctx.extend_from_slice(&stage.to_le_bytes());
+		ctx.extend_from_slice(&bytes);
+		ctx.push(kind as u8);
+		let mut rng = SeededRng::new(SELECTION_DOMAIN, epoch_seed, &ctx);
+		let n = recs.len();
+		for i in 0..k {
+			let j = i + rng.below((n - i) as u64) as usize;
+			recs.swap(i, j);
+			out.push(CheckTarget { miner: miner.clone(), stage, sample: log.records[recs[i]].sample, record: recs[i], kind });
+		}
+	}
+	out
+}
+
+/// Where a stage's weights of an epoch come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "source")]
+pub enum WeightsRef {
+	/// Epoch 0: the seeded initialisation (`Stage::new(model, stage, spec.seed)`).
+	Init,
+	/// The stage checkpoint of epoch `e − 1` named by the chain's merge manifest.
+	Checkpoint {
+		/// Object key.
+		key: String,
+		/// BLAKE3 from the chain.
+		hash: ContentHash,
+	},
+}
+
+/// Why the weights of a stage cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WeightsError {
+	/// The chain has no manifest, or the manifest has no checkpoint.
+	#[error("no weights for stage {stage} of epoch {epoch}: {reason}")]
+	Missing {
+		/// Epoch.
+		epoch: u32,
+		/// Stage.
+		stage: u16,
+		/// Why.
+		reason: String,
+	},
+	/// The chain's manifest is unusable (key not UTF-8, checkpoint for another stage or model).
+	#[error("manifest of stage {stage} for epoch {epoch} does not match the chain/run: {reason}")]
+	ManifestMismatch {
+		/// Epoch.
+		epoch: u32,
+		/// Stage.
+		stage: u16,
+		/// Why.
+		reason: String,
+	},
+	/// The chain could not be read.
+	#[error("chain unavailable: {0}")]
+	Unavailable(String),
+}
+
+/// Tells which weights a stage had in an epoch (from the chain's merge manifests).
+#[async_trait]
+pub trait WeightsSource: Send + Sync {
+	/// The weights of `stage` during `epoch`: [`WeightsRef::Init`] at epoch 0, else the checkpoint of
+	/// the manifest of `(epoch − 1, stage)`.
+	///
+	/// # Errors
+	/// [`WeightsError`].
+	async fn weights(&self, epoch: u32, stage: u16) -> Result<WeightsRef, WeightsError>;
+}
+
+/// Why a check ended without a verdict.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Inconclusive {
+	/// Orchestrator or store unreachable.
+	#[error("unavailable: {0}")]
+	Unavailable(String),
+	/// An object's bytes do not hash to what the log or chain says.
+	#[error("garbage object: {0}")]
+	Garbage(String),
+	/// An input (written by another miner, or the run's data) is missing, undecodable or refused.
+	#[error("bad input: {0}")]
+	BadInput(String),
+	/// The log's record is inconsistent for this check.
+	#[error("malformed pathway log: {0}")]
+	MalformedLog(String),
+	/// No trustworthy stage weights.
+	#[error("weights: {0}")]
+	Weights(String),
+}
+
+impl Inconclusive {
+	/// A short stable label (metrics).
+	pub fn kind(&self) -> &'static str {
+		match self {
+			Inconclusive::Unavailable(_) => "unavailable",
+			Inconclusive::Garbage(_) => "garbage_object",
+			Inconclusive::BadInput(_) => "bad_input",
+			Inconclusive::MalformedLog(_) => "malformed_log",
+			Inconclusive::Weights(_) => "weights",
+		}
+	}
+}
+
+/// The evidence of one conclusive check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckEvidence {
+	/// Stage.
+	pub stage: u16,
+	/// Sample id.
+	pub sample: u64,
+	/// Forward or backward.
+	pub kind: ItemKind,
+	/// The inputs used (activation / gradient objects from the log; the data shard for tokens).
+	pub inputs: Vec<ObjectEntry>,
+	/// The miner's output as named in the log.
+	pub output: ObjectEntry,
+	/// The weights used.
+	pub weights: WeightsRef,
+	/// BLAKE3 of the recomputed output as little-endian f32 (`None` when nothing was recomputed).
+	pub recomputed: Option<ContentHash>,
+	/// The comparison (`None` when the output was missing or undecodable).
+	pub comparison: Option<Comparison>,
+	/// The loss the log reports (tail forward).
+	pub loss_claimed: Option<f32>,
+	/// The loss recomputed (tail forward).
+	pub loss_recomputed: Option<f32>,
+	/// The finding.
+	pub verdict: Verdict,
+	/// Why it failed, in words.
+	pub reason: Option<String>,
+}
+
+/// The evidence object of one (epoch, miner) verdict; its BLAKE3 goes on chain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceBundle {
+	/// [`EVIDENCE_VERSION`].
+	pub version: u32,
+	/// Run id.
+	pub run: String,
+	/// Epoch.
+	pub epoch: u32,
+	/// The validator (SS58).
+	pub validator: String,
+	/// The miner (SS58).
+	pub miner: String,
+	/// `Fail` if any check failed, else `Pass`.
+	pub verdict: Verdict,
+	/// The checks.
+	pub checks: Vec<CheckEvidence>,
+}
+
+impl EvidenceBundle {
+	/// Bundles conclusive checks of one miner. `None` when there are none.
+	pub fn new(run: &str, epoch: u32, validator: &AccountId, miner: &AccountId, checks: Vec<CheckEvidence>) -> Option<Self> {
+		if checks.is_empty() {
+			return None;
+		}
+		let verdict =
+			if checks.iter().any(|c| c.verdict == Verdict::Fail) { Verdict::Fail } else { Verdict::Pass };
+		Some(Self {
+			version: EVIDENCE_VERSION,
+			run: run.into(),
+			epoch,
+			validator: validator.to_string(),
+			miner: miner.to_string(),
+			verdict,
+			checks,
+		})
+	}
+
+	/// The JSON bytes stored in the bucket.
+	pub fn to_bytes(&self) -> Vec<u8> {
+		serde_json::to_vec(self).unwrap_or_default()
+	}
+
+	/// BLAKE3 of [`to_bytes`](Self::to_bytes): the `evidence` of `submit_spot_check`.
+	pub fn hash(&self) -> ContentHash {
+		ContentHash::of(&self.to_bytes())
+	}
+}
+
+/// The outcome of one check.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CheckOutcome {
+	/// A verdict with its evidence.
+	Judged(Box<CheckEvidence>),
+	/// No verdict.
+	Inconclusive(Inconclusive),
+}
+
+/// Runs spot-checks for one run: holds the spec, decoded data shards and the stages loaded per
+/// (epoch, stage). Computation is synchronous candle code on the CPU (f32).
+pub struct Checker {
+	spec: RunSpec,
+	encoding: Encoding,
+	stages: HashMap<(u32, u16), Stage>,
+	shards: HashMap<u32, Arc<Vec<u32>>>,
+	max_message_bytes: usize,
+}
+
+type Step<T> = Result<T, Inconclusive>;
+
+fn fetch_input(e: FetchError) -> Inconclusive {
+	match e {
+		FetchError::NotFound { key } => Inconclusive::BadInput(format!("input {key} is missing")),
+		FetchError::HashMismatch { key, expected } => Inconclusive::Garbage(format!("{key} does not hash to {expected}")),
+		FetchError::Unavailable { key, reason } => Inconclusive::Unavailable(format!("{key}: {reason}")),
+	}
+}
+
+impl Checker {
+	/// A checker for `spec` (already checked against the chain's `model_hash`).
+	///
+	/// # Errors
+	/// [`iota_rpc::SpecError`] for an unknown wire encoding.
+	pub fn new(spec: RunSpec) -> Result<Self, iota_rpc::SpecError> {
+		let encoding = spec.wire_encoding()?;
+		let [b, t, w] = spec.boundary_shape();
+		let max_message_bytes = (b * t * w * 4 + b * t * 8 + 65_536) as usize;
+		Ok(Self { spec, encoding, stages: HashMap::new(), shards: HashMap::new(), max_message_bytes })
+	}
+
+	/// The run spec.
+	pub fn spec(&self) -> &RunSpec {
+		&self.spec
+	}
+
+	/// Drops stages of epochs before `epoch` (memory).
+	pub fn forget_before(&mut self, epoch: u32) {
+		self.stages.retain(|(e, _), _| *e >= epoch);
+	}
+
+	async fn stage(&mut self, epoch: u32, stage: u16, weights: &WeightsRef, objects: &dyn Objects) -> Step<&mut Stage> {
+		if !self.stages.contains_key(&(epoch, stage)) {
+			let cfg = &self.spec.model;
+			let mut st = Stage::new(cfg, usize::from(stage), self.spec.seed, DType::F32, &Device::Cpu)
+				.map_err(|e| Inconclusive::Weights(format!("cannot build stage {stage}: {e}")))?;
+			if let WeightsRef::Checkpoint { key, hash } = weights {
+				let bytes = objects.get(key, hash).await.map_err(|e| match e {
+					FetchError::NotFound { key } => Inconclusive::Weights(format!("checkpoint {key} is missing")),
+					other => fetch_input(other),
+				})?;
+				st.load_safetensors(&bytes)
+					.map_err(|e| Inconclusive::Weights(format!("checkpoint {key} does not load into stage {stage}: {e}")))?;
+			}
+			self.stages.insert((epoch, stage), st);
+		}
+		self.stages
+			.get_mut(&(epoch, stage))
+			.ok_or_else(|| Inconclusive::Weights("stage cache lost an entry".into()))
+	}
+
+	/// Inputs and targets of sample `sample` (`rows × seq_len` each) and the shard object they came from.
+	async fn tokens(&mut self, sample: u64, objects: &dyn Objects) -> Step<(StageInput, StageInput, ObjectEntry)> {
+		let data = &self.spec.data;
+		let loc = data.locate(sample).ok_or_else(|| Inconclusive::BadInput(format!("sample {sample} has no data")))?;
+		let obj = data
+			.shards
+			.get(loc.shard as usize)
+			.ok_or_else(|| Inconclusive::BadInput(format!("shard {} not in the manifest", loc.shard)))?
+			.clone();
+		let entry = ObjectEntry { key: obj.key.clone(), hash: obj.hash };
+		if !self.shards.contains_key(&loc.shard) {
+			let bytes = objects.get(&obj.key, &obj.hash).await.map_err(fetch_input)?;
+			let tokens = data
+				.decode_shard(loc.shard, &bytes, self.spec.model.vocab_size)
+				.map_err(|e| Inconclusive::BadInput(e.to_string()))?;
+			self.shards.insert(loc.shard, Arc::new(tokens));
+		}
+		let tokens = self.shards.get(&loc.shard).cloned().unwrap_or_default();
+		let rows = data
+			.sample_tokens(&tokens, loc)
+			.ok_or_else(|| Inconclusive::BadInput(format!("sample {sample} lies outside shard {}", loc.shard)))?;
+		let t = data.seq_len as usize;
+		let (mut inputs, mut targets) = (Vec::new(), Vec::new());
+		for row in rows.chunks_exact(t + 1) {
+			inputs.extend_from_slice(&row[..t]);
+			targets.extend_from_slice(&row[1..]);
+		}
+		let r = loc.rows as usize;
+		Ok((StageInput::Tokens { ids: inputs, rows: r }, StageInput::Tokens { ids: targets, rows: r }, entry))
+	}
+
+	fn decode(&self, bytes: &[u8], kind: Kind) -> Result<Decoded, iota_model::Error> {
+		let w = self.spec.model.wire_width();
+		let d = wire::decode_checked(bytes, &Expect::btw(kind, w, self.max_message_bytes))?;
+		let [b, t, _] = self.spec.boundary_shape();
+		if d.shape != [b as usize, t as usize, w] {
+			return Err(iota_model::Error::Shape {
+				what: "wire tensor".into(),
+				expected: format!("[{b}, {t}, {w}]"),
+				got: d.shape.clone(),
+			});
+		}
+		Ok(d)
+	}
+
+	/// Decodes a tensor as `kind`, accepting the other kind tag too (the tag is informational; shape,
+	/// size and finiteness are what is checked).
+	fn decode_any(&self, bytes: &[u8], kind: Kind) -> Result<Decoded, iota_model::Error> {
+		self.decode(bytes, kind).or_else(|e| {
+			let other = if kind == Kind::Activation { Kind::Gradient } else { Kind::Activation };
+			self.decode(bytes, other).map_err(|_| e)
+		})
+	}
+
+	async fn activation_input(&self, entry: &ObjectEntry, kind: Kind, objects: &dyn Objects) -> Step<StageInput> {
+		let bytes = objects.get(&entry.key, &entry.hash).await.map_err(fetch_input)?;
+		let d = self.decode_any(&bytes, kind).map_err(|e| Inconclusive::BadInput(format!("input {}: {e}", entry.key)))?;
+		let shape = [d.shape[0], d.shape[1], d.shape[2]];
+		Ok(StageInput::Activation { values: d.values, shape })
+	}
+
+	/// Runs one check (module docs: what becomes a verdict and what stays inconclusive).
+	pub async fn check(
+		&mut self,
+		log: &PathwayLog,
+		target: &CheckTarget,
+		weights: &dyn WeightsSource,
+		objects: &dyn Objects,
+	) -> CheckOutcome {
+		match self.try_check(log, target, weights, objects).await {
+			Ok(ev) => CheckOutcome::Judged(Box::new(ev)),
+			Err(i) => CheckOutcome::Inconclusive(i),
+		}
+	}
+
+	async fn try_check(
+		&mut self,
+		log: &PathwayLog,
+		target: &CheckTarget,
+		weights: &dyn WeightsSource,
+		objects: &dyn Objects,
+	) -> Step<CheckEvidence> {
+		let s = usize::from(target.stage);
+		let stages = usize::from(log.stages);
+		let record: &PathwayRecord = log
+			.records
+			.get(target.record)
+			.filter(|r| r.sample == target.sample)
+			.ok_or_else(|| Inconclusive::MalformedLog(format!("no record {} for sample {}", target.record, target.sample)))?;
+		if s >= stages || stages != self.spec.model.n_stages() {
+			return Err(Inconclusive::MalformedLog(format!(
+				"stage {s} of a {stages}-stage log, the run has {} stages",
+				self.spec.model.n_stages()
+			)));
+		}
+		let tail = s + 1 == stages;
+		let malformed = |what: &str| Inconclusive::MalformedLog(format!("sample {}: {what}", record.sample));
+		let (output, who) = match target.kind {
+			ItemKind::Forward => (record.forward_outputs.get(s).cloned(), record.forward.get(s)),
+			ItemKind::Backward => (record.backward_outputs.get(s).cloned().flatten(), record.backward.get(s)),
+		};
+		let output = output.ok_or_else(|| malformed("no output entry"))?;
+		if who != Some(&target.miner) {
+			return Err(malformed("the target miner did not run this item"));
+		}
+		if target.kind == ItemKind::Backward && (s == 0 || tail) {
+			return Err(malformed("only body stages have a checkable backward"));
+		}
+
+		let w = weights.weights(log.epoch, target.stage).await.map_err(|e| match e {
+			WeightsError::Unavailable(r) => Inconclusive::Unavailable(r),
+			other => Inconclusive::Weights(other.to_string()),
+		})?;
+		let mut ev = CheckEvidence {
+			stage: target.stage,
+			sample: record.sample,
+			kind: target.kind,
+			inputs: Vec::new(),
+			output: output.clone(),
+			weights: w.clone(),
+			recomputed: None,
+			comparison: None,
+			loss_claimed: None,
+			loss_recomputed: None,
+			verdict: Verdict::Fail,
+			reason: None,
+		};
+
+		// The miner's own output first: missing counts against it, garbage does not.
+		let claimed_bytes = match objects.get(&output.key, &output.hash).await {
+			Ok(b) => b,
+			Err(FetchError::NotFound { key }) => {
+				ev.reason = Some(format!("output {key} is missing"));
+				return Ok(ev);
+			},
+			Err(FetchError::HashMismatch { key, expected }) => {
+				return Err(Inconclusive::Garbage(format!("{key} does not hash to {expected}")))
+			},
+			Err(FetchError::Unavailable { key, reason }) => return Err(Inconclusive::Unavailable(format!("{key}: {reason}"))),
+		};
+
+		// Inputs.
+		let input = if s == 0 {
+			let (inputs, _, shard) = self.tokens(record.sample, objects).await?;
+			ev.inputs.push(shard);
+			inputs
+		} else {
+			let e = record.forward_outputs.get(s - 1).cloned().ok_or_else(|| malformed("no input entry"))?;
+			let x = self.activation_input(&e, Kind::Activation, objects).await?;
+			ev.inputs.push(e);
+			x
+		};
+		let targets = if tail && target.kind == ItemKind::Forward {
+			let (_, targets, shard) = self.tokens(record.sample, objects).await?;
+			if !ev.inputs.contains(&shard) {
+				ev.inputs.push(shard);
+			}
+			Some(targets)
+		} else {
+			None
+		};
+		let grad_output = if target.kind == ItemKind::Backward {
+			let next = s + 1;
+			let e = record
+				.backward_outputs
+				.get(next)
+				.cloned()
+				.flatten()
+				.or_else(|| (next + 1 == stages).then(|| record.forward_outputs.get(next).cloned()).flatten())
+				.ok_or_else(|| malformed("no gradient from the next stage"))?;
+			let g = self.activation_input(&e, Kind::Gradient, objects).await?;
+			ev.inputs.push(e);
+			Some(g)
+		} else {
+			None
+		};
+
+		// The claimed output decodes (its hash matches the log, so it is the miner's own upload).
+		let out_kind = if target.kind == ItemKind::Forward && !tail { Kind::Activation } else { Kind::Gradient };
+		let claimed = match self.decode_any(&claimed_bytes, out_kind) {
+			Ok(d) => d,
+			Err(e) => {
+				ev.reason = Some(format!("output {} does not decode: {e}", output.key));
+				return Ok(ev);
+			},
+		};
+
+		let encoding = self.encoding;
+		let stage = self.stage(log.epoch, target.stage, &w, objects).await?;
+		let recomputed = match (target.kind, &grad_output) {
+			(ItemKind::Backward, Some(g)) => recompute::backward(stage, &input, g),
+			_ => recompute::forward(stage, &input, targets.as_ref()),
+		}
+		.map_err(|e| Inconclusive::BadInput(format!("recomputation refused the inputs: {e}")))?;
+		let le: Vec<u8> = recomputed.values.iter().flat_map(|x| x.to_le_bytes()).collect();
+		ev.recomputed = Some(ContentHash::of(&le));
+
+		if claimed.shape != recomputed.shape {
+			ev.reason = Some(format!("output shape {:?}, recomputed {:?}", claimed.shape, recomputed.shape));
+			return Ok(ev);
+		}
+		let cmp = tolerance::compare(&claimed.values, &recomputed.values, recomputed.shape[2], encoding)
+			.map_err(|e| Inconclusive::BadInput(e.to_string()))?;
+		let mut reasons = Vec::new();
+		if !cmp.passes() {
+			reasons.push(format!(
+				"output off by {:.3}x the tolerance (max abs {:.3e}, max rel {:.3e}) at element {}",
+				cmp.max_ratio, cmp.max_abs_err, cmp.max_rel_err, cmp.worst_index
+			));
+		}
+		ev.comparison = Some(cmp);
+		if let Some(loss) = recomputed.loss {
+			ev.loss_claimed = Some(record.loss);
+			ev.loss_recomputed = Some(loss);
+			if !tolerance::loss_matches(record.loss, loss) {
+				reasons.push(format!("reported loss {} but recomputed {loss}", record.loss));
+			}
+		}
+		ev.verdict = if reasons.is_empty() { Verdict::Pass } else { Verdict::Fail };
+		ev.reason = (!reasons.is_empty()).then(|| reasons.join("; "));
+		Ok(ev)
+	}
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+	use super::*;
+	use crate::objects::MemoryObjects;
+	use iota_model::optim::AdamW;
+	use iota_model::ModelConfig;
+	use iota_rpc::{DataManifest, LrSchedule, SpecObject};
+	use iota_storage::keys::{self, Direction, Id};
+
+	pub(crate) struct InitWeights;
+
+	#[async_trait]
+	impl WeightsSource for InitWeights {
+		async fn weights(&self, _epoch: u32, _stage: u16) -> Result<WeightsRef, WeightsError> {
+			Ok(WeightsRef::Init)
+		}
+	}
+
+	pub(crate) fn miner(stage: u16) -> AccountId {
+		AccountId::from([stage as u8 + 1; 32])
+	}
+
+	/// A tiny-model run with one data shard and an honest epoch of `q` samples through 3 stages (one
+	/// miner each), every object in `objects`. `cheat` = stage whose forward outputs get `noise`·rms added.
+	pub(crate) fn honest_epoch(
+		objects: &MemoryObjects,
+		encoding: &str,
+		q: u64,
+		cheat: Option<(u16, f32)>,
+	) -> (RunSpec, PathwayLog) {
+		let cfg = ModelConfig::tiny();
+		let (seq_len, batch_rows, rows_per_shard) = (16u32, 2u32, 8u32);
+		let run = Id::new("run").unwrap();
+		let tokens: Vec<u32> = (0..rows_per_shard * (seq_len + 1)).map(|i| (i * 31 + 7) % cfg.vocab_size as u32).collect();
+		let shard_key = keys::data_shard(&run, 0);
+		let shard_hash = objects.put(&shard_key, tokens.iter().flat_map(|t| t.to_le_bytes()).collect());
+		let spec = RunSpec {
+			run: "run".into(),
+			model: cfg.clone(),
+			seed: 11,
+			encoding: encoding.into(),
+			adamw: AdamW::default(),
+			lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
+			max_norm: Some(1.0),
+			data: DataManifest {
+				tokenizer: SpecObject { key: "t".into(), hash: ContentHash::of(b"t"), size: 1 },
+				seq_len,
+				batch_rows,
+				rows_per_shard,
+				shards: vec![SpecObject { key: shard_key, hash: shard_hash, size: 0 }],
+			},
+		};
+		let enc = spec.wire_encoding().unwrap();
+		let mut st: Vec<Stage> = (0..3).map(|s| Stage::new(&cfg, s, spec.seed, DType::F32, &Device::Cpu).unwrap()).collect();
+		let mut checker = Checker::new(spec.clone()).unwrap();
+		let mut records = Vec::new();
+		for sample in 0..q {
+			let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+			let (x, y, _) = rt.block_on(checker.tokens(sample, objects)).unwrap();
+			let put = |s: u16, dir: Direction, kind: Kind, values: &[f32], shape: [usize; 3]| -> ObjectEntry {
+				let mut v = values.to_vec();
+				if let Some((cs, noise)) = cheat {
+					if cs == s && dir == Direction::Forward {
+						let rms = (v.iter().map(|a| a * a).sum::<f32>() / v.len() as f32).sqrt();
+						v.iter_mut().enumerate().for_each(|(k, a)| *a += noise * rms * (((k * 7919) % 200) as f32 / 100.0 - 1.0));
+					}
+				}
+				let t = candle_core::Tensor::from_slice(&v, shape.as_slice(), &Device::Cpu).unwrap();
+				let key = keys::activation(&run, 0, u32::from(s), sample, dir, &Id::new(miner(s).to_string()).unwrap());
+				let hash = objects.put(&key, wire::encode(&t, kind, enc).unwrap());
+				ObjectEntry { key, hash }
+			};
+			let dec = |e: &ObjectEntry| {
+				let d = checker.decode_any(&rt.block_on(objects.get(&e.key, &e.hash)).unwrap(), Kind::Activation).unwrap();
+				StageInput::Activation { values: d.values, shape: [d.shape[0], d.shape[1], d.shape[2]] }
+			};
+			let h0 = recompute::forward(&mut st[0], &x, None).unwrap();
+			let o0 = put(0, Direction::Forward, Kind::Activation, &h0.values, h0.shape);
+			let i1 = dec(&o0);
+			let h1 = recompute::forward(&mut st[1], &i1, None).unwrap();
+			let o1 = put(1, Direction::Forward, Kind::Activation, &h1.values, h1.shape);
+			let i2 = dec(&o1);
+			let tail = recompute::forward(&mut st[2], &i2, Some(&y)).unwrap();
+			let o2 = put(2, Direction::Backward, Kind::Gradient, &tail.values, tail.shape);
+			let g2 = dec(&o2);
+			let b1 = recompute::backward(&mut st[1], &i1, &g2).unwrap();
+			let ob1 = put(1, Direction::Backward, Kind::Gradient, &b1.values, b1.shape);
+			records.push(PathwayRecord {
+				sample,
+				forward: (0..3).map(miner).collect(),
+				backward: (0..3).map(miner).collect(),
+				forward_outputs: vec![o0, o1, o2.clone()],
+				backward_outputs: vec![None, Some(ob1), Some(o2)],
+				loss: tail.loss.unwrap(),
+			});
+		}
+		(spec, PathwayLog { run: "run".into(), epoch: 0, stages: 3, records })
+	}
+
+	fn all_targets(log: &PathwayLog) -> Vec<CheckTarget> {
+		select(log, &[5; 32], usize::MAX, usize::MAX)
+	}
+
+	fn run_checks(spec: &RunSpec, log: &PathwayLog, objects: &MemoryObjects, targets: &[CheckTarget]) -> Vec<CheckOutcome> {
+		let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+		let mut checker = Checker::new(spec.clone()).unwrap();
+		targets.iter().map(|t| rt.block_on(checker.check(log, t, &InitWeights, objects))).collect()
+	}
+
+	fn verdicts(outcomes: &[CheckOutcome]) -> Vec<Option<Verdict>> {
+		outcomes
+			.iter()
+			.map(|o| match o {
+				CheckOutcome::Judged(e) => Some(e.verdict),
+				CheckOutcome::Inconclusive(_) => None,
+			})
+			.collect()
+	}
+
+	#[test]
+	fn selection_is_deterministic_seeded_and_bounded() {
+		let records = (0..20u64)
+			.map(|s| PathwayRecord {
+				sample: s,
+				forward: vec![miner(0), AccountId::from([9 + (s % 2) as u8; 32]), miner(2)],
+				backward: vec![miner(0), AccountId::from([9 + (s % 2) as u8; 32]), miner(2)],
+				forward_outputs: vec![ObjectEntry { key: "k".into(), hash: ContentHash::of(b"k") }; 3],
+				backward_outputs: vec![None, Some(ObjectEntry { key: "k".into(), hash: ContentHash::of(b"k") }), None],
+				loss: 1.0,
+			})
+			.collect();
+		let log = PathwayLog { run: "r".into(), epoch: 3, stages: 3, records };
+		let a = select(&log, &[1; 32], FORWARD_CHECKS, BACKWARD_CHECKS);
+		assert_eq!(a, select(&log, &[1; 32], FORWARD_CHECKS, BACKWARD_CHECKS), "anyone recomputes the same draw");
+		assert_ne!(a, select(&log, &[2; 32], FORWARD_CHECKS, BACKWARD_CHECKS), "another seed, another draw");
+		// 4 (stage, miner) forward units x 2 + 2 body backward units x 1.
+		assert_eq!(a.len(), 4 * FORWARD_CHECKS + 2 * BACKWARD_CHECKS);
+		for t in &a {
+			let r = &log.records[t.record];
+			assert_eq!(r.sample, t.sample);
+			let who = if t.kind == ItemKind::Forward { &r.forward } else { &r.backward };
+			assert_eq!(who[usize::from(t.stage)], t.miner);
+		}
+		// Distinct samples per unit.
+		let mut seen = std::collections::HashSet::new();
+		assert!(a.iter().all(|t| seen.insert((t.stage, t.miner.0, t.kind, t.sample))));
+	}
+
+	#[test]
+	fn honest_work_passes_every_check_in_every_encoding() {
+		for enc in ["f32", "bf16", "u8"] {
+			let objects = MemoryObjects::default();
+			let (spec, log) = honest_epoch(&objects, enc, 3, None);
+			let targets = all_targets(&log);
+			assert_eq!(targets.len(), 3 * 3 + 3, "3 forward items per stage, 3 body backward items");
+			let out = run_checks(&spec, &log, &objects, &targets);
+			for (t, o) in targets.iter().zip(&out) {
+				match o {
+					CheckOutcome::Judged(e) => {
+						assert_eq!(e.verdict, Verdict::Pass, "{enc} {t:?}: {e:?}");
+						let c = e.comparison.as_ref().unwrap();
+						assert!(c.max_ratio <= 0.75, "{enc}: honest ratio {}", c.max_ratio);
+					},
+					other => panic!("{enc} {t:?}: {other:?}"),
+				}
+			}
+		}
+	}
+
+	#[test]
+	fn perturbed_outputs_fail() {
+		for (enc, noise) in [("f32", 0.01), ("bf16", 0.01), ("u8", 0.05)] {
+			let objects = MemoryObjects::default();
+			let (spec, log) = honest_epoch(&objects, enc, 2, Some((1, noise)));
+			let targets = all_targets(&log);
+			let out = run_checks(&spec, &log, &objects, &targets);
+			for (t, o) in targets.iter().zip(&out) {
+				let CheckOutcome::Judged(e) = o else { panic!("{enc} {t:?}: {o:?}") };
+				let cheated = t.stage == 1 && t.kind == ItemKind::Forward;
+				let expect = if cheated { Verdict::Fail } else { Verdict::Pass };
+				assert_eq!(e.verdict, expect, "{enc} {t:?}: {e:?}");
+			}
+		}
+	}
+
+	#[test]
+	fn missing_output_fails_but_bad_inputs_and_outages_are_inconclusive() {
+		let objects = MemoryObjects::default();
+		let (spec, log) = honest_epoch(&objects, "f32", 2, None);
+		let targets = all_targets(&log);
+		let pick = |stage: u16, kind: ItemKind, sample: u64| {
+			targets.iter().find(|t| t.stage == stage && t.kind == kind && t.sample == sample).unwrap().clone()
+		};
+		let r0 = &log.records[0];
+
+		// Missing output: Fail for its writer; the next stage's check of the same sample is inconclusive.
+		objects.remove(&r0.forward_outputs[1].key);
+		let out = run_checks(&spec, &log, &objects, &[pick(1, ItemKind::Forward, 0), pick(2, ItemKind::Forward, 0)]);
+		assert_eq!(verdicts(&out), vec![Some(Verdict::Fail), None]);
+		assert!(matches!(&out[1], CheckOutcome::Inconclusive(Inconclusive::BadInput(_))));
+
+		// Garbage (bytes do not hash to the log's value): inconclusive for everyone.
+		objects.put(&r0.forward_outputs[0].key, b"garbage".to_vec());
+		let out = run_checks(&spec, &log, &objects, &[pick(0, ItemKind::Forward, 0)]);
+		assert!(matches!(&out[0], CheckOutcome::Inconclusive(i) if i.kind() == "garbage_object"));
+
+		// An undecodable output whose hash the log names is the writer's fault.
+		let mut bad_log = log.clone();
+		let h = objects.put("undecodable", b"not a wire message".to_vec());
+		bad_log.records[1].forward_outputs[0] = ObjectEntry { key: "undecodable".into(), hash: h };
+		let out = run_checks(&spec, &bad_log, &objects, &[pick(0, ItemKind::Forward, 1), pick(1, ItemKind::Forward, 1)]);
+		assert_eq!(verdicts(&out), vec![Some(Verdict::Fail), None], "{out:?}");
+
+		// Wrong loss reported: Fail for the tail.
+		let mut lie = log.clone();
+		lie.records[1].loss += 0.5;
+		let out = run_checks(&spec, &lie, &objects, &[pick(2, ItemKind::Forward, 1)]);
+		assert_eq!(verdicts(&out), vec![Some(Verdict::Fail)]);
+
+		// Malformed record: inconclusive.
+		let mut broken = log.clone();
+		broken.records[1].backward_outputs[1] = None;
+		let out = run_checks(&spec, &broken, &objects, &[pick(1, ItemKind::Backward, 1)]);
+		assert!(matches!(&out[0], CheckOutcome::Inconclusive(Inconclusive::MalformedLog(_))));
+
+		// Unreachable store: inconclusive.
+		objects.unreachable.store(true, std::sync::atomic::Ordering::Relaxed);
+		let out = run_checks(&spec, &log, &objects, &[pick(1, ItemKind::Backward, 1)]);
+		assert!(matches!(&out[0], CheckOutcome::Inconclusive(Inconclusive::Unavailable(_))));
+	}
+
+	#[test]
+	fn evidence_bundle_verdict_and_hash() {
+		let objects = MemoryObjects::default();
+		let (spec, log) = honest_epoch(&objects, "f32", 1, None);
+		let out = run_checks(&spec, &log, &objects, &all_targets(&log));
+		let checks: Vec<CheckEvidence> = out
+			.into_iter()
+			.filter_map(|o| match o {
+				CheckOutcome::Judged(e) => Some(*e),
+				CheckOutcome::Inconclusive(_) => None,
+			})
+			.collect();
+		let v = AccountId::from([42; 32]);
+		assert!(EvidenceBundle::new("run", 0, &v, &miner(1), vec![]).is_none());
+		let mut b = EvidenceBundle::new("run", 0, &v, &miner(1), checks.clone()).unwrap();
+		assert_eq!(b.verdict, Verdict::Pass);
+		let h = b.hash();
+		assert_eq!(h, ContentHash::of(&b.to_bytes()));
+		let back: EvidenceBundle = serde_json::from_slice(&b.to_bytes()).unwrap();
+		assert_eq!(back, b);
+		b.checks[0].verdict = Verdict::Fail;
+		let failed = EvidenceBundle::new("run", 0, &v, &miner(1), b.checks.clone()).unwrap();
+		assert_eq!(failed.verdict, Verdict::Fail);
+		assert_ne!(failed.hash(), h);
+	}
+}
