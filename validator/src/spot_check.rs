@@ -45,6 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::objects::{FetchError, Objects};
 use crate::recompute::{self, StageInput};
+use crate::shard_audit::ShardEvidence;
 use crate::tolerance::{self, Comparison};
 
 /// Domain of the selection stream.
@@ -254,20 +255,30 @@ pub struct EvidenceBundle {
 	pub validator: String,
 	/// The miner (SS58).
 	pub miner: String,
-	/// `Fail` if any check failed, else `Pass`.
+	/// `Fail` if any check or shard audit failed, else `Pass`.
 	pub verdict: Verdict,
-	/// The checks.
+	/// The spot-checks.
 	pub checks: Vec<CheckEvidence>,
+	/// The shard audits of copies this miner reduced ([`crate::shard_audit`]).
+	#[serde(default)]
+	pub shards: Vec<ShardEvidence>,
 }
 
 impl EvidenceBundle {
-	/// Bundles conclusive checks of one miner. `None` when there are none.
-	pub fn new(run: &str, epoch: u32, validator: &AccountId, miner: &AccountId, checks: Vec<CheckEvidence>) -> Option<Self> {
-		if checks.is_empty() {
+	/// Bundles the conclusive checks and shard audits of one miner. `None` when there are none.
+	pub fn new(
+		run: &str,
+		epoch: u32,
+		validator: &AccountId,
+		miner: &AccountId,
+		checks: Vec<CheckEvidence>,
+		shards: Vec<ShardEvidence>,
+	) -> Option<Self> {
+		if checks.is_empty() && shards.is_empty() {
 			return None;
 		}
-		let verdict =
-			if checks.iter().any(|c| c.verdict == Verdict::Fail) { Verdict::Fail } else { Verdict::Pass };
+		let failed = checks.iter().any(|c| c.verdict == Verdict::Fail) || shards.iter().any(|c| c.verdict == Verdict::Fail);
+		let verdict = if failed { Verdict::Fail } else { Verdict::Pass };
 		Some(Self {
 			version: EVIDENCE_VERSION,
 			run: run.into(),
@@ -276,6 +287,7 @@ impl EvidenceBundle {
 			miner: miner.to_string(),
 			verdict,
 			checks,
+			shards,
 		})
 	}
 
@@ -829,15 +841,15 @@ pub(crate) mod tests {
 			})
 			.collect();
 		let v = AccountId::from([42; 32]);
-		assert!(EvidenceBundle::new("run", 0, &v, &miner(1), vec![]).is_none());
-		let mut b = EvidenceBundle::new("run", 0, &v, &miner(1), checks.clone()).unwrap();
+		assert!(EvidenceBundle::new("run", 0, &v, &miner(1), vec![], vec![]).is_none());
+		let mut b = EvidenceBundle::new("run", 0, &v, &miner(1), checks.clone(), vec![]).unwrap();
 		assert_eq!(b.verdict, Verdict::Pass);
 		let h = b.hash();
 		assert_eq!(h, ContentHash::of(&b.to_bytes()));
 		let back: EvidenceBundle = serde_json::from_slice(&b.to_bytes()).unwrap();
 		assert_eq!(back, b);
 		b.checks[0].verdict = Verdict::Fail;
-		let failed = EvidenceBundle::new("run", 0, &v, &miner(1), b.checks.clone()).unwrap();
+		let failed = EvidenceBundle::new("run", 0, &v, &miner(1), b.checks.clone(), vec![]).unwrap();
 		assert_eq!(failed.verdict, Verdict::Fail);
 		assert_ne!(failed.hash(), h);
 	}
