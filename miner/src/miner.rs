@@ -646,19 +646,37 @@ impl Miner {
 		};
 		match self.orch.submit_gradient(submission).await {
 			Ok(()) => {}
-			// Already accepted (a retried call whose first answer was lost).
+			// Already accepted this round (a retried call whose first answer was lost).
 			Err(e) if e.code() == Some(ErrorCode::Invalid) => {
-				tracing::warn!(stage = self.index, epoch, error = %e, "gradient submission refused as invalid; joining the merge as a non-member");
-				self.acc.clear();
-				self.enter_merge(epoch, false);
-				return Ok(Outcome::Worked);
+				tracing::warn!(stage = self.index, epoch, error = %e, "gradient submission refused as invalid");
 			}
 			Err(e) => return Err(e),
 		}
 		tracing::info!(stage = self.index, epoch, samples = self.acc.count, bytes = size, "gradient submitted");
-		self.acc.clear();
+		// The sum is kept until the epoch ends: a merge round that times out restarts with fresh submissions.
 		self.enter_merge(epoch, true);
 		Ok(Outcome::Worked)
+	}
+
+	/// During a merge: if the stage asks for gradients again (a restarted round), submit the kept sum.
+	async fn resubmit_if_asked(&mut self, m: &mut MergeState) -> Result<()> {
+		if self.acc.count == 0 {
+			return Ok(());
+		}
+		match self.orch.get_work(self.index).await? {
+			Work::UploadGradient { epoch, output } if epoch == m.epoch => {
+				tracing::info!(stage = self.index, epoch, "the merge restarted; submitting the gradient again");
+				self.upload_gradient(epoch, output).await?;
+				m.member = true;
+				m.reduced_round = None;
+			}
+			Work::Forward(ForwardWork { lease, .. }) | Work::Backward(BackwardWork { lease, .. }) => {
+				// The stage moved on while this miner was merging; hand the item back.
+				let _ = self.orch.release_lease(lease).await;
+			}
+			_ => {}
+		}
+		Ok(())
 	}
 
 	async fn merge_step(&mut self, mut m: MergeState) -> Result<Outcome> {
@@ -671,22 +689,22 @@ impl Miner {
 		};
 		let outcome = match view {
 			MergeView::Reducing { .. } => {
-				if m.member {
-					match self.orch.get_shards(m.epoch).await {
-						Ok(a) if Some(a.round) != m.reduced_round => {
-							self.reduce(&a, m.epoch).await?;
-							m.reduced_round = Some(a.round);
-						}
-						Ok(_) => {}
-						Err(e) if e.code() == Some(ErrorCode::WrongPhase) => {}
-						Err(e) if e.code() == Some(ErrorCode::Invalid) => {
-							tracing::warn!(stage = self.index, epoch = m.epoch, "not a member of this merge round");
-							m.member = false;
-						}
-						Err(e) => return Err(e),
+				match self.orch.get_shards(m.epoch).await {
+					Ok(a) if Some(a.round) != m.reduced_round => {
+						self.reduce(&a, m.epoch).await?;
+						m.member = true;
+						m.reduced_round = Some(a.round);
 					}
+					Ok(_) => {}
+					// Still uploading, or this miner is not in the round (it joined late, had no samples,
+					// or the round restarted and wants fresh submissions).
+					Err(e) if matches!(e.code(), Some(ErrorCode::WrongPhase | ErrorCode::Invalid)) => {
+						self.resubmit_if_asked(&mut m).await?;
+					}
+					Err(e) => return Err(e),
 				}
-				Outcome::Idle(self.cfg.merge_poll)
+				self.phase = Phase::Merging(m);
+				return Ok(Outcome::Idle(self.cfg.merge_poll));
 			}
 			MergeView::Ready { shards, samples, checkpoint } => {
 				if m.applied.is_none() {

@@ -254,6 +254,15 @@ async fn expired_work_is_dropped_not_submitted_and_later_epochs_trigger_a_resync
 
 #[tokio::test]
 async fn three_replicas_merge_and_end_bit_identical() {
+	three_replicas(false).await;
+}
+
+#[tokio::test]
+async fn a_restarted_merge_round_gets_the_gradients_again_and_still_ends_bit_identical() {
+	three_replicas(true).await;
+}
+
+async fn three_replicas(restart: bool) {
 	let world = Arc::new(World::default());
 	let chain = Arc::new(FakeChain::default());
 	let who: Vec<AccountId> = (1..=3).map(account).collect();
@@ -292,6 +301,7 @@ async fn three_replicas_merge_and_end_bit_identical() {
 		let mut mw = world.merge.lock().unwrap();
 		mw.expected = 3;
 		mw.param_count = p;
+		mw.restart_once = restart;
 	}
 	for _ in 0..200 {
 		for m in miners.iter_mut() {
@@ -335,6 +345,11 @@ async fn three_replicas_merge_and_end_bit_identical() {
 	let mut joiner = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
 	joiner.load_checkpoint(&world.io.get_obj(&ck.key).unwrap(), &hashes[0]).unwrap();
 	assert!(miners[0].metrics.render().contains("iota_miner_merges_total 1"));
+	let submitted = if restart { 2 } else { 1 };
+	for a in &who {
+		assert_eq!(world.calls(a).iter().filter(|c| matches!(c, Call::Gradient(_))).count(), submitted);
+	}
+	assert_eq!(mw.round, u32::from(restart));
 }
 
 #[tokio::test]

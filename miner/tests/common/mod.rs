@@ -145,6 +145,9 @@ pub struct MergeWorld {
 	pub committed: Option<ContentHash>,
 	/// Tamper with the first stored copy of this shard once both copies are in (bad-input test).
 	pub corrupt_shard: Option<u32>,
+	/// Restart the round once every member has submitted (a timed-out merge): fresh submissions.
+	pub restart_once: bool,
+	pub round: u32,
 }
 
 #[derive(Default)]
@@ -240,9 +243,16 @@ impl Orchestrator for FakeOrch {
 		Ok(())
 	}
 	async fn get_shards(&self, epoch: u32) -> iota_miner::Result<ShardAssignment> {
-		let m = self.world.merge.lock().unwrap();
+		let mut m = self.world.merge.lock().unwrap();
 		if m.submissions.len() < m.expected {
 			return refuse("iota_getShards", ErrorCode::WrongPhase, "still uploading");
+		}
+		if m.restart_once {
+			m.restart_once = false;
+			m.round += 1;
+			m.submissions.clear();
+			m.copies.clear();
+			return refuse("iota_getShards", ErrorCode::Invalid, "round restarted: no gradient submitted this round");
 		}
 		let members = World::members(&m);
 		let Some(pos) = members.iter().position(|a| a == &self.me) else {
@@ -267,11 +277,12 @@ impl Orchestrator for FakeOrch {
 				output: put(keys::reduced_shard(&run_id(), u64::from(epoch), 1, d.index, &miner_id(&self.me))),
 			})
 			.collect();
-		Ok(ShardAssignment { epoch, round: 0, param_count: m.param_count, submissions, shards })
+		Ok(ShardAssignment { epoch, round: m.round, param_count: m.param_count, submissions, shards })
 	}
 	async fn submit_shard(&self, s: SubmitShard) -> iota_miner::Result<()> {
 		self.world.record(&self.me, Call::Shard(s.clone()));
 		let mut m = self.world.merge.lock().unwrap();
+		assert_eq!(s.round, m.round, "a shard of the current round");
 		m.copies.entry(s.shard).or_default().push((self.me.clone(), s.reduced.hash, s.reduced.key.clone()));
 		Ok(())
 	}
