@@ -1,0 +1,303 @@
+//! `iota-orchestrator prepare-data`: tokenize a corpus once into fixed-size, content-hashed shards in the
+//! bucket and write the run spec that names them (DESIGN §3 step 2, fixing the reference, where every
+//! head streamed its own shuffled view of the data and nobody could audit what a sample was).
+//!
+//! Steps: read the corpus (`iota_model::data::load_texts`), train a byte-level BPE tokenizer on it (or
+//! load a given `tokenizer.json`), tokenize every document (each followed by the end-of-text token),
+//! pack the stream into rows of `seq_len + 1` tokens, shuffle the rows with the run seed, and cut them
+//! into shards of `rows_per_shard` rows (`rows_per_shard · (seq_len + 1)` little-endian u32 each; the
+//! rows that do not fill a last shard are dropped and counted). The tokenizer, every shard and the spec
+//! JSON are uploaded with their BLAKE3 hashes ([`iota_storage::keys::tokenizer`], `data_shard`,
+//! `run_spec`); the spec's own hash is what the chain's `RunConfig::model_hash` must hold.
+//!
+//! Everything is a pure function of the corpus bytes and the options, so running it twice produces the
+//! same objects and the same spec hash.
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use iota_model::optim::AdamW;
+use iota_model::{data, ModelConfig};
+use iota_rpc::{DataManifest, LrSchedule, RunSpec, SpecObject};
+use iota_storage::{keys, ObjectRef, ObjectStore, StorageError};
+
+/// What to prepare.
+#[derive(Clone, Debug)]
+pub struct PrepareOptions {
+	/// Run id (the bucket scope `v1/runs/{run}/`).
+	pub run: String,
+	/// Corpus: a `.txt` file or a directory of them (`data/shakespeare` after `scripts/fetch-data.sh`).
+	pub corpus: PathBuf,
+	/// An existing `tokenizer.json` to use instead of training one.
+	pub tokenizer: Option<PathBuf>,
+	/// The model (its `vocab_size` bounds the tokenizer's).
+	pub model: ModelConfig,
+	/// Tokenizer vocabulary when training one (≤ `model.vocab_size`).
+	pub vocab_size: usize,
+	/// Tokens per row fed to the model, `T` (≤ `model.max_seq_len`).
+	pub seq_len: u32,
+	/// Rows per micro-batch, `B` (one sample).
+	pub batch_rows: u32,
+	/// Rows per shard (rounded down to a multiple of `batch_rows`).
+	pub rows_per_shard: u32,
+	/// Weight-init and shuffle seed.
+	pub seed: u64,
+	/// Wire encoding name (`f32`, `bf16`, `u8`).
+	pub encoding: String,
+	/// AdamW hyper-parameters.
+	pub adamw: AdamW,
+	/// Learning-rate schedule over epochs.
+	pub lr: LrSchedule,
+	/// Global clipping norm.
+	pub max_norm: Option<f32>,
+}
+
+impl PrepareOptions {
+	/// Defaults for a model: the tokenizer fills the model's vocabulary, `T = min(128, max_seq_len)`,
+	/// `B = 8`, 256 rows per shard, `u8` wire encoding, AdamW defaults with a 3e-3 peak learning rate,
+	/// 5 warm-up epochs, cosine decay over 200 epochs to 10%, clipping at 1.0.
+	pub fn new(run: impl Into<String>, corpus: impl Into<PathBuf>, model: ModelConfig) -> Self {
+		let seq_len = model.max_seq_len.min(128) as u32;
+		PrepareOptions {
+			run: run.into(),
+			corpus: corpus.into(),
+			tokenizer: None,
+			vocab_size: model.vocab_size,
+			seq_len,
+			batch_rows: 8,
+			rows_per_shard: 256,
+			seed: 0,
+			encoding: "u8".into(),
+			adamw: AdamW { lr: 3e-3, ..AdamW::default() },
+			lr: LrSchedule { peak: 3e-3, warmup_epochs: 5, total_epochs: 200, min_ratio: 0.1 },
+			max_norm: Some(1.0),
+			model,
+		}
+	}
+}
+
+/// Why preparing the data failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+	/// The corpus or tokenizer could not be read or used (names `scripts/fetch-data.sh` when missing).
+	#[error("corpus: {0}")]
+	Corpus(#[from] iota_model::Error),
+	/// The options cannot produce a valid spec.
+	#[error("invalid options: {0}")]
+	Options(String),
+	/// The object store refused a write or read.
+	#[error("object store: {0}")]
+	Storage(#[from] StorageError),
+	/// A stored spec does not parse or does not validate.
+	#[error("stored run spec: {0}")]
+	Spec(#[from] iota_rpc::SpecError),
+}
+
+/// What [`prepare_data`] produced.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+	/// The spec (as stored at `keys::run_spec(run)`).
+	pub spec: RunSpec,
+	/// Rows written into shards.
+	pub rows: u64,
+	/// Rows dropped because they did not fill a last shard.
+	pub rows_dropped: u64,
+	/// Tokens in the tokenized corpus.
+	pub tokens: u64,
+}
+
+fn spec_object(r: ObjectRef) -> SpecObject {
+	SpecObject { key: r.key, hash: r.hash, size: r.size }
+}
+
+/// Tokenizes the corpus, uploads tokenizer, shards and spec, and returns the spec (module docs).
+///
+/// # Errors
+/// [`DataError::Corpus`] (missing corpus, tokenizer failure), [`DataError::Options`] (model config,
+/// `seq_len`, `batch_rows`, vocabulary, or a corpus too small for one shard), [`DataError::Storage`].
+/// Nothing is written before the options and the corpus have been checked.
+pub async fn prepare_data(store: &ObjectStore, opts: &PrepareOptions) -> Result<Prepared, DataError> {
+	let run = keys::Id::new(opts.run.clone()).map_err(|e| DataError::Options(e.to_string()))?;
+	opts.model.validate().map_err(|e| DataError::Options(e.to_string()))?;
+	if opts.batch_rows == 0 || opts.rows_per_shard < opts.batch_rows {
+		return Err(DataError::Options(format!(
+			"rows_per_shard {} must be at least batch_rows {} > 0",
+			opts.rows_per_shard, opts.batch_rows
+		)));
+	}
+	let rows_per_shard = opts.rows_per_shard - opts.rows_per_shard % opts.batch_rows;
+	if opts.seq_len == 0 || opts.seq_len as usize > opts.model.max_seq_len {
+		return Err(DataError::Options(format!(
+			"seq_len {} must be in 1..={} (the model's max_seq_len)",
+			opts.seq_len, opts.model.max_seq_len
+		)));
+	}
+	iota_model::Encoding::parse(&opts.encoding).map_err(|e| DataError::Options(e.to_string()))?;
+	if opts.vocab_size > opts.model.vocab_size {
+		return Err(DataError::Options(format!(
+			"tokenizer vocabulary {} exceeds the model's {}",
+			opts.vocab_size, opts.model.vocab_size
+		)));
+	}
+
+	// Tokenize (CPU-bound: off the async runtime).
+	let (corpus, tok_path, vocab, seq_len, seed) =
+		(opts.corpus.clone(), opts.tokenizer.clone(), opts.vocab_size, opts.seq_len as usize, opts.seed);
+	let (tokenizer_json, dataset) = tokio::task::spawn_blocking(move || -> Result<_, DataError> {
+		let docs = data::load_texts(&corpus)?;
+		let tokenizer = match tok_path {
+			Some(p) => data::load_tokenizer(p)?,
+			None => {
+				let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+				data::train_tokenizer(&texts, vocab)?
+			},
+		};
+		let json = tokenizer.to_string(false).map_err(|e| iota_model::Error::Tokenizer(e.to_string()))?;
+		let tokens = data::tokenize_corpus(&tokenizer, &docs)?;
+		Ok((json, data::PackedDataset::new(tokens, seq_len, seed)?))
+	})
+	.await
+	.map_err(|e| DataError::Options(format!("tokenizer task failed: {e}")))??;
+	if let Some(&t) = dataset.tokens().iter().max() {
+		if t as usize >= opts.model.vocab_size {
+			return Err(DataError::Options(format!("token id {t} is outside the model's vocabulary")));
+		}
+	}
+	let rows = dataset.rows() as u64;
+	let shards = rows / u64::from(rows_per_shard);
+	if shards == 0 {
+		return Err(DataError::Options(format!("{rows} rows do not fill one shard of {rows_per_shard}")));
+	}
+
+	let tokenizer = spec_object(store.put(&keys::tokenizer(&run), Bytes::from(tokenizer_json)).await?);
+	let mut shard_objects = Vec::with_capacity(shards as usize);
+	let rps = u64::from(rows_per_shard);
+	for shard in 0..shards {
+		let mut bytes = Vec::with_capacity((rps as usize) * (seq_len + 1) * 4);
+		for i in shard * rps..(shard + 1) * rps {
+			let row = dataset.row(dataset.row_of(i))?;
+			for t in row {
+				bytes.extend_from_slice(&t.to_le_bytes());
+			}
+		}
+		let r = store.put(&keys::data_shard(&run, shard as u32), Bytes::from(bytes)).await?;
+		shard_objects.push(spec_object(r));
+	}
+	let spec = RunSpec {
+		run: opts.run.clone(),
+		model: opts.model.clone(),
+		seed: opts.seed,
+		encoding: opts.encoding.clone(),
+		adamw: opts.adamw,
+		lr: opts.lr,
+		max_norm: opts.max_norm,
+		data: DataManifest {
+			tokenizer,
+			seq_len: opts.seq_len,
+			batch_rows: opts.batch_rows,
+			rows_per_shard,
+			shards: shard_objects,
+		},
+	};
+	spec.validate()?;
+	store.put(&keys::run_spec(&run), Bytes::from(spec.to_bytes())).await?;
+	Ok(Prepared { spec, rows: shards * rps, rows_dropped: rows - shards * rps, tokens: dataset.tokens().len() as u64 })
+}
+
+/// Reads the run spec of `run` from the bucket: its exact stored bytes and the parsed spec. The caller
+/// compares `ContentHash::of(bytes)` with the chain's `model_hash` (or uses
+/// [`RunSpec::from_bytes_checked`]).
+///
+/// # Errors
+/// [`DataError::Storage`] (missing object: `StorageError::NotFound`), [`DataError::Spec`] for bytes that
+/// do not parse or validate, [`DataError::Options`] for a bad run id.
+pub async fn fetch_spec(store: &ObjectStore, run: &str) -> Result<(Vec<u8>, RunSpec), DataError> {
+	let run = keys::Id::new(run.to_owned()).map_err(|e| DataError::Options(e.to_string()))?;
+	let key = keys::run_spec(&run);
+	let size = store.head(&key).await?.size;
+	let bytes = store.get_range(&key, 0..size).await?.to_vec();
+	let spec: RunSpec =
+		serde_json::from_slice(&bytes).map_err(|e| iota_rpc::SpecError::Invalid(e.to_string()))?;
+	spec.validate()?;
+	Ok((bytes, spec))
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use iota_primitives::ContentHash;
+	use iota_storage::{EmbeddedConfig, EmbeddedS3};
+
+	fn corpus(dir: &std::path::Path) -> PathBuf {
+		let p = dir.join("corpus");
+		std::fs::create_dir_all(&p).unwrap();
+		let text = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer \
+		            the slings and arrows of outrageous fortune, or to take arms against a sea of troubles. "
+			.repeat(40);
+		std::fs::write(p.join("a.txt"), &text).unwrap();
+		std::fs::write(p.join("b.txt"), text.to_uppercase()).unwrap();
+		p
+	}
+
+	fn options(corpus: PathBuf) -> PrepareOptions {
+		let mut o = PrepareOptions::new("run-test", corpus, ModelConfig::tiny());
+		o.vocab_size = 300;
+		o.seq_len = 16;
+		o.batch_rows = 2;
+		o.rows_per_shard = 7; // rounded down to 6
+		o.encoding = "f32".into();
+		o
+	}
+
+	#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+	async fn shards_are_hashed_located_and_reproducible() {
+		let dir = tempfile::tempdir().unwrap();
+		let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
+		let store = ObjectStore::connect(server.store_config()).await.unwrap();
+		store.ensure_bucket().await.unwrap();
+		let opts = options(corpus(dir.path()));
+		let p = prepare_data(&store, &opts).await.unwrap();
+		let m = &p.spec.data;
+		assert_eq!(m.rows_per_shard, 6);
+		assert!(m.shards.len() >= 2, "{} shards", m.shards.len());
+		assert!(p.rows_dropped < 6);
+
+		// Every shard hashes to what the spec says and decodes within the vocabulary.
+		let shard = store.get(&m.shards[1].key, &m.shards[1].hash).await.unwrap();
+		let tokens = m.decode_shard(1, &shard, opts.model.vocab_size).unwrap();
+		let loc = m.locate(3).unwrap();
+		assert_eq!((loc.shard, loc.row_offset), (1, 0));
+		assert_eq!(m.sample_tokens(&tokens, loc).unwrap().len(), 2 * 17);
+
+		// The stored spec is exactly what was returned, and a second run gives the same hash.
+		let (bytes, spec) = fetch_spec(&store, "run-test").await.unwrap();
+		assert_eq!(spec, p.spec);
+		assert_eq!(ContentHash::of(&bytes), p.spec.hash());
+		let again = prepare_data(&store, &opts).await.unwrap();
+		assert_eq!(again.spec.hash(), p.spec.hash());
+		server.shutdown().await;
+	}
+
+	#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+	async fn bad_options_write_nothing() {
+		let dir = tempfile::tempdir().unwrap();
+		let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
+		let store = ObjectStore::connect(server.store_config()).await.unwrap();
+		store.ensure_bucket().await.unwrap();
+		let good = options(corpus(dir.path()));
+		for (what, opts) in [
+			("zero batch", PrepareOptions { batch_rows: 0, ..good.clone() }),
+			("vocab", PrepareOptions { vocab_size: 100_000, ..good.clone() }),
+			("seq_len", PrepareOptions { seq_len: 1_000, ..good.clone() }),
+			("encoding", PrepareOptions { encoding: "fp8".into(), ..good.clone() }),
+			("run id", PrepareOptions { run: "../x".into(), ..good.clone() }),
+			("huge shard", PrepareOptions { rows_per_shard: 1_000_000, ..good.clone() }),
+			("missing corpus", PrepareOptions { corpus: dir.path().join("nope"), ..good.clone() }),
+		] {
+			assert!(prepare_data(&store, &opts).await.is_err(), "{what} accepted");
+		}
+		assert!(store.list("v1/").await.unwrap().is_empty(), "a refused prepare wrote objects");
+		assert!(matches!(fetch_spec(&store, "run-test").await, Err(DataError::Storage(_))));
+		server.shutdown().await;
+	}
+}
