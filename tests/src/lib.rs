@@ -1,0 +1,440 @@
+//! # iota-e2e
+//!
+//! Helpers for end-to-end tests that start real processes on 127.0.0.1 and stop them on drop (also when
+//! a test panics, printing the tail of their logs):
+//!
+//! | helper | what it starts |
+//! |---|---|
+//! | [`DevNode`] | `iota-node --dev` (one node, a block per second; Alice is sudo and orchestrator) |
+//! | [`S3`] | the embedded S3 server in-process (`iota_storage::EmbeddedS3`) over a temporary directory |
+//! | [`OrchestratorProcess`] | the `iota-orchestrator run` binary (kill -9 and restart with the same database) |
+//! | [`tiny_spec`] | uploads a small run spec for the `tiny` preset with random-token data shards |
+//! | [`Miner`] | a scripted miner: signed RPC calls, presigned uploads of real wire tensors, the merge steps |
+//!
+//! Binaries come from the target directory the tests were built into (`$IOTA_NODE_BIN`,
+//! `$IOTA_ORCHESTRATOR_BIN` override): build them first with `cargo build -p iota-orchestrator` (the node
+//! is built by `scripts/test.sh`). Scenario files are `tests/<area>_<scenario>.rs`, one scenario each;
+//! they are `#[ignore]`d so `cargo test --workspace` stays fast; run them with
+//! `cargo test -p iota-e2e -- --ignored --test-threads 1`.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use iota_chain::{IotaClient, Signer};
+use iota_model::wire::{self, Kind};
+use iota_model::ModelConfig;
+use iota_primitives::ContentHash;
+use iota_rpc::types::*;
+use iota_rpc::{code_of, DataManifest, ErrorCode, LrSchedule, RunSpec, SignedClient, SpecObject};
+use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp};
+
+/// How long a debug node may take to answer RPC.
+pub const NODE_STARTUP: Duration = Duration::from_secs(180);
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+	TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The `debug` (or `release`) directory the running test binary lives in.
+pub fn target_dir() -> PathBuf {
+	// <target>/debug/deps/<test>-<hash> -> <target>/debug
+	let exe = std::env::current_exe().unwrap();
+	exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf()
+}
+
+fn binary(env: &str, name: &str, build: &str) -> PathBuf {
+	let p = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| target_dir().join(name));
+	assert!(p.exists(), "{} not found: build it with `{build}` first (or set {env})", p.display());
+	p
+}
+
+fn print_tail(what: &str, log: &Path, lines: usize) {
+	let mut text = String::new();
+	let _ = std::fs::File::open(log).and_then(|mut f| f.read_to_string(&mut text));
+	let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+	eprintln!("--- {what} log (last {lines} lines) ---");
+	for line in tail.into_iter().rev() {
+		eprintln!("{line}");
+	}
+}
+
+/// Polls `f` every 200 ms until it returns `Some`, panicking with `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+	F: FnMut() -> Fut,
+	Fut: std::future::Future<Output = Option<T>>,
+{
+	let start = Instant::now();
+	loop {
+		if let Some(v) = f().await {
+			return v;
+		}
+		assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+		tokio::time::sleep(Duration::from_millis(200)).await;
+	}
+}
+
+/// A running `iota-node --dev`, killed on drop.
+pub struct DevNode {
+	child: Child,
+	log: tempfile::NamedTempFile,
+	/// `ws://127.0.0.1:PORT`.
+	pub rpc_url: String,
+}
+
+impl DevNode {
+	/// Starts the node on free ports with a temporary database.
+	pub fn start() -> Self {
+		let bin = binary("IOTA_NODE_BIN", "iota-node", "cargo build -p iota-node");
+		let log = tempfile::NamedTempFile::new().unwrap();
+		let rpc_port = free_port();
+		let child = Command::new(&bin)
+			.args(["--dev", "--no-telemetry", "--no-mdns", "--no-prometheus"])
+			.args(["--rpc-port", &rpc_port.to_string(), "--port", &free_port().to_string()])
+			.stdout(Stdio::null())
+			.stderr(log.reopen().unwrap())
+			.spawn()
+			.unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+		Self { child, log, rpc_url: format!("ws://127.0.0.1:{rpc_port}") }
+	}
+
+	/// A client, once the node answers.
+	pub async fn client(&mut self) -> IotaClient {
+		let start = Instant::now();
+		loop {
+			if let Some(status) = self.child.try_wait().unwrap() {
+				panic!("iota-node exited early with {status}");
+			}
+			match IotaClient::connect(&self.rpc_url).await {
+				Ok(c) => return c,
+				Err(e) if start.elapsed() > NODE_STARTUP => panic!("node did not answer within {NODE_STARTUP:?}: {e}"),
+				Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+			}
+		}
+	}
+}
+
+impl Drop for DevNode {
+	fn drop(&mut self) {
+		let _ = self.child.kill();
+		let _ = self.child.wait();
+		if std::thread::panicking() {
+			print_tail("iota-node", self.log.path(), 30);
+		}
+	}
+}
+
+/// The embedded S3 server, in-process, over a temporary directory.
+pub struct S3 {
+	/// The server (stops on drop).
+	pub server: EmbeddedS3,
+	/// A client with the server's credentials.
+	pub store: ObjectStore,
+	_dir: tempfile::TempDir,
+}
+
+impl S3 {
+	/// Starts it on a free port.
+	pub async fn start() -> Self {
+		let dir = tempfile::tempdir().unwrap();
+		let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
+		let store = ObjectStore::connect(server.store_config()).await.unwrap();
+		store.ensure_bucket().await.unwrap();
+		Self { server, store, _dir: dir }
+	}
+
+	/// A presigned-request client (what miners use; no credentials).
+	pub fn http(&self) -> PresignedHttp {
+		PresignedHttp::from_config(self.store.config()).unwrap()
+	}
+}
+
+/// Uploads a run spec for the `tiny` preset: `T = 8`, `B = 2`, one shard of 8 rows of seeded random
+/// tokens, a placeholder tokenizer object, f32 wire encoding. Returns the spec.
+pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
+	let id = keys::Id::new(run).unwrap();
+	let model = ModelConfig::tiny();
+	let (seq_len, batch_rows, rows) = (8u32, 2u32, 8u32);
+	let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+	let tokens: Vec<u8> = (0..rows * (seq_len + 1))
+		.flat_map(|_| {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			((x % model.vocab_size as u64) as u32).to_le_bytes()
+		})
+		.collect();
+	let shard = store.put(&keys::data_shard(&id, 0), Bytes::from(tokens)).await.unwrap();
+	let tok = store.put(&keys::tokenizer(&id), Bytes::from_static(b"{\"placeholder\":true}")).await.unwrap();
+	let obj = |r: iota_storage::ObjectRef| SpecObject { key: r.key, hash: r.hash, size: r.size };
+	let spec = RunSpec {
+		run: run.into(),
+		model,
+		seed: 7,
+		encoding: "f32".into(),
+		adamw: iota_model::optim::AdamW::default(),
+		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
+		max_norm: Some(1.0),
+		data: DataManifest { tokenizer: obj(tok), seq_len, batch_rows, rows_per_shard: rows, shards: vec![obj(shard)] },
+	};
+	spec.validate().unwrap();
+	store.put(&keys::run_spec(&id), Bytes::from(spec.to_bytes())).await.unwrap();
+	spec
+}
+
+/// A running `iota-orchestrator run`, killed on drop.
+pub struct OrchestratorProcess {
+	child: Option<Child>,
+	log: PathBuf,
+	args: Vec<String>,
+	/// `ws://127.0.0.1:PORT` of its JSON-RPC server.
+	pub url: String,
+	/// `http://127.0.0.1:PORT/metrics`.
+	pub metrics_url: String,
+}
+
+impl OrchestratorProcess {
+	/// Starts the binary with `run` and these arguments plus free `--listen`/`--metrics-addr` ports; its log
+	/// goes to `log`.
+	pub fn start(extra: &[String], log: PathBuf) -> Self {
+		let (rpc, metrics) = (free_port(), free_port());
+		let mut args = vec!["run".to_string(), "--listen".into(), format!("127.0.0.1:{rpc}"), "--metrics-addr".into(), format!("127.0.0.1:{metrics}")];
+		args.extend_from_slice(extra);
+		let mut p = Self { child: None, log, args, url: format!("ws://127.0.0.1:{rpc}"), metrics_url: format!("http://127.0.0.1:{metrics}/metrics") };
+		p.spawn();
+		p
+	}
+
+	fn spawn(&mut self) {
+		let bin = binary("IOTA_ORCHESTRATOR_BIN", "iota-orchestrator", "cargo build -p iota-orchestrator");
+		let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+		let child = Command::new(&bin)
+			.args(&self.args)
+			.env("RUST_LOG", "info")
+			.stdout(log.try_clone().unwrap())
+			.stderr(log)
+			.spawn()
+			.unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+		self.child = Some(child);
+	}
+
+	/// SIGKILL (no shutdown path runs), then wait for the process.
+	pub fn kill9(&mut self) {
+		if let Some(mut c) = self.child.take() {
+			let _ = c.kill();
+			let _ = c.wait();
+		}
+	}
+
+	/// Starts it again with the same arguments (same database and ports).
+	pub fn restart(&mut self) {
+		self.kill9();
+		self.spawn();
+	}
+
+	/// Whether the process is still running.
+	pub fn is_running(&mut self) -> bool {
+		self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
+	}
+
+	/// Waits until its RPC answers `iota_status` and returns the status.
+	pub async fn wait_ready(&mut self) -> Status {
+		let url = self.url.clone();
+		let start = Instant::now();
+		loop {
+			assert!(self.is_running(), "iota-orchestrator exited; log:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+			if let Ok(c) = jsonrpsee::ws_client::WsClientBuilder::default().build(&url).await {
+				use jsonrpsee::core::client::ClientT;
+				if let Ok(s) = c.request::<Status, _>("iota_status", jsonrpsee::rpc_params![]).await {
+					return s;
+				}
+			}
+			assert!(start.elapsed() < Duration::from_secs(120), "orchestrator did not answer within 120 s");
+			tokio::time::sleep(Duration::from_millis(300)).await;
+		}
+	}
+}
+
+impl Drop for OrchestratorProcess {
+	fn drop(&mut self) {
+		self.kill9();
+		if std::thread::panicking() {
+			print_tail("iota-orchestrator", &self.log, 60);
+		}
+	}
+}
+
+/// A scripted miner: signs its calls, uploads real wire tensors of the spec's boundary shape through
+/// presigned URLs, and runs the merge steps with exact arithmetic on small gradients.
+pub struct Miner {
+	/// Its chain key.
+	pub signer: Signer,
+	/// Its orchestrator connection.
+	pub rpc: SignedClient,
+	/// Presigned requests.
+	pub http: PresignedHttp,
+	/// Its stage.
+	pub stage: u16,
+	/// The spec.
+	pub spec: RunSpec,
+}
+
+impl Miner {
+	/// Connects `signer` (holding `stage`) to the orchestrator at `url`.
+	pub async fn connect(url: &str, signer: Signer, stage: u16, spec: RunSpec, http: PresignedHttp) -> Self {
+		let rpc = SignedClient::connect(url, signer.keypair().clone(), Duration::from_secs(30)).await.unwrap();
+		Self { signer, rpc, http, stage, spec }
+	}
+
+	/// The miner's account.
+	pub fn account(&self) -> iota_rpc::AccountId {
+		self.signer.account_id()
+	}
+
+	/// `iota_getWork` (panics on a refusal).
+	pub async fn work(&self) -> Work {
+		self.rpc.get_work(self.stage).await.unwrap_or_else(|e| panic!("getWork at stage {}: {e}", self.stage))
+	}
+
+	/// Polls `iota_getWork` until it is not `Idle`.
+	pub async fn next_work(&self, timeout: Duration) -> Work {
+		wait_for(&format!("work at stage {}", self.stage), timeout, || async {
+			match self.work().await {
+				Work::Idle { .. } => None,
+				w => Some(w),
+			}
+		})
+		.await
+	}
+
+	/// A wire message `[B, T, width]` of `kind` with values derived from `seed`.
+	pub fn tensor(&self, kind: Kind, seed: u64) -> Bytes {
+		let [b, t, w] = self.spec.boundary_shape();
+		let n = (b * t * w) as usize;
+		let v: Vec<f32> = (0..n).map(|i| ((i as u64 * 31 + seed * 17) % 101) as f32 / 101.0 - 0.5).collect();
+		let x = candle_core::Tensor::from_vec(v, (b as usize, t as usize, w as usize), &candle_core::Device::Cpu).unwrap();
+		let enc = self.spec.wire_encoding().unwrap();
+		Bytes::from(wire::encode(&x, kind, enc).unwrap())
+	}
+
+	/// Uploads `bytes` with the presigned PUT; the tensor reference to report.
+	pub async fn upload(&self, put: &ObjectPut, bytes: Bytes, shape: Vec<u64>) -> TensorRef {
+		let size = bytes.len() as u64;
+		let hash = self.http.put(&put.put, bytes).await.unwrap();
+		TensorRef { key: put.key.clone(), hash, size, shape }
+	}
+
+	/// Reads an object through its presigned GET, checked against its hash.
+	pub async fn download(&self, o: &ObjectGet) -> Bytes {
+		self.http.get(&o.get, &o.hash).await.unwrap()
+	}
+
+	/// Runs a forward item: checks the inputs can be read, uploads the output (the tail reports `loss`
+	/// first and uploads the gradient w.r.t. its input), submits.
+	pub async fn forward(&self, f: &ForwardWork, loss: f32) -> Ack {
+		if let Some(i) = &f.input {
+			self.download(i).await;
+		}
+		if let Some(d) = &f.data {
+			self.download(&d.object).await;
+		}
+		let tail = usize::from(f.stage) + 1 == self.spec.model.n_stages();
+		if tail {
+			self.rpc.report_loss(f.lease, loss).await.unwrap();
+		}
+		let kind = if tail { Kind::Gradient } else { Kind::Activation };
+		let t = self.upload(&f.output, self.tensor(kind, f.sample), self.spec.boundary_shape().to_vec()).await;
+		self.rpc.submit_activation(f.lease, Some(t)).await.unwrap()
+	}
+
+	/// Runs a backward item: reads the gradient, uploads the input gradient (not at the head), submits.
+	pub async fn backward(&self, b: &BackwardWork) -> Ack {
+		self.download(&b.grad_output).await;
+		let out = match &b.output {
+			Some(put) => Some(self.upload(put, self.tensor(Kind::Gradient, b.sample + 1000), self.spec.boundary_shape().to_vec()).await),
+			None => None,
+		};
+		self.rpc.submit_activation(b.lease, out).await.unwrap()
+	}
+
+	/// The stage's flat gradient length `P`.
+	pub fn param_count(&self) -> u64 {
+		self.spec.model.stage_param_count(usize::from(self.stage)).unwrap() as u64
+	}
+
+	/// Uploads a gradient (`P` f32, element `j` = `(j mod 7 + stage) · samples`) to `put` and submits it.
+	pub async fn submit_gradient(&self, epoch: u32, put: &ObjectPut, samples: u32) {
+		let p = self.param_count();
+		let bytes: Vec<u8> = (0..p).flat_map(|j| (((j % 7) as f32 + f32::from(self.stage)) * samples as f32).to_le_bytes()).collect();
+		let chunks = chunk_hashes(&bytes);
+		let t = self.upload(put, Bytes::from(bytes), vec![p]).await;
+		self.rpc.submit_gradient(GradientSubmission { epoch, gradient: t, chunk_hashes: chunks, samples }).await.unwrap();
+	}
+
+	/// The merge after the gradient: reduce this miner's shards exactly (brief §7), submit them, wait for
+	/// `Ready`, attest a state hash (derived from the mean gradient) and upload the checkpoint if asked.
+	/// Returns the attested hash.
+	pub async fn merge(&self, epoch: u32, timeout: Duration) -> ContentHash {
+		let a = wait_for("the shard assignment", timeout, || async {
+			match self.rpc.get_shards(epoch).await {
+				Ok(a) => Some(a),
+				Err(e) if matches!(code_of(&e), Some(ErrorCode::WrongPhase | ErrorCode::Unavailable)) => None,
+				Err(e) => panic!("getShards: {e}"),
+			}
+		})
+		.await;
+		let mut subs = Vec::new();
+		for s in &a.submissions {
+			let bytes = self.download(&s.object).await;
+			assert_eq!(chunk_hashes(&bytes), s.chunk_hashes);
+			subs.push((s.samples, bytes));
+		}
+		let total: u64 = subs.iter().map(|(n, _)| u64::from(*n)).sum();
+		for task in &a.shards {
+			let [start, end] = task.range;
+			let out: Vec<u8> = (start..end)
+				.flat_map(|j| {
+					let sum: f64 = subs.iter().map(|(_, b)| f64::from(f32::from_le_bytes(b[j as usize * 4..j as usize * 4 + 4].try_into().unwrap()))).sum();
+					((sum / total as f64) as f32).to_le_bytes()
+				})
+				.collect();
+			let t = self.upload(&task.output, Bytes::from(out), vec![end - start]).await;
+			self.rpc.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced: t }).await.unwrap();
+		}
+		let (shards, checkpoint) = wait_for("the merge to be ready", timeout, || async {
+			match self.rpc.get_manifest(epoch).await.unwrap() {
+				MergeView::Ready { shards, checkpoint, .. } => Some((shards, checkpoint)),
+				_ => None,
+			}
+		})
+		.await;
+		let mut mean = Vec::new();
+		for s in &shards {
+			mean.extend_from_slice(&self.download(&s.object).await);
+		}
+		let state_hash = ContentHash::of(&mean);
+		let checkpoint = match checkpoint {
+			Some(put) => Some(self.upload(&put, Bytes::from(mean.clone()), vec![mean.len() as u64 / 4]).await),
+			None => None,
+		};
+		self.rpc.submit_state_hash(SubmitStateHash { epoch, state_hash, checkpoint }).await.unwrap();
+		state_hash
+	}
+}
+
+/// Registers `names` (dev accounts) as miners and returns (signer, stage) for each.
+pub async fn register_miners(client: &IotaClient, names: &[&str]) -> Vec<(Signer, u16)> {
+	let mut out = Vec::new();
+	for n in names {
+		let s = Signer::dev(n).unwrap();
+		client.register_miner(&s).await.unwrap();
+		let stage = client.miner(&s.account_id()).await.unwrap().unwrap().stage;
+		out.push((s, stage));
+	}
+	out
+}
