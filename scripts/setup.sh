@@ -33,6 +33,9 @@ command -v protoc >/dev/null 2>&1 || apt_install protobuf-compiler
 # --- chain: zombienet smoke test (scripts/zombienet.sh installs @zombienet/cli with npm) ---
 command -v npm >/dev/null 2>&1 || apt_install nodejs npm
 
+# --- iota-dashboard: the browser test runs Debian's headless Chromium ---
+command -v chromium >/dev/null 2>&1 || apt_install chromium
+
 # --- iota-storage: moto S3 server for the storage conformance tests -------------
 # A second S3 implementation nobody here wrote (offchain/storage/tests). Installed
 # into a project-local venv (.venv/, git-ignored). Best effort: if this fails the

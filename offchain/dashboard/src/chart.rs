@@ -45,7 +45,7 @@ pub const PALETTE: [&str; 8] = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea
 const W: f64 = 640.0;
 const H: f64 = 260.0;
 const LEFT: f64 = 64.0;
-const RIGHT: f64 = 16.0;
+const RIGHT: f64 = 36.0;
 const TOP: f64 = 28.0;
 const BOTTOM: f64 = 44.0;
 

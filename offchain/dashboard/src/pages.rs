@@ -83,19 +83,19 @@ fn feed_note<T>(what: &str, f: &Feed<T>) -> Option<Markup> {
 	}
 }
 
-fn sources(orch_ok: Option<bool>, chain_ok: Option<bool>, updated_ms: u64) -> Markup {
-	let badge = |name: &str, ok: Option<bool>| {
-		let (class, text) = match ok {
-			Some(true) => ("ok", "up"),
-			Some(false) => ("down", "unreachable"),
-			None => ("pending", "waiting"),
-		};
-		html! { span class={"badge " (class)} { (name) ": " (text) } }
-	};
+/// Health badges of the sources a page uses: `(name, None = waiting / Some(up))`.
+fn sources(used: &[(&str, Option<bool>)], updated_ms: u64) -> Markup {
 	html! {
 		p.sources {
-			(badge("orchestrator", orch_ok)) " " (badge("chain", chain_ok))
-			@if updated_ms > 0 { " · updated " (format_clock(updated_ms)) " UTC" }
+			@for (name, ok) in used {
+				@let (class, text) = match ok {
+					Some(true) => ("ok", "up"),
+					Some(false) => ("down", "unreachable"),
+					None => ("pending", "waiting"),
+				};
+				span class={"badge " (class)} { (name) ": " (text) } " "
+			}
+			@if updated_ms > 0 { "· updated " (format_clock(updated_ms)) " UTC" }
 		}
 	}
 }
@@ -162,7 +162,7 @@ fn ppb_percent(p: u32) -> String {
 /// `/`.
 pub fn network(p: &NetworkPanel) -> Markup {
 	html! {
-		(sources(ok_of(&p.orchestrator), ok_of(&p.chain), p.updated_ms))
+		(sources(&[("orchestrator", ok_of(&p.orchestrator)), ("chain", ok_of(&p.chain))], p.updated_ms))
 		section.panel #run {
 			h2 { "Run" }
 			@if let Some(n) = feed_note("orchestrator", &p.orchestrator) { (n) }
@@ -225,7 +225,7 @@ pub fn network(p: &NetworkPanel) -> Markup {
 /// `/stages`.
 pub fn stages(p: &StagesPanel) -> Markup {
 	html! {
-		(sources(ok_of(&p.stages), ok_of(&p.chain), p.updated_ms))
+		(sources(&[("orchestrator", ok_of(&p.stages)), ("chain", ok_of(&p.chain))], p.updated_ms))
 		@if let Some(n) = feed_note("orchestrator", &p.stages) { section.panel { (n) } }
 		@if let Some(rows) = p.stages.data() {
 			@for row in rows {
@@ -352,7 +352,7 @@ pub fn training(p: &TrainingPanel) -> Markup {
 		(loss_epoch.render(), loss_tokens.render(), throughput.render(), wire.render())
 	});
 	html! {
-		(sources(ok_of(&p.orchestrator), None, p.updated_ms))
+		(sources(&[("orchestrator", ok_of(&p.orchestrator))], p.updated_ms))
 		@if let Some(n) = feed_note("orchestrator", &p.orchestrator) { section.panel { (n) } }
 		@if let (Some(t), Some((a, b, c, d))) = (p.orchestrator.data(), chart_sections) {
 			section.panel #training-summary {
@@ -449,7 +449,7 @@ fn epoch_trust(e: &EpochTrust) -> Markup {
 /// `/trust`.
 pub fn trust(p: &TrustPanel) -> Markup {
 	html! {
-		(sources(None, ok_of(&p.chain), p.updated_ms))
+		(sources(&[("chain", ok_of(&p.chain))], p.updated_ms))
 		@if let Some(n) = feed_note("chain", &p.chain) { section.panel { (n) } }
 		@if let Some(t) = p.chain.data() {
 			section.panel #validators {
@@ -477,7 +477,7 @@ pub fn miner(p: &MinerPanel) -> Markup {
 		series: vec![Series { name: "total".into(), points: p.samples.iter().map(|(t, n)| (*t as f64, *n as f64)).collect() }],
 	};
 	html! {
-		(sources(ok_of(&p.activity), ok_of(&p.chain), 0))
+		(sources(&[("orchestrator", ok_of(&p.activity)), ("chain", ok_of(&p.chain))], 0))
 		section.panel #miner {
 			h2 { "Miner " span.account-full { (p.account) } }
 			@if let Some(n) = feed_note("orchestrator", &p.activity) { (n) }
