@@ -82,12 +82,15 @@ pub struct CheckTarget {
 	pub kind: ItemKind,
 }
 
+/// (stage, account bytes, kind): one selection unit, ordered.
+type UnitKey = (u16, [u8; 32], ItemKind);
+
 /// Draws the epoch's checks from the log and the chain's epoch seed (module docs). Records whose
 /// per-stage vectors are too short are skipped (a malformed log is refused before this by
 /// [`PathwayLog::validate`]).
 pub fn select(log: &PathwayLog, epoch_seed: &Seed, forward_checks: usize, backward_checks: usize) -> Vec<CheckTarget> {
 	let stages = usize::from(log.stages);
-	let mut candidates: BTreeMap<(u16, [u8; 32], ItemKind), (AccountId, Vec<usize>)> = BTreeMap::new();
+	let mut candidates: BTreeMap<UnitKey, (AccountId, Vec<usize>)> = BTreeMap::new();
 	for (i, r) in log.records.iter().enumerate() {
 		if r.forward.len() < stages || r.backward.len() < stages || r.backward_outputs.len() < stages {
 			continue;

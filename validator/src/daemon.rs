@@ -1,0 +1,531 @@
+//! The validator daemon (DESIGN §3 steps 7–8): watch the chain for completed epochs, audit each one
+//! through the orchestrator, and put verdicts, weights and finalizations on chain.
+//!
+//! Per completed epoch `e` (`EpochCompletedAt(e)` set, oldest first):
+//!
+//! 1. `EpochSeeds(e)` from the chain; `iota_epochRecord(e)` from the orchestrator; the pathway log it
+//!    names (hash-checked, [`PathwayLog::from_slice`], run/epoch/stage count checked against the spec).
+//! 2. Spot-checks drawn with [`spot_check::select`] and run with [`spot_check::Checker`]; stage weights of
+//!    `e` from the chain's manifest of `e − 1` ([`ChainWeights`]).
+//! 3. The shard audit ([`shard_audit::audit_epoch`]) against the chain's manifests of `e`.
+//! 4. Per judged miner one evidence bundle, PUT through `iota_presignPut`
+//!    (`keys::evidence(run, validator, e, miner)`), and `submit_spot_check(e, miner, verdict, BLAKE3)`.
+//! 5. CLASP ([`clasp::score_epoch`]) with the spot-check statuses, the weight vector
+//!    ([`weights::weight_vector`]) over the chain's registered miners, `set_weights(e, w, version)` while
+//!    the scoring window is open; a `RateLimited` refusal is retried on later ticks until the window closes.
+//! 6. Independently, each tick: when the next epoch to finalize has a closed scoring window and nobody
+//!    finalized it, `finalize_epoch`.
+//!
+//! Every error is logged with `tracing`, counted in [`Metrics`] by kind, and retried on a later tick
+//! (an epoch is marked done only when its audit ran); an epoch whose scoring window closed is skipped.
+//! Bad objects, logs and manifests never become verdicts (see [`spot_check`] and [`shard_audit`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use iota_chain::{IotaClient, Signer};
+use iota_primitives::{ContentHash, Verdict};
+use iota_rpc::{AccountId, PathwayLog, RunSpec, SignedClient};
+use iota_storage::keys::{self, Id};
+use iota_storage::{PresignedHttp, RetryPolicy};
+
+use crate::clasp::{self, CheckStatus};
+use crate::metrics::Metrics;
+use crate::objects::{Objects, OrchestratorObjects};
+use crate::shard_audit::{self, ShardEvidence};
+use crate::spot_check::{self, CheckEvidence, CheckOutcome, Checker, EvidenceBundle, WeightsError, WeightsRef, WeightsSource};
+use crate::weights;
+
+/// Daemon settings (the CLI's flags).
+#[derive(Clone, Debug)]
+pub struct Config {
+	/// Node WebSocket URL.
+	pub node_url: String,
+	/// Orchestrator WebSocket URL.
+	pub orchestrator_url: String,
+	/// Stake to register with when not registered (`None`: the run config's minimum).
+	pub stake: Option<u128>,
+	/// Forward checks per (stage, miner) and epoch.
+	pub forward_checks: usize,
+	/// Backward checks per (stage, miner) and epoch.
+	pub backward_checks: usize,
+	/// Weights version key (`None`: the run config's `weights_version`).
+	pub weights_version: Option<u64>,
+	/// Whether to call `finalize_epoch` when nobody did.
+	pub finalize: bool,
+	/// First epoch to process (`None`: the chain's next epoch to finalize).
+	pub start_epoch: Option<u32>,
+	/// Wait between ticks.
+	pub poll: Duration,
+	/// Per-request timeout for the orchestrator and presigned transfers.
+	pub request_timeout: Duration,
+	/// Largest object downloaded, in bytes.
+	pub max_object_bytes: u64,
+}
+
+/// Why a step of the daemon failed (each is logged, counted by [`DaemonError::kind`] and retried).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+	/// The chain refused a call or could not be read.
+	#[error("chain: {0}")]
+	Chain(#[from] iota_chain::Error),
+	/// The orchestrator could not be reached or refused.
+	#[error("orchestrator: {0}")]
+	Orchestrator(String),
+	/// The object store failed.
+	#[error("object store: {0}")]
+	Store(String),
+	/// The run spec is missing or does not match the chain.
+	#[error("run spec: {0}")]
+	Spec(String),
+	/// The pathway log is missing, garbage or malformed.
+	#[error("pathway log: {0}")]
+	PathwayLog(String),
+	/// The chain holds no run config, seed or other state the step needs yet.
+	#[error("chain state: {0}")]
+	NotReady(String),
+	/// Local setup failed (HTTP client, metrics).
+	#[error("setup: {0}")]
+	Setup(String),
+}
+
+impl DaemonError {
+	/// Metrics label.
+	pub fn kind(&self) -> &'static str {
+		match self {
+			DaemonError::Chain(_) | DaemonError::NotReady(_) => "chain",
+			DaemonError::Orchestrator(_) => "orchestrator",
+			DaemonError::Store(_) => "store",
+			DaemonError::Spec(_) => "spec",
+			DaemonError::PathwayLog(_) => "pathway_log",
+			DaemonError::Setup(_) => "setup",
+		}
+	}
+}
+
+/// Stage weights from the chain's merge manifests.
+pub struct ChainWeights<'a> {
+	/// The chain.
+	pub chain: &'a IotaClient,
+}
+
+#[async_trait]
+impl WeightsSource for ChainWeights<'_> {
+	async fn weights(&self, epoch: u32, stage: u16) -> Result<WeightsRef, WeightsError> {
+		if epoch == 0 {
+			return Ok(WeightsRef::Init);
+		}
+		let prev = epoch - 1;
+		let m = self
+			.chain
+			.merge_manifest(prev, stage)
+			.await
+			.map_err(|e| WeightsError::Unavailable(e.to_string()))?
+			.ok_or_else(|| WeightsError::Missing { epoch, stage, reason: format!("no manifest for epoch {prev}") })?;
+		let ck = m.checkpoint.ok_or_else(|| WeightsError::Missing {
+			epoch,
+			stage,
+			reason: format!("the manifest of epoch {prev} names no checkpoint"),
+		})?;
+		let key = String::from_utf8(ck.key.0).map_err(|_| WeightsError::ManifestMismatch {
+			epoch,
+			stage,
+			reason: "checkpoint key is not UTF-8".into(),
+		})?;
+		Ok(WeightsRef::Checkpoint { key, hash: ContentHash::from_bytes(ck.hash.0) })
+	}
+}
+
+fn chain_verdict(v: Verdict) -> iota_chain::Verdict {
+	match v {
+		Verdict::Pass => iota_chain::Verdict::Pass,
+		Verdict::Fail => iota_chain::Verdict::Fail,
+	}
+}
+
+/// What one epoch's audit produced (for logs and tests).
+#[derive(Debug, Default)]
+pub struct EpochSummary {
+	/// Verdicts submitted (miner, verdict).
+	pub verdicts: Vec<(AccountId, Verdict)>,
+	/// The weight vector built (submitted or pending).
+	pub weights: Vec<(AccountId, u16)>,
+}
+
+/// The running daemon.
+pub struct Daemon {
+	cfg: Config,
+	signer: Signer,
+	chain: IotaClient,
+	rpc: Option<SignedClient>,
+	http: PresignedHttp,
+	checker: Option<Checker>,
+	metrics: Metrics,
+	next_epoch: Option<u32>,
+	pending_weights: BTreeMap<u32, Vec<(AccountId, u16)>>,
+}
+
+impl Daemon {
+	/// Connects to the chain and registers the validator if it is not (errors are returned: the binary
+	/// retries until the node answers).
+	///
+	/// # Errors
+	/// [`DaemonError::Chain`], [`DaemonError::NotReady`] (no run config), [`DaemonError::Setup`].
+	pub async fn start(cfg: Config, signer: Signer, metrics: Metrics) -> Result<Self, DaemonError> {
+		let chain = IotaClient::connect(&cfg.node_url).await?;
+		let me = signer.account_id();
+		if chain.validator(&me).await?.is_none() {
+			let run = chain.run_config().await?.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
+			let stake = cfg.stake.unwrap_or(run.min_validator_stake);
+			chain.register_validator(&signer, stake).await?;
+			tracing::info!(account = %me, stake, "registered as validator");
+		} else {
+			tracing::info!(account = %me, "already a validator");
+		}
+		let http = PresignedHttp::new(RetryPolicy::default(), cfg.request_timeout, cfg.max_object_bytes)
+			.map_err(|e| DaemonError::Setup(e.to_string()))?;
+		Ok(Self {
+			cfg,
+			signer,
+			chain,
+			rpc: None,
+			http,
+			checker: None,
+			metrics,
+			next_epoch: None,
+			pending_weights: BTreeMap::new(),
+		})
+	}
+
+	/// Runs forever: one [`tick`](Self::tick) every `poll`; errors are logged and counted.
+	pub async fn run(mut self) {
+		loop {
+			if let Err(e) = self.tick().await {
+				self.metrics.error(e.kind());
+				tracing::warn!(error = %e, kind = e.kind(), "tick failed; retrying");
+				if matches!(e, DaemonError::Orchestrator(_)) {
+					self.rpc = None;
+				}
+			}
+			tokio::time::sleep(self.cfg.poll).await;
+		}
+	}
+
+	async fn rpc(&mut self) -> Result<&SignedClient, DaemonError> {
+		if self.rpc.as_ref().is_none_or(|c| !c.is_connected()) {
+			let c = SignedClient::connect(&self.cfg.orchestrator_url, self.signer.keypair().clone(), self.cfg.request_timeout)
+				.await
+				.map_err(|e| DaemonError::Orchestrator(format!("connect {}: {e}", self.cfg.orchestrator_url)))?;
+			self.rpc = Some(c);
+		}
+		self.rpc.as_ref().ok_or_else(|| DaemonError::Orchestrator("not connected".into()))
+	}
+
+	/// Fetches the run spec and checks it against the chain's `model_hash` (once).
+	async fn ensure_checker(&mut self) -> Result<(), DaemonError> {
+		if self.checker.is_some() {
+			return Ok(());
+		}
+		let run = self.chain.run_config().await?.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
+		let text = self.rpc().await?.run_spec().await.map_err(|e| DaemonError::Orchestrator(format!("iota_runSpec: {e}")))?;
+		let spec = RunSpec::from_bytes_checked(text.json.as_bytes(), &ContentHash::from_bytes(run.model_hash.0))
+			.map_err(|e| DaemonError::Spec(e.to_string()))?;
+		if spec.model.n_stages() != usize::from(run.stages) {
+			return Err(DaemonError::Spec(format!(
+				"the spec's model has {} stages, the chain's run {}",
+				spec.model.n_stages(),
+				run.stages
+			)));
+		}
+		self.checker = Some(Checker::new(spec).map_err(|e| DaemonError::Spec(e.to_string()))?);
+		Ok(())
+	}
+
+	/// One pass: process completed epochs in order, retry pending weights, finalize if due.
+	///
+	/// # Errors
+	/// The first error of the pass (later steps run on the next tick).
+	pub async fn tick(&mut self) -> Result<(), DaemonError> {
+		let run = self.chain.run_config().await?.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
+		let now = self.chain.finalized_number().await?;
+		if self.next_epoch.is_none() {
+			self.next_epoch = Some(match self.cfg.start_epoch {
+				Some(e) => e,
+				None => self.chain.next_epoch_to_finalize().await?,
+			});
+		}
+		self.retry_pending_weights(&run, now).await;
+		while let Some(epoch) = self.next_epoch {
+			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
+			if now >= done_at.saturating_add(run.scoring_window) {
+				tracing::info!(epoch, "scoring window closed before this validator processed it; skipping");
+				self.next_epoch = Some(epoch + 1);
+				continue;
+			}
+			self.ensure_checker().await?;
+			let summary = self.process_epoch(epoch, &run).await?;
+			tracing::info!(epoch, verdicts = summary.verdicts.len(), weights = summary.weights.len(), "epoch processed");
+			self.metrics.last_epoch.set(i64::from(epoch));
+			if let Some(c) = self.checker.as_mut() {
+				c.forget_before(epoch);
+			}
+			self.next_epoch = Some(epoch + 1);
+		}
+		if self.cfg.finalize {
+			self.finalize_if_due(&run, now).await?;
+		}
+		Ok(())
+	}
+
+	async fn retry_pending_weights(&mut self, run: &iota_chain::RunConfig, now: u32) {
+		let epochs: Vec<u32> = self.pending_weights.keys().copied().collect();
+		for epoch in epochs {
+			let open = match self.chain.epoch_completed_at(epoch).await {
+				Ok(Some(at)) => now < at.saturating_add(run.scoring_window),
+				Ok(None) => false,
+				Err(e) => {
+					self.metrics.error("chain");
+					tracing::warn!(epoch, error = %e, "cannot read the scoring window");
+					continue;
+				},
+			};
+			let Some(w) = self.pending_weights.remove(&epoch) else { continue };
+			if open {
+				self.submit_weights(epoch, w, run).await;
+			} else {
+				tracing::warn!(epoch, "scoring window closed with weights still pending");
+			}
+		}
+	}
+
+	async fn submit_weights(&mut self, epoch: u32, w: Vec<(AccountId, u16)>, run: &iota_chain::RunConfig) {
+		let version = self.cfg.weights_version.unwrap_or(run.weights_version).max(run.weights_version);
+		match self.chain.set_weights(&self.signer, epoch, w.clone(), version).await {
+			Ok(_) => {
+				self.metrics.weights.inc();
+				tracing::info!(epoch, miners = w.len(), "weights set");
+			},
+			Err(e) if e.pallet_error() == Some("RateLimited") => {
+				tracing::info!(epoch, "weights rate-limited; retrying later");
+				self.pending_weights.insert(epoch, w);
+			},
+			Err(e) => {
+				self.metrics.error("weights");
+				tracing::warn!(epoch, error = %e, "set_weights refused");
+			},
+		}
+	}
+
+	async fn finalize_if_due(&mut self, run: &iota_chain::RunConfig, now: u32) -> Result<(), DaemonError> {
+		let next = self.chain.next_epoch_to_finalize().await?;
+		let Some(at) = self.chain.epoch_completed_at(next).await? else { return Ok(()) };
+		if now < at.saturating_add(run.scoring_window) {
+			return Ok(());
+		}
+		match self.chain.finalize_epoch(&self.signer, next).await {
+			Ok(_) => {
+				self.metrics.finalized.inc();
+				tracing::info!(epoch = next, "epoch finalized");
+			},
+			// Somebody else was faster (or the window is still open on the block that included us).
+			Err(e) if matches!(e.pallet_error(), Some("EpochNotNext" | "ScoringWindowOpen")) => {
+				tracing::debug!(epoch = next, error = %e, "finalize_epoch not needed");
+			},
+			Err(e) => return Err(e.into()),
+		}
+		Ok(())
+	}
+
+	async fn process_epoch(&mut self, epoch: u32, run: &iota_chain::RunConfig) -> Result<EpochSummary, DaemonError> {
+		let seed = self
+			.chain
+			.epoch_seed(epoch)
+			.await?
+			.ok_or_else(|| DaemonError::NotReady(format!("no seed for epoch {epoch}")))?;
+		let me = self.signer.account_id();
+		let mut chain_shards: BTreeMap<u16, Vec<ContentHash>> = BTreeMap::new();
+		for stage in 0..run.stages {
+			if let Some(m) = self.chain.merge_manifest(epoch, stage).await? {
+				chain_shards.insert(stage, m.shards.0.iter().map(|o| ContentHash::from_bytes(o.hash.0)).collect());
+			}
+		}
+		let registered: BTreeSet<AccountId> = self.chain.miners().await?.into_iter().map(|(a, _)| a).collect();
+		self.rpc().await?;
+		let (Some(rpc), Some(checker)) = (self.rpc.as_ref(), self.checker.as_mut()) else {
+			return Err(DaemonError::Setup("no orchestrator connection or run spec".into()));
+		};
+		let record = rpc
+			.epoch_record(epoch)
+			.await
+			.map_err(|e| DaemonError::Orchestrator(format!("iota_epochRecord({epoch}): {e}")))?;
+		let objects = OrchestratorObjects { rpc, http: &self.http };
+		let spec_run = checker.spec().run.clone();
+		let stages = checker.spec().model.n_stages();
+
+		// The pathway log: a missing, garbage or malformed one skips spot-checks and CLASP (counted),
+		// never a verdict; the shard audit still runs.
+		let log: Option<PathwayLog> = match &record.pathway_log {
+			None => {
+				self.metrics.error("pathway_log");
+				tracing::warn!(epoch, "the epoch record names no pathway log");
+				None
+			},
+			Some(o) => match objects.get(&o.key, &o.hash).await {
+				Err(e) => {
+					self.metrics.error("pathway_log");
+					tracing::warn!(epoch, error = %e, "pathway log unreadable");
+					None
+				},
+				Ok(bytes) => match PathwayLog::from_slice(&bytes) {
+					Ok(l) if l.epoch == epoch && l.run == spec_run && usize::from(l.stages) == stages => Some(l),
+					Ok(l) => {
+						self.metrics.error("pathway_log");
+						tracing::warn!(epoch, log_epoch = l.epoch, run = %l.run, stages = l.stages, "pathway log is for another run, epoch or stage count");
+						None
+					},
+					Err(e) => {
+						self.metrics.error("pathway_log");
+						tracing::warn!(epoch, error = %e, "malformed pathway log");
+						None
+					},
+				},
+			},
+		};
+
+		// Spot-checks.
+		let weights_src = ChainWeights { chain: &self.chain };
+		let mut checks: BTreeMap<AccountId, Vec<CheckEvidence>> = BTreeMap::new();
+		if let Some(log) = &log {
+			let targets = spot_check::select(log, &seed, self.cfg.forward_checks, self.cfg.backward_checks);
+			for t in &targets {
+				match checker.check(log, t, &weights_src, &objects).await {
+					CheckOutcome::Judged(ev) => {
+						let label = if ev.verdict == Verdict::Pass { "pass" } else { "fail" };
+						self.metrics.checks.with_label_values(&[label]).inc();
+						if ev.verdict == Verdict::Fail {
+							self.metrics.failures.with_label_values(&["spot_check"]).inc();
+							tracing::warn!(epoch, miner = %t.miner, stage = t.stage, sample = t.sample, kind = ?t.kind, reason = ?ev.reason, "spot-check failed");
+						}
+						checks.entry(t.miner.clone()).or_default().push(*ev);
+					},
+					CheckOutcome::Inconclusive(i) => {
+						self.metrics.checks.with_label_values(&["inconclusive"]).inc();
+						self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();
+						tracing::warn!(epoch, miner = %t.miner, stage = t.stage, sample = t.sample, reason = %i, "spot-check inconclusive");
+					},
+				}
+			}
+		}
+
+		// Shard audit.
+		let audit = shard_audit::audit_epoch(&record, &seed, &chain_shards, &objects).await;
+		self.metrics.shards.inc_by(audit.shards_recomputed as u64);
+		for i in &audit.inconclusive {
+			self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();
+			tracing::warn!(epoch, reason = %i, "shard audit inconclusive");
+		}
+		let mut shards: BTreeMap<AccountId, Vec<ShardEvidence>> = BTreeMap::new();
+		for f in audit.findings {
+			if f.evidence.verdict == Verdict::Fail {
+				self.metrics.failures.with_label_values(&["shard_audit"]).inc();
+				tracing::warn!(epoch, miner = %f.miner, shard = f.evidence.shard, reason = ?f.evidence.reason, "shard copy wrong");
+			}
+			shards.entry(f.miner).or_default().push(f.evidence);
+		}
+
+		// Verdicts with evidence.
+		let mut summary = EpochSummary::default();
+		let mut statuses: BTreeMap<AccountId, CheckStatus> = BTreeMap::new();
+		let miners: BTreeSet<AccountId> = checks.keys().chain(shards.keys()).cloned().collect();
+		for miner in miners {
+			let Some(bundle) = EvidenceBundle::new(
+				&spec_run,
+				epoch,
+				&me,
+				&miner,
+				checks.remove(&miner).unwrap_or_default(),
+				shards.remove(&miner).unwrap_or_default(),
+			) else {
+				continue;
+			};
+			statuses.insert(miner.clone(), if bundle.verdict == Verdict::Fail { CheckStatus::Failed } else { CheckStatus::Passed });
+			let bytes = bundle.to_bytes();
+			let hash = bundle.hash();
+			if let Err(e) = put_evidence(rpc, &self.http, &spec_run, &me, epoch, &miner, bytes).await {
+				self.metrics.error("evidence");
+				tracing::warn!(epoch, miner = %miner, error = %e, "evidence upload failed; the verdict still carries its hash");
+			}
+			match self.chain.submit_spot_check(&self.signer, epoch, miner.clone(), chain_verdict(bundle.verdict), iota_chain::ContentHash(hash.0)).await {
+				Ok(_) => {
+					let label = if bundle.verdict == Verdict::Pass { "pass" } else { "fail" };
+					self.metrics.verdicts.with_label_values(&[label]).inc();
+					summary.verdicts.push((miner, bundle.verdict));
+				},
+				Err(e) if matches!(e.pallet_error(), Some("DuplicateSpotCheck" | "UnknownMiner")) => {
+					tracing::info!(epoch, miner = %miner, error = %e, "verdict not recorded (already judged or no longer a miner)");
+				},
+				Err(e) => {
+					self.metrics.error("chain");
+					tracing::warn!(epoch, miner = %miner, error = %e, "submit_spot_check failed");
+				},
+			}
+		}
+
+		// CLASP and weights.
+		if let Some(log) = &log {
+			match clasp::score_epoch(log, &statuses) {
+				Ok(report) => {
+					for m in report.flagged() {
+						tracing::warn!(epoch, miner = %m.miner, stage = m.stage, z = m.z, effect = m.effect, "CLASP outlier");
+					}
+					match weights::weight_vector(&report.scores(), &registered) {
+						Ok(w) => {
+							summary.weights = w.clone();
+							self.submit_weights(epoch, w, run).await;
+						},
+						Err(e) => {
+							self.metrics.error("weights");
+							tracing::warn!(epoch, error = %e, "no weight vector");
+						},
+					}
+				},
+				Err(e) => {
+					self.metrics.error("clasp");
+					tracing::warn!(epoch, error = %e, "CLASP failed");
+				},
+			}
+		}
+		Ok(summary)
+	}
+}
+
+async fn put_evidence(
+	rpc: &SignedClient,
+	http: &PresignedHttp,
+	run: &str,
+	me: &AccountId,
+	epoch: u32,
+	miner: &AccountId,
+	bytes: Vec<u8>,
+) -> Result<(), DaemonError> {
+	let id = |s: String| Id::new(s).map_err(|e| DaemonError::Store(e.to_string()));
+	let key = keys::evidence(&id(run.to_string())?, &id(me.to_string())?, u64::from(epoch), &id(miner.to_string())?);
+	let put = rpc.presign_put(key).await.map_err(|e| DaemonError::Orchestrator(format!("iota_presignPut: {e}")))?;
+	http.put(&put.put, Bytes::from(bytes)).await.map_err(|e| DaemonError::Store(e.to_string()))?;
+	Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn error_kinds_are_metric_labels() {
+		assert_eq!(DaemonError::Orchestrator("x".into()).kind(), "orchestrator");
+		assert_eq!(DaemonError::NotReady("x".into()).kind(), "chain");
+		assert_eq!(DaemonError::PathwayLog("x".into()).kind(), "pathway_log");
+		assert_eq!(chain_verdict(Verdict::Fail), iota_chain::Verdict::Fail);
+	}
+}

@@ -1,0 +1,104 @@
+//! Prometheus metrics of the validator daemon, served at `GET /metrics` ([`serve`]).
+//!
+//! | metric | labels | meaning |
+//! |---|---|---|
+//! | `iota_validator_checks_total` | `outcome` = pass, fail, inconclusive | spot-checks run |
+//! | `iota_validator_inconclusive_total` | `kind` (e.g. unavailable, garbage_object, bad_input, malformed_log, weights, unconfirmed, manifest_mismatch) | checks and audits without a verdict |
+//! | `iota_validator_failures_found_total` | `source` = spot_check, shard_audit | failing findings |
+//! | `iota_validator_shards_recomputed_total` | | butterfly shards recomputed |
+//! | `iota_validator_verdicts_submitted_total` | `verdict` = pass, fail | `submit_spot_check` extrinsics included |
+//! | `iota_validator_weights_submitted_total` | | `set_weights` extrinsics included |
+//! | `iota_validator_epochs_finalized_total` | | `finalize_epoch` extrinsics this validator got included |
+//! | `iota_validator_errors_total` | `kind` (chain, orchestrator, store, pathway_log, clasp, weights, evidence, spec) | errors, each logged; the daemon keeps running |
+//! | `iota_validator_last_epoch` | | last epoch fully processed |
+
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+
+/// The daemon's metrics.
+#[derive(Clone)]
+pub struct Metrics {
+	registry: Registry,
+	/// Spot-checks by outcome.
+	pub checks: IntCounterVec,
+	/// Inconclusive checks and audits by kind.
+	pub inconclusive: IntCounterVec,
+	/// Failing findings by source.
+	pub failures: IntCounterVec,
+	/// Shards recomputed.
+	pub shards: IntCounter,
+	/// Verdicts submitted by verdict.
+	pub verdicts: IntCounterVec,
+	/// Weight vectors submitted.
+	pub weights: IntCounter,
+	/// Epochs finalized by this validator.
+	pub finalized: IntCounter,
+	/// Errors by kind.
+	pub errors: IntCounterVec,
+	/// Last epoch processed.
+	pub last_epoch: IntGauge,
+}
+
+impl Metrics {
+	/// Registers every metric in a fresh registry.
+	///
+	/// # Errors
+	/// A prometheus error if a metric is invalid (never for these names).
+	pub fn new() -> Result<Self, prometheus::Error> {
+		let registry = Registry::new();
+		let cv = |name: &str, help: &str, label: &str| -> Result<IntCounterVec, prometheus::Error> {
+			let c = IntCounterVec::new(Opts::new(name, help), &[label])?;
+			registry.register(Box::new(c.clone()))?;
+			Ok(c)
+		};
+		let checks = cv("iota_validator_checks_total", "Spot-checks run, by outcome.", "outcome")?;
+		let inconclusive = cv("iota_validator_inconclusive_total", "Checks and audits without a verdict, by kind.", "kind")?;
+		let failures = cv("iota_validator_failures_found_total", "Failing findings, by source.", "source")?;
+		let verdicts = cv("iota_validator_verdicts_submitted_total", "Verdicts included on chain.", "verdict")?;
+		let errors = cv("iota_validator_errors_total", "Errors by kind (logged; the daemon keeps running).", "kind")?;
+		let shards = IntCounter::new("iota_validator_shards_recomputed_total", "Butterfly shards recomputed.")?;
+		let weights = IntCounter::new("iota_validator_weights_submitted_total", "Weight vectors included on chain.")?;
+		let finalized = IntCounter::new("iota_validator_epochs_finalized_total", "Epochs this validator finalized.")?;
+		let last_epoch = IntGauge::new("iota_validator_last_epoch", "Last epoch fully processed.")?;
+		registry.register(Box::new(shards.clone()))?;
+		registry.register(Box::new(weights.clone()))?;
+		registry.register(Box::new(finalized.clone()))?;
+		registry.register(Box::new(last_epoch.clone()))?;
+		Ok(Self { registry, checks, inconclusive, failures, shards, verdicts, weights, finalized, errors, last_epoch })
+	}
+
+	/// Counts an error of `kind`.
+	pub fn error(&self, kind: &str) {
+		self.errors.with_label_values(&[kind]).inc();
+	}
+
+	/// The text exposition of every metric.
+	pub fn render(&self) -> String {
+		TextEncoder::new().encode_to_string(&self.registry.gather()).unwrap_or_default()
+	}
+}
+
+/// Serves `GET /metrics` on `listener` until the process ends.
+///
+/// # Errors
+/// The server's I/O error.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics) -> std::io::Result<()> {
+	let app = axum::Router::new().route("/metrics", axum::routing::get(move || async move { metrics.render() }));
+	axum::serve(listener, app).await
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn renders_counters() {
+		let m = Metrics::new().unwrap();
+		m.checks.with_label_values(&["pass"]).inc();
+		m.error("chain");
+		m.last_epoch.set(3);
+		let text = m.render();
+		assert!(text.contains("iota_validator_checks_total{outcome=\"pass\"} 1"));
+		assert!(text.contains("iota_validator_errors_total{kind=\"chain\"} 1"));
+		assert!(text.contains("iota_validator_last_epoch 3"));
+	}
+}
