@@ -70,6 +70,7 @@ fn device(arg: DeviceArg) -> anyhow::Result<Device> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
 	tracing_subscriber::fmt()
+		.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
 		.with_env_filter(
 			tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,jsonrpsee=warn,subxt=warn".into()),
 		)
