@@ -134,7 +134,11 @@ impl WeightsSource for ChainWeights<'_> {
 			stage,
 			reason: "checkpoint key is not UTF-8".into(),
 		})?;
-		Ok(WeightsRef::Checkpoint { key, hash: ContentHash::from_bytes(ck.hash.0) })
+		Ok(WeightsRef::Checkpoint {
+			key,
+			hash: ContentHash::from_bytes(ck.hash.0),
+			state_hash: ContentHash::from_bytes(m.state_hash.0),
+		})
 	}
 }
 

@@ -97,6 +97,9 @@ pub fn select(log: &PathwayLog, epoch_seed: &Seed, forward_checks: usize, backwa
 		}
 		for s in 0..stages {
 			let f = &r.forward[s];
+			if r.forward_outputs.get(s).is_none_or(|o| o.key.is_empty()) {
+				continue;
+			}
 			candidates.entry((s as u16, f.0, ItemKind::Forward)).or_insert_with(|| (f.clone(), Vec::new())).1.push(i);
 			let b = &r.backward[s];
 			if s > 0 && s + 1 < stages && r.backward_outputs[s].is_some() {
@@ -133,12 +136,15 @@ pub fn select(log: &PathwayLog, epoch_seed: &Seed, forward_checks: usize, backwa
 pub enum WeightsRef {
 	/// Epoch 0: the seeded initialisation (`Stage::new(model, stage, spec.seed)`).
 	Init,
-	/// The stage checkpoint of epoch `e − 1` named by the chain's merge manifest.
+	/// The stage checkpoint of epoch `e − 1` named by the chain's merge manifest, loaded only if its
+	/// state hashes to the manifest's attested `state_hash` (`Stage::load_checkpoint`).
 	Checkpoint {
 		/// Object key.
 		key: String,
-		/// BLAKE3 from the chain.
+		/// BLAKE3 of the object, from the chain.
 		hash: ContentHash,
+		/// The stage state hash every replica attested, from the chain.
+		state_hash: ContentHash,
 	},
 }
 
@@ -361,13 +367,14 @@ impl Checker {
 			let cfg = &self.spec.model;
 			let mut st = Stage::new(cfg, usize::from(stage), self.spec.seed, DType::F32, &Device::Cpu)
 				.map_err(|e| Inconclusive::Weights(format!("cannot build stage {stage}: {e}")))?;
-			if let WeightsRef::Checkpoint { key, hash } = weights {
+			if let WeightsRef::Checkpoint { key, hash, state_hash } = weights {
 				let bytes = objects.get(key, hash).await.map_err(|e| match e {
 					FetchError::NotFound { key } => Inconclusive::Weights(format!("checkpoint {key} is missing")),
 					other => fetch_input(other),
 				})?;
-				st.load_safetensors(&bytes)
-					.map_err(|e| Inconclusive::Weights(format!("checkpoint {key} does not load into stage {stage}: {e}")))?;
+				st.load_checkpoint(&bytes, state_hash.as_bytes()).map_err(|e| {
+					Inconclusive::Weights(format!("checkpoint {key} is not the attested state of stage {stage}: {e}"))
+				})?;
 			}
 			self.stages.insert((epoch, stage), st);
 		}
@@ -477,7 +484,7 @@ impl Checker {
 			ItemKind::Forward => (record.forward_outputs.get(s).cloned(), record.forward.get(s)),
 			ItemKind::Backward => (record.backward_outputs.get(s).cloned().flatten(), record.backward.get(s)),
 		};
-		let output = output.ok_or_else(|| malformed("no output entry"))?;
+		let output = output.filter(|o| !o.key.is_empty()).ok_or_else(|| malformed("no output entry"))?;
 		if who != Some(&target.miner) {
 			return Err(malformed("the target miner did not run this item"));
 		}
@@ -618,6 +625,16 @@ pub(crate) mod tests {
 		}
 	}
 
+	/// Stage weights from a fixed list (index = stage).
+	pub(crate) struct FixedWeights(pub Vec<WeightsRef>);
+
+	#[async_trait]
+	impl WeightsSource for FixedWeights {
+		async fn weights(&self, epoch: u32, stage: u16) -> Result<WeightsRef, WeightsError> {
+			self.0.get(usize::from(stage)).cloned().ok_or(WeightsError::Missing { epoch, stage, reason: "none".into() })
+		}
+	}
+
 	pub(crate) fn miner(stage: u16) -> AccountId {
 		AccountId::from([stage as u8 + 1; 32])
 	}
@@ -654,6 +671,7 @@ pub(crate) mod tests {
 		};
 		let enc = spec.wire_encoding().unwrap();
 		let mut st: Vec<Stage> = (0..3).map(|s| Stage::new(&cfg, s, spec.seed, DType::F32, &Device::Cpu).unwrap()).collect();
+		stepped_stages(&mut st, &spec, objects);
 		let mut checker = Checker::new(spec.clone()).unwrap();
 		let mut records = Vec::new();
 		for sample in 0..q {
@@ -697,6 +715,26 @@ pub(crate) mod tests {
 			});
 		}
 		(spec, PathwayLog { run: "run".into(), epoch: 0, stages: 3, records })
+	}
+
+	/// When `STEPPED` is set for the calling test (see `checkpointed_weights_are_used_and_verified`), the
+	/// stages take one AdamW step first and their checkpoints are stored as `ck{s}`.
+	fn stepped_stages(st: &mut [Stage], spec: &RunSpec, objects: &MemoryObjects) {
+		if !STEPPED.with(|c| c.get()) {
+			return;
+		}
+		for (s, stage) in st.iter_mut().enumerate() {
+			let g: Vec<f32> = (0..stage.param_count()).map(|i| 0.01 * (i as f32 * 0.1).sin()).collect();
+			stage.apply_gradient(&g, &spec.step_options(0), 4).unwrap();
+			let hash = objects.put(&format!("ck{s}"), stage.to_checkpoint().unwrap());
+			let state = ContentHash::from_bytes(stage.state_hash().unwrap());
+			CHECKPOINTS.with(|c| c.borrow_mut().push((hash, state)));
+		}
+	}
+
+	thread_local! {
+		static STEPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+		static CHECKPOINTS: std::cell::RefCell<Vec<(ContentHash, ContentHash)>> = const { std::cell::RefCell::new(Vec::new()) };
 	}
 
 	fn all_targets(log: &PathwayLog) -> Vec<CheckTarget> {
@@ -829,6 +867,37 @@ pub(crate) mod tests {
 		objects.unreachable.store(true, std::sync::atomic::Ordering::Relaxed);
 		let out = run_checks(&spec, &log, &objects, &[pick(1, ItemKind::Backward, 1)]);
 		assert!(matches!(&out[0], CheckOutcome::Inconclusive(Inconclusive::Unavailable(_))));
+	}
+
+	#[test]
+	fn checkpointed_weights_are_used_and_verified() {
+		STEPPED.with(|c| c.set(true));
+		let objects = MemoryObjects::default();
+		let (spec, log) = honest_epoch(&objects, "f32", 1, None);
+		STEPPED.with(|c| c.set(false));
+		let targets = all_targets(&log);
+		let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+		let fresh = |w: &dyn WeightsSource| {
+			let mut checker = Checker::new(spec.clone()).unwrap();
+			targets.iter().map(|t| rt.block_on(checker.check(&log, t, w, &objects))).collect::<Vec<_>>()
+		};
+		let stored = CHECKPOINTS.with(|c| c.borrow().clone());
+		let refs = |state: &dyn Fn(usize) -> ContentHash| -> Vec<WeightsRef> {
+			(0..3).map(|s| WeightsRef::Checkpoint { key: format!("ck{s}"), hash: stored[s].0, state_hash: state(s) }).collect()
+		};
+		let attested: Vec<ContentHash> = stored.iter().map(|c| c.1).collect();
+		// The attested checkpoints: every honest check passes.
+		let good = fresh(&FixedWeights(refs(&|s| attested[s])));
+		assert!(verdicts(&good).iter().all(|v| *v == Some(Verdict::Pass)), "{good:?}");
+		// A checkpoint that is not the attested state: no verdict at all.
+		let bad = fresh(&FixedWeights(refs(&|_| ContentHash::of(b"not attested"))));
+		assert!(bad.iter().all(|o| matches!(o, CheckOutcome::Inconclusive(Inconclusive::Weights(_)))), "{bad:?}");
+		// No manifest: no verdict either.
+		let none = fresh(&FixedWeights(vec![]));
+		assert!(none.iter().all(|o| matches!(o, CheckOutcome::Inconclusive(Inconclusive::Weights(_)))));
+		// With the wrong (initial) weights the stepped work would not match: the weights matter.
+		let init = fresh(&InitWeights);
+		assert!(verdicts(&init).contains(&Some(Verdict::Fail)));
 	}
 
 	#[test]
