@@ -469,3 +469,37 @@ async fn head_refuses_data_slices_the_run_spec_does_not_back() {
 	world.push_work(&me, forward_item(4, 0, 2, None, Some(slice(&spec, &world.io, 2)), out));
 	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
 }
+
+#[test]
+fn fault_options_parse_strictly() {
+	use iota_miner::Fault;
+	assert_eq!("perturb=0.5".parse::<Fault>(), Ok(Fault::Perturb(0.5)));
+	for bad in ["perturb=0", "perturb=-1", "perturb=nan", "perturb=x", "flip=1", "perturb"] {
+		assert!(bad.parse::<Fault>().is_err(), "{bad}");
+	}
+}
+
+/// With `fault-injection`, `perturb` changes what is uploaded (and only then).
+#[cfg(feature = "fault-injection")]
+#[tokio::test]
+async fn perturb_fault_adds_noise_to_uploaded_activations() {
+	let world = Arc::new(World::default());
+	let chain = Arc::new(FakeChain::default());
+	let spec = common::spec(&world.io);
+	let mut outs = Vec::new();
+	for (k, fault) in [None, Some(iota_miner::Fault::Perturb(0.5))].into_iter().enumerate() {
+		let me = account(10 + k as u8);
+		let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
+		let cfg = MinerConfig { fault, ..MinerConfig::default() };
+		let mut m = Miner::new(orch, world.io.clone(), chain.clone(), spec.clone(), 1, cfg, Metrics::new().unwrap()).unwrap();
+		m.step().await.unwrap();
+		let input = store_tensor(&world.io, "in", &boundary(1), Kind::Activation);
+		let key = act_key(1, 1, Direction::Forward, &me);
+		world.push_work(&me, forward_item(1, 1, 1, Some(input), None, key.clone()));
+		m.step().await.unwrap();
+		let t = wire::decode(&world.io.get_obj(&key).unwrap(), &Expect::btw(Kind::Activation, 8, 1 << 20), DType::F32, &Device::Cpu).unwrap();
+		outs.push(t.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+	}
+	let max_diff = outs[0].iter().zip(&outs[1]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+	assert!(max_diff > 0.1 && max_diff <= 0.5 + 1e-6, "max |Δ| {max_diff}");
+}
