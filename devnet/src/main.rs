@@ -1,0 +1,257 @@
+//! `iota-devnet`: start a whole training network on 127.0.0.1, train for a number of epochs (or until
+//! Ctrl-C), show progress, write `runs/<id>/report.md`, stop everything. `./scripts/devnet.sh` builds the
+//! binaries and calls this.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use iota_devnet::{recut, report, ChainTarget, Network, NetworkOptions, StoreTarget};
+use iota_model::ModelConfig;
+
+#[derive(Parser, Debug)]
+#[command(name = "iota-devnet", version, about = "Start a local iota-rs training network, train, and report from chain")]
+struct Cli {
+	/// Epochs to train (one optimizer step of the whole model each); stop earlier with Ctrl-C.
+	#[arg(long, env = "IOTA_EPOCHS", default_value_t = 24)]
+	epochs: u32,
+	/// Miners per stage.
+	#[arg(long, env = "IOTA_MINERS_PER_STAGE", default_value_t = 2)]
+	miners_per_stage: u32,
+	/// Validators.
+	#[arg(long, env = "IOTA_VALIDATORS", default_value_t = 2)]
+	validators: u32,
+	/// Model preset (`tiny`, `small`).
+	#[arg(long, env = "IOTA_PRESET", default_value = "small")]
+	preset: String,
+	/// Pipeline stages (the preset's blocks are re-cut evenly).
+	#[arg(long, env = "IOTA_STAGES", default_value_t = 3)]
+	stages: usize,
+	/// Samples (micro-batches) per epoch: the chain's backward quota.
+	#[arg(long, env = "IOTA_QUOTA", default_value_t = 24)]
+	quota: u32,
+	/// Tokens per row `T`.
+	#[arg(long, env = "IOTA_SEQ_LEN", default_value_t = 64)]
+	seq_len: u32,
+	/// Rows per micro-batch `B`.
+	#[arg(long, env = "IOTA_BATCH_ROWS", default_value_t = 4)]
+	batch_rows: u32,
+	/// Peak learning rate.
+	#[arg(long, env = "IOTA_LR", default_value_t = 3e-3)]
+	lr: f32,
+	/// Wire encoding of activations (`u8`, `bf16`, `f32`).
+	#[arg(long, env = "IOTA_ENCODING", default_value = "u8")]
+	encoding: String,
+	/// Use this S3 endpoint instead of the embedded server (bucket and keys from IOTA_S3_*).
+	#[arg(long, env = "IOTA_S3_ENDPOINT")]
+	s3_endpoint: Option<String>,
+	/// `dev` (start `iota-node --dev`), `zombienet` (the testnet of `scripts/zombienet.sh up`, at
+	/// ws://127.0.0.1:9944), or a ws:// URL of a running chain whose sudo is Alice.
+	#[arg(long, env = "IOTA_CHAIN", default_value = "dev")]
+	chain: String,
+	/// Serve the dashboard at this address.
+	#[arg(long, env = "IOTA_DASHBOARD_ADDR", default_value = "127.0.0.1:8090")]
+	dashboard_addr: String,
+	/// Folder for run folders.
+	#[arg(long, env = "IOTA_RUNS_DIR", default_value = "runs")]
+	runs_dir: PathBuf,
+	/// Corpus folder (fetched by scripts/fetch-data.sh).
+	#[arg(long, env = "IOTA_CORPUS", default_value = "data/shakespeare")]
+	corpus: PathBuf,
+	/// Folder with the iota-* binaries (default: this binary's folder).
+	#[arg(long, env = "IOTA_BIN_DIR")]
+	bin_dir: Option<PathBuf>,
+	/// Give up when the run takes longer than this many minutes.
+	#[arg(long, env = "IOTA_TIMEOUT_MINS", default_value_t = 60)]
+	timeout_mins: u64,
+	/// Seconds to wait after training for the validators to finalize the last epochs.
+	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 90)]
+	finalize_wait_secs: u64,
+}
+
+fn stage_line(st: &iota_rpc::types::Status, quota: u32) -> String {
+	st.stages
+		.iter()
+		.map(|s| {
+			let phase = match s.phase {
+				iota_primitives::Phase::Training => format!("train {}/{quota}", s.backward_done),
+				iota_primitives::Phase::WeightsUploading => "upload".into(),
+				iota_primitives::Phase::Merging => format!("merge {}/{}", s.shards_present, s.shards_expected),
+			};
+			format!("s{} e{} {}", s.stage, s.epoch, phase)
+		})
+		.collect::<Vec<_>>()
+		.join(" | ")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+	tracing_subscriber::fmt()
+		.with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+		.init();
+	let cli = Cli::parse();
+	let started = Instant::now();
+	let bin_dir = match &cli.bin_dir {
+		Some(d) => d.clone(),
+		None => std::env::current_exe()?.parent().context("binary folder")?.to_path_buf(),
+	};
+	let model = ModelConfig::preset(&cli.preset).map_err(|e| anyhow::anyhow!("{e}"))?;
+	let Some(model) = recut(model, cli.stages) else { bail!("--stages {} does not fit the preset's blocks", cli.stages) };
+	let run_id = format!("devnet-{}", run_id_now());
+	let run_dir = cli.runs_dir.join(&run_id);
+	std::fs::create_dir_all(&run_dir)?;
+	let run_dir = run_dir.canonicalize()?;
+	let mut opts = NetworkOptions::new(&run_id, &run_dir, &bin_dir, &cli.corpus, model);
+	opts.miners_per_stage = cli.miners_per_stage;
+	opts.validators = cli.validators;
+	opts.quota = cli.quota;
+	opts.data.seq_len = cli.seq_len;
+	opts.data.batch_rows = cli.batch_rows;
+	opts.data.rows_per_shard = cli.batch_rows * 64;
+	opts.data.encoding = cli.encoding.clone();
+	opts.data.lr.peak = cli.lr;
+	opts.data.adamw.lr = cli.lr;
+	opts.data.lr.total_epochs = cli.epochs.max(1);
+	opts.data.lr.warmup_epochs = (cli.epochs / 10).clamp(1, 5);
+	opts.dashboard_addr = Some(cli.dashboard_addr.clone());
+	opts.chain = match cli.chain.as_str() {
+		"dev" => ChainTarget::Dev,
+		"zombienet" => ChainTarget::External("ws://127.0.0.1:9944".into()),
+		url if url.starts_with("ws://") || url.starts_with("wss://") => ChainTarget::External(url.into()),
+		other => bail!("--chain {other:?}: expected dev, zombienet or a ws:// URL"),
+	};
+	opts.store = cli.s3_endpoint.clone().map(StoreTarget::Endpoint).unwrap_or(StoreTarget::Embedded);
+	let tokens_per_sample = u64::from(cli.seq_len) * u64::from(cli.batch_rows);
+	let stages = opts.stages();
+
+	println!("iota-devnet: run {run_id} in {}", run_dir.display());
+	println!(
+		"  {} stages × {} miners, {} validators, preset {} ({} parameters), {} samples × {} tokens per epoch, {} epochs",
+		stages,
+		cli.miners_per_stage,
+		cli.validators,
+		cli.preset,
+		opts.data.model.total_param_count().unwrap_or(0),
+		cli.quota,
+		tokens_per_sample,
+		cli.epochs
+	);
+	println!("  starting node, data, orchestrator, miners, validators (logs in {}/logs) ...", run_dir.display());
+	let mut net = Network::start(opts).await.context("starting the network")?;
+	let startup_secs = started.elapsed().as_secs_f64();
+	println!(
+		"  up in {startup_secs:.0} s: chain {}, orchestrator {}, dashboard http://{}/",
+		net.chain_url, net.orchestrator_url, cli.dashboard_addr
+	);
+
+	let deadline = started + Duration::from_secs(cli.timeout_mins * 60);
+	let mut last_print = Instant::now() - Duration::from_secs(60);
+	let mut reported_epochs = 0usize;
+	let mut dead_reported: Vec<String> = Vec::new();
+	let mut status = None;
+	let interrupted = loop {
+		tokio::select! {
+			_ = tokio::signal::ctrl_c() => break true,
+			_ = tokio::time::sleep(Duration::from_secs(2)) => {},
+		}
+		let (miners_alive, validators_alive, dead) = net.liveness();
+		for d in &dead {
+			if !dead_reported.contains(d) {
+				println!("  ! {d} exited (see its log in {}/logs)", run_dir.display());
+				dead_reported.push(d.clone());
+			}
+		}
+		if dead.iter().any(|d| d == "orchestrator" || d == "node") {
+			eprintln!("{}", net.orchestrator.log_tail(20));
+			bail!("a core process exited; logs in {}/logs", run_dir.display());
+		}
+		match net.status().await {
+			Ok(st) => {
+				let done = st.epochs.len();
+				if done > reported_epochs || last_print.elapsed() > Duration::from_secs(15) {
+					for e in st.epochs.iter().skip(reported_epochs) {
+						println!(
+							"  epoch {:>3} done: loss {:.4}, {} tokens, {:.1} s",
+							e.epoch,
+							e.loss,
+							e.tokens_cumulative,
+							e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0
+						);
+					}
+					reported_epochs = done;
+					println!(
+						"  [{:>5.0} s] {} | {:.0} tok/s | miners {}/{} validators {}/{} | block #{}",
+						started.elapsed().as_secs_f64(),
+						stage_line(&st, cli.quota),
+						st.tokens_per_sec,
+						miners_alive,
+						net.miners.len(),
+						validators_alive,
+						net.validators.len(),
+						st.finalized_block
+					);
+					last_print = Instant::now();
+				}
+				let finished = done as u32 >= cli.epochs;
+				status = Some(st);
+				if finished {
+					break false;
+				}
+			},
+			Err(e) => println!("  (orchestrator status unavailable: {e})"),
+		}
+		if Instant::now() > deadline {
+			println!("  timeout after {} minutes: writing the report of what completed", cli.timeout_mins);
+			break false;
+		}
+	};
+	let wall_secs = started.elapsed().as_secs_f64();
+	let completed = status.as_ref().map(|s| s.epochs.len() as u32).unwrap_or(0);
+	let chain = net.chain().await.context("connecting to the chain for the report")?;
+	if !interrupted && completed > 0 {
+		println!("  training done; waiting up to {} s for the validators to finalize the epochs ...", cli.finalize_wait_secs);
+		let wait_until = Instant::now() + Duration::from_secs(cli.finalize_wait_secs);
+		while Instant::now() < wait_until && chain.next_epoch_to_finalize().await.unwrap_or(0) < completed {
+			tokio::time::sleep(Duration::from_secs(2)).await;
+		}
+	}
+	let (epochs_on_chain, total_minted) =
+		report::read_chain(&chain, completed, stages).await.context("reading the run back from chain")?;
+	let summaries = status.as_ref().map(|s| s.epochs.clone()).unwrap_or_default();
+	let data = report::ReportData {
+		run_id: run_id.clone(),
+		model: format!("{} re-cut into {} stages", cli.preset, stages),
+		stages,
+		miners_per_stage: cli.miners_per_stage,
+		validators: cli.validators,
+		quota: cli.quota,
+		tokens_per_sample,
+		spec_hash: net.prepared.spec.hash().to_hex(),
+		wall_secs,
+		startup_secs,
+		epochs: summaries,
+		chain: epochs_on_chain,
+		total_minted,
+		command: format!(
+			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {}",
+			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding
+		),
+	};
+	println!("  stopping every process ...");
+	net.stop();
+	let path = report::write(&run_dir, &data).context("writing the report")?;
+	if let Some(drop) = report::loss_drop(&data.epochs) {
+		println!("  loss {:.1} % lower over {} epochs", drop * 100.0, data.epochs.len());
+	}
+	println!("report: {}", path.display());
+	if interrupted {
+		println!("(interrupted with Ctrl-C after {completed} epochs)");
+	}
+	Ok(())
+}
+
+/// A sortable run id from the clock: `YYYYmmdd-HHMMSS` (UTC).
+fn run_id_now() -> String {
+	chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()
+}

@@ -1,0 +1,489 @@
+//! A whole training network on 127.0.0.1: dev node (or an external chain such as the zombienet testnet),
+//! the orchestrator with the embedded S3 server (or a real S3 endpoint), `stages × miners_per_stage`
+//! miners and the validators, each a real process of its own binary with dev accounts.
+//!
+//! Start-up order: node → run data (tokenized once, in-process, into the bucket) → orchestrator (it
+//! commits the run spec's hash on chain through sudo) → miners (they register with a bond; the pallet
+//! spreads them over the stages) → validators (they register with stake).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use iota_chain::IotaClient;
+use iota_model::ModelConfig;
+use iota_orchestrator::data::{prepare_data, PrepareOptions, Prepared};
+use iota_rpc::types::Status;
+use iota_storage::{EmbeddedConfig, EmbeddedS3, ObjectStore, StoreConfig};
+use jsonrpsee::core::client::ClientT;
+use jsonrpsee::rpc_params;
+use jsonrpsee::ws_client::{WsClient, WsClientBuilder};
+
+use crate::process::{free_port, ProcessError, Supervised};
+
+/// Dev accounts available to miners and validators, in the order they are handed out (Alice is the sudo
+/// key and the orchestrator). All are funded in the dev and local chain specs.
+pub const DEV_ACCOUNTS: [&str; 11] = [
+	"//Bob",
+	"//Charlie",
+	"//Dave",
+	"//Eve",
+	"//Ferdie",
+	"//Bob//stash",
+	"//Charlie//stash",
+	"//Dave//stash",
+	"//Eve//stash",
+	"//Ferdie//stash",
+	"//Alice//stash",
+];
+
+/// Which chain the network runs against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChainTarget {
+	/// Start `iota-node --dev` (1 s blocks, instant finality of its own blocks).
+	Dev,
+	/// Use a running chain at this WebSocket URL (e.g. the zombienet testnet) whose sudo and orchestrator
+	/// key is Alice.
+	External(String),
+}
+
+/// Where the bucket is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreTarget {
+	/// The orchestrator's embedded S3 server over `<run dir>/s3`.
+	Embedded,
+	/// A real S3 endpoint (`IOTA_S3_BUCKET`, `IOTA_S3_ACCESS_KEY`, `IOTA_S3_SECRET_KEY` from the
+	/// environment, defaults as the orchestrator's).
+	Endpoint(String),
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct NetworkOptions {
+	/// Run id (bucket scope, report folder name).
+	pub run_id: String,
+	/// Folder for logs, the node's database, the embedded bucket, caches: `runs/<id>`.
+	pub run_dir: PathBuf,
+	/// Folder holding `iota-node`, `iota-orchestrator`, `iota-miner`, `iota-validator`.
+	pub bin_dir: PathBuf,
+	/// Corpus folder (`data/shakespeare`).
+	pub corpus: PathBuf,
+	/// Model, optimizer and data settings of the run.
+	pub data: PrepareOptions,
+	/// Miners per stage.
+	pub miners_per_stage: u32,
+	/// Validators.
+	pub validators: u32,
+	/// Samples (micro-batches) per epoch: the chain's `backward_quota`.
+	pub quota: u32,
+	/// Chain.
+	pub chain: ChainTarget,
+	/// Bucket.
+	pub store: StoreTarget,
+	/// Serve the dashboard here (the orchestrator's `--dashboard-addr`), if set.
+	pub dashboard_addr: Option<String>,
+	/// Extra arguments per miner index (e.g. a fault-injection option for tests).
+	pub miner_args: Vec<(usize, Vec<String>)>,
+	/// Compute threads per miner (`RAYON_NUM_THREADS`).
+	pub miner_threads: usize,
+	/// Extra `RUST_LOG` for every child (default `info`).
+	pub log_filter: String,
+}
+
+impl NetworkOptions {
+	/// Options for `model` with the defaults the devnet uses: 2 miners per stage, 2 validators, the
+	/// dev chain and the embedded bucket, one compute thread per miner.
+	pub fn new(run_id: impl Into<String>, run_dir: impl Into<PathBuf>, bin_dir: impl Into<PathBuf>, corpus: impl Into<PathBuf>, model: ModelConfig) -> Self {
+		let run_id = run_id.into();
+		let corpus = corpus.into();
+		NetworkOptions {
+			data: PrepareOptions::new(run_id.clone(), corpus.clone(), model),
+			run_id,
+			run_dir: run_dir.into(),
+			bin_dir: bin_dir.into(),
+			corpus,
+			miners_per_stage: 2,
+			validators: 2,
+			quota: 16,
+			chain: ChainTarget::Dev,
+			store: StoreTarget::Embedded,
+			dashboard_addr: None,
+			miner_args: Vec::new(),
+			miner_threads: 1,
+			log_filter: "info".into(),
+		}
+	}
+
+	/// Number of pipeline stages (from the model's cuts).
+	pub fn stages(&self) -> u32 {
+		self.data.model.stages.len() as u32
+	}
+}
+
+/// Why the network could not start or answer.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+	/// A process could not be started.
+	#[error(transparent)]
+	Process(#[from] ProcessError),
+	/// A process exited while starting (its log tail is included).
+	#[error("{name} exited during start-up; last log lines:\n{tail}")]
+	Exited {
+		/// Process name.
+		name: String,
+		/// Its log's last lines.
+		tail: String,
+	},
+	/// A service did not answer in time.
+	#[error("{what} did not answer within {secs} s: {last_error}")]
+	Timeout {
+		/// What was awaited.
+		what: String,
+		/// Seconds waited.
+		secs: u64,
+		/// The last error seen.
+		last_error: String,
+	},
+	/// Too many miners and validators for the dev accounts.
+	#[error("{wanted} miners and validators requested, but only {available} dev accounts exist")]
+	TooManyAccounts {
+		/// Requested.
+		wanted: usize,
+		/// Available.
+		available: usize,
+	},
+	/// Preparing the data failed.
+	#[error("preparing the run data: {0}")]
+	Data(#[from] iota_orchestrator::data::DataError),
+	/// Storage setup failed.
+	#[error("object store: {0}")]
+	Storage(String),
+	/// I/O on the run folder.
+	#[error("run folder: {0}")]
+	Io(#[from] std::io::Error),
+	/// A call to the orchestrator failed.
+	#[error("orchestrator: {0}")]
+	Rpc(#[from] jsonrpsee::core::ClientError),
+	/// A chain call failed.
+	#[error("chain: {0}")]
+	Chain(#[from] iota_chain::Error),
+}
+
+/// A running network. Dropping it stops every process (validators, miners, orchestrator, node).
+pub struct Network {
+	/// The options it was started with.
+	pub options: NetworkOptions,
+	/// Chain WebSocket URL.
+	pub chain_url: String,
+	/// Orchestrator WebSocket URL.
+	pub orchestrator_url: String,
+	/// Orchestrator metrics address.
+	pub metrics_addr: String,
+	/// What `prepare-data` produced.
+	pub prepared: Prepared,
+	node: Option<Supervised>,
+	/// The orchestrator process.
+	pub orchestrator: Supervised,
+	/// Miner processes, in start order (`miner-<account>`).
+	pub miners: Vec<Supervised>,
+	/// Validator processes.
+	pub validators: Vec<Supervised>,
+	rpc: WsClient,
+}
+
+fn account_name(suri: &str) -> String {
+	suri.trim_start_matches("//").replace("//", "-").to_lowercase()
+}
+
+async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, proc: Option<&mut Supervised>, mut f: F) -> Result<T, NetworkError>
+where
+	F: FnMut() -> Fut,
+	Fut: std::future::Future<Output = Result<T, String>>,
+{
+	let start = Instant::now();
+	let mut proc = proc;
+	loop {
+		match f().await {
+			Ok(v) => return Ok(v),
+			Err(last_error) => {
+				if let Some(p) = proc.as_deref_mut() {
+					if !p.is_running() {
+						return Err(NetworkError::Exited { name: p.name().to_owned(), tail: p.log_tail(30) });
+					}
+				}
+				if start.elapsed() > timeout {
+					return Err(NetworkError::Timeout { what: what.to_owned(), secs: timeout.as_secs(), last_error });
+				}
+				tokio::time::sleep(Duration::from_millis(500)).await;
+			},
+		}
+	}
+}
+
+impl Network {
+	/// Starts everything and returns once the orchestrator answers and every miner and validator process
+	/// is running (they register on chain by themselves).
+	///
+	/// # Errors
+	/// [`NetworkError`]; whatever was started is stopped again.
+	pub async fn start(options: NetworkOptions) -> Result<Self, NetworkError> {
+		let wanted = (options.miners_per_stage * options.stages() + options.validators) as usize;
+		if wanted > DEV_ACCOUNTS.len() {
+			return Err(NetworkError::TooManyAccounts { wanted, available: DEV_ACCOUNTS.len() });
+		}
+		let logs = options.run_dir.join("logs");
+		std::fs::create_dir_all(&logs)?;
+		let bin = |name: &str| options.bin_dir.join(name);
+		let log_env = vec![("RUST_LOG".to_owned(), options.log_filter.clone())];
+
+		// 1. Chain.
+		let (node, chain_url) = match &options.chain {
+			ChainTarget::Dev => {
+				let rpc_port = free_port();
+				let args: Vec<String> = [
+					"--dev",
+					"--base-path",
+					&options.run_dir.join("node").display().to_string(),
+					"--rpc-port",
+					&rpc_port.to_string(),
+					"--port",
+					&free_port().to_string(),
+					"--no-telemetry",
+					"--no-mdns",
+					"--no-prometheus",
+				]
+				.iter()
+				.map(|s| s.to_string())
+				.collect();
+				let node = Supervised::spawn("node", &bin("iota-node"), &args, &[], &logs.join("node.log"))?;
+				(Some(node), format!("ws://127.0.0.1:{rpc_port}"))
+			},
+			ChainTarget::External(url) => (None, url.clone()),
+		};
+		let mut node = node;
+		let url = chain_url.clone();
+		let chain = wait_until("the chain node", Duration::from_secs(240), node.as_mut(), || {
+			let url = url.clone();
+			async move { IotaClient::connect(&url).await.map_err(|e| e.to_string()) }
+		})
+		.await?;
+		drop(chain);
+
+		// 2. Run data, written into the bucket before the orchestrator reads the spec.
+		let s3_dir = options.run_dir.join("s3");
+		let (store_args, prepared) = match &options.store {
+			StoreTarget::Embedded => {
+				let mut cfg = EmbeddedConfig::new(&s3_dir);
+				let port = free_port();
+				cfg.addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+				let server = EmbeddedS3::start(cfg).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
+				let store = ObjectStore::connect(server.store_config()).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
+				let prepared = prepare_data(&store, &options.data).await;
+				server.shutdown().await;
+				let args = vec![
+					"--embedded-s3".to_owned(),
+					s3_dir.display().to_string(),
+					"--embedded-s3-addr".to_owned(),
+					format!("127.0.0.1:{port}"),
+				];
+				(args, prepared?)
+			},
+			StoreTarget::Endpoint(endpoint) => {
+				let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+				let (bucket, ak, sk) = (
+					env("IOTA_S3_BUCKET", "iota"),
+					env("IOTA_S3_ACCESS_KEY", "iota-dev"),
+					env("IOTA_S3_SECRET_KEY", "iota-dev-secret"),
+				);
+				let cfg = StoreConfig::s3_compatible(endpoint.clone(), bucket.clone(), ak, sk);
+				let store = ObjectStore::connect(cfg).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
+				store.ensure_bucket().await.map_err(|e| NetworkError::Storage(e.to_string()))?;
+				let prepared = prepare_data(&store, &options.data).await?;
+				(vec!["--s3-endpoint".to_owned(), endpoint.clone(), "--s3-bucket".to_owned(), bucket], prepared)
+			},
+		};
+
+		// 3. Orchestrator (Alice: sudo commits the spec hash, stages and quota on the dev chain).
+		let (listen, metrics) = (free_port(), free_port());
+		let orchestrator_url = format!("ws://127.0.0.1:{listen}");
+		let mut args: Vec<String> = vec![
+			"run".into(),
+			"--chain-rpc".into(),
+			chain_url.clone(),
+			"--orchestrator-suri".into(),
+			"//Alice".into(),
+			"--sudo-suri".into(),
+			"//Alice".into(),
+			"--backward-quota".into(),
+			options.quota.to_string(),
+			"--run".into(),
+			options.run_id.clone(),
+			"--listen".into(),
+			format!("127.0.0.1:{listen}"),
+			"--metrics-addr".into(),
+			format!("127.0.0.1:{metrics}"),
+			"--db".into(),
+			options.run_dir.join("orchestrator.db").display().to_string(),
+		];
+		args.extend(store_args);
+		if let Some(addr) = &options.dashboard_addr {
+			args.extend(["--dashboard-addr".to_owned(), addr.clone()]);
+		}
+		let mut orchestrator =
+			Supervised::spawn("orchestrator", &bin("iota-orchestrator"), &args, &log_env, &logs.join("orchestrator.log"))?;
+		let url = orchestrator_url.clone();
+		let rpc = wait_until("the orchestrator", Duration::from_secs(120), Some(&mut orchestrator), || {
+			let url = url.clone();
+			async move {
+				let c = WsClientBuilder::default()
+					.request_timeout(Duration::from_secs(30))
+					.build(&url)
+					.await
+					.map_err(|e| e.to_string())?;
+				let _: Status = c.request("iota_status", rpc_params![]).await.map_err(|e| e.to_string())?;
+				Ok(c)
+			}
+		})
+		.await?;
+
+		// 4. Miners and validators.
+		let n_miners = (options.miners_per_stage * options.stages()) as usize;
+		let mut miner_env = log_env.clone();
+		miner_env.push(("RAYON_NUM_THREADS".into(), options.miner_threads.to_string()));
+		let mut miners = Vec::with_capacity(n_miners);
+		for (i, suri) in DEV_ACCOUNTS.iter().take(n_miners).enumerate() {
+			let name = format!("miner-{}", account_name(suri));
+			let mut args: Vec<String> = vec![
+				"--chain-rpc".into(),
+				chain_url.clone(),
+				"--orchestrator".into(),
+				orchestrator_url.clone(),
+				"--suri".into(),
+				(*suri).into(),
+				"--threads".into(),
+				options.miner_threads.to_string(),
+				"--cache-dir".into(),
+				options.run_dir.join("cache").join(&name).display().to_string(),
+			];
+			for (_, extra) in options.miner_args.iter().filter(|(j, _)| *j == i) {
+				args.extend(extra.iter().cloned());
+			}
+			miners.push(Supervised::spawn(&name, &bin("iota-miner"), &args, &miner_env, &logs.join(format!("{name}.log")))?);
+		}
+		let mut validators = Vec::new();
+		for suri in DEV_ACCOUNTS.iter().skip(n_miners).take(options.validators as usize) {
+			let name = format!("validator-{}", account_name(suri));
+			let args: Vec<String> = vec![
+				"--chain-rpc".into(),
+				chain_url.clone(),
+				"--orchestrator".into(),
+				orchestrator_url.clone(),
+				"--suri".into(),
+				(*suri).into(),
+				"--metrics-addr".into(),
+				format!("127.0.0.1:{}", free_port()),
+			];
+			validators.push(Supervised::spawn(
+				&name,
+				&bin("iota-validator"),
+				&args,
+				&miner_env,
+				&logs.join(format!("{name}.log")),
+			)?);
+		}
+		Ok(Network {
+			chain_url,
+			orchestrator_url,
+			metrics_addr: format!("127.0.0.1:{metrics}"),
+			prepared,
+			node,
+			orchestrator,
+			miners,
+			validators,
+			rpc,
+			options,
+		})
+	}
+
+	/// The orchestrator's `iota_status`.
+	///
+	/// # Errors
+	/// [`NetworkError::Rpc`].
+	pub async fn status(&self) -> Result<Status, NetworkError> {
+		Ok(self.rpc.request("iota_status", rpc_params![]).await?)
+	}
+
+	/// Reconnects the status client (after an orchestrator restart).
+	///
+	/// # Errors
+	/// [`NetworkError::Timeout`] when the orchestrator does not answer within `timeout`.
+	pub async fn reconnect(&mut self, timeout: Duration) -> Result<(), NetworkError> {
+		let url = self.orchestrator_url.clone();
+		self.rpc = wait_until("the orchestrator", timeout, Some(&mut self.orchestrator), || {
+			let url = url.clone();
+			async move {
+				let c = WsClientBuilder::default().build(&url).await.map_err(|e| e.to_string())?;
+				let _: Status = c.request("iota_status", rpc_params![]).await.map_err(|e| e.to_string())?;
+				Ok(c)
+			}
+		})
+		.await?;
+		Ok(())
+	}
+
+	/// A chain client.
+	///
+	/// # Errors
+	/// [`NetworkError::Chain`].
+	pub async fn chain(&self) -> Result<IotaClient, NetworkError> {
+		Ok(IotaClient::connect(&self.chain_url).await?)
+	}
+
+	/// How many miner and validator processes are running, and the names of those that exited.
+	pub fn liveness(&mut self) -> (usize, usize, Vec<String>) {
+		let mut dead = Vec::new();
+		let mut alive = |ps: &mut Vec<Supervised>| {
+			let mut n = 0;
+			for p in ps.iter_mut() {
+				if p.is_running() {
+					n += 1;
+				} else {
+					dead.push(p.name().to_owned());
+				}
+			}
+			n
+		};
+		let m = alive(&mut self.miners);
+		let v = alive(&mut self.validators);
+		if !self.orchestrator.is_running() {
+			dead.push("orchestrator".into());
+		}
+		if let Some(n) = self.node.as_mut() {
+			if !n.is_running() {
+				dead.push("node".into());
+			}
+		}
+		(m, v, dead)
+	}
+
+	/// The run folder.
+	pub fn run_dir(&self) -> &Path {
+		&self.options.run_dir
+	}
+
+	/// Stops every process: validators, miners (SIGTERM: they hand back their leases), orchestrator, node.
+	pub fn stop(&mut self) {
+		for p in self.validators.iter_mut().chain(self.miners.iter_mut()) {
+			p.stop(Duration::from_secs(10));
+		}
+		self.orchestrator.stop(Duration::from_secs(10));
+		if let Some(n) = self.node.as_mut() {
+			n.stop(Duration::from_secs(10));
+		}
+	}
+}
+
+impl Drop for Network {
+	fn drop(&mut self) {
+		self.stop();
+	}
+}

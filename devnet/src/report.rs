@@ -1,0 +1,346 @@
+//! The run report: `runs/<id>/report.md` with the loss plot (`loss.png`), `loss.csv` (header
+//! `epoch,tokens,loss`: one row per completed epoch, the tail stage's mean loss), the per-epoch merge
+//! manifests, spot-check verdicts, consensus scores, emission splits and slashes read back from chain,
+//! the time split between training and the chain/merge phases, and the commands to reproduce the run.
+//!
+//! Everything that matters for money is read from chain storage after the run, not from the
+//! orchestrator's view of it.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use iota_chain::{AccountId, Balance, IotaClient, MergeManifest, SpotCheck, Verdict};
+use iota_rpc::types::EpochSummary;
+
+/// What chain storage says about one epoch.
+#[derive(Clone, Debug)]
+pub struct EpochOnChain {
+	/// Epoch.
+	pub epoch: u32,
+	/// Per stage, its merge manifest (if committed).
+	pub manifests: Vec<(u16, Option<MergeManifest>)>,
+	/// Verdicts per miner.
+	pub verdicts: Vec<(AccountId, Vec<SpotCheck<AccountId>>)>,
+	/// Consensus scores (parts per billion), once the epoch is finalized.
+	pub scores: Option<Vec<(AccountId, u32)>>,
+	/// Miner payouts, validator payouts and the unallocated rest, once finalized.
+	pub split: Option<(Vec<(AccountId, Balance)>, Vec<(AccountId, Balance)>, Balance)>,
+	/// Bonds slashed for this epoch.
+	pub slashes: Vec<(AccountId, Balance)>,
+}
+
+/// Everything the report shows.
+#[derive(Clone, Debug)]
+pub struct ReportData {
+	/// Run id.
+	pub run_id: String,
+	/// Model preset name and a one-line description of the model.
+	pub model: String,
+	/// Stages.
+	pub stages: u32,
+	/// Miners per stage.
+	pub miners_per_stage: u32,
+	/// Validators.
+	pub validators: u32,
+	/// Samples per epoch.
+	pub quota: u32,
+	/// Tokens per sample (`B · T`).
+	pub tokens_per_sample: u64,
+	/// Spec hash (the chain's `model_hash`).
+	pub spec_hash: String,
+	/// Wall-clock seconds from start-up to the end of training.
+	pub wall_secs: f64,
+	/// Seconds spent starting the network (node, data, processes) before the first epoch began.
+	pub startup_secs: f64,
+	/// Completed epochs as the orchestrator summarised them.
+	pub epochs: Vec<EpochSummary>,
+	/// Chain records per epoch.
+	pub chain: Vec<EpochOnChain>,
+	/// Total minted by pallet-iota.
+	pub total_minted: Balance,
+	/// The command line that reproduces the run.
+	pub command: String,
+}
+
+/// Reads what the report needs from chain storage for epochs `0..epochs`.
+///
+/// # Errors
+/// The chain client's error.
+pub async fn read_chain(chain: &IotaClient, epochs: u32, stages: u32) -> Result<(Vec<EpochOnChain>, Balance), iota_chain::Error> {
+	let mut out = Vec::new();
+	for epoch in 0..epochs {
+		let mut manifests = Vec::new();
+		for stage in 0..stages as u16 {
+			manifests.push((stage, chain.merge_manifest(epoch, stage).await?));
+		}
+		let split = chain.emission_split(epoch).await?.map(|s| (s.miners.0, s.validators.0, s.unallocated));
+		out.push(EpochOnChain {
+			epoch,
+			manifests,
+			verdicts: chain.spot_checks_of_epoch(epoch).await?,
+			scores: chain.scores(epoch).await?,
+			split,
+			slashes: chain.slashes(epoch).await?,
+		});
+	}
+	Ok((out, chain.total_minted().await?))
+}
+
+fn hex(bytes: &[u8]) -> String {
+	bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn short(a: &AccountId) -> String {
+	let s = a.to_string();
+	format!("{}…{}", &s[..6.min(s.len())], &s[s.len().saturating_sub(4)..])
+}
+
+/// One token is 10^12 of the smallest unit.
+fn units(b: Balance) -> String {
+	format!("{}.{:03}", b / 1_000_000_000_000, (b % 1_000_000_000_000) / 1_000_000_000)
+}
+
+/// Loss drop from the first to the last completed epoch, as a share of the first (0.2 = 20 % lower).
+pub fn loss_drop(epochs: &[EpochSummary]) -> Option<f64> {
+	let (first, last) = (epochs.first()?, epochs.last()?);
+	(first.loss > 0.0).then(|| 1.0 - f64::from(last.loss) / f64::from(first.loss))
+}
+
+/// Share of stage-time spent outside training (uploading gradients, merging, waiting for the chain),
+/// over all epochs: `Σ merge_ms / (stages · Σ epoch wall time)`.
+pub fn overhead_share(epochs: &[EpochSummary], stages: u32) -> Option<f64> {
+	let wall: u64 = epochs.iter().map(|e| e.completed_ms.saturating_sub(e.started_ms)).sum();
+	let merge: u64 = epochs.iter().map(|e| e.merge_ms).sum();
+	(wall > 0 && stages > 0).then(|| merge as f64 / (wall as f64 * f64::from(stages)))
+}
+
+/// `loss.csv`: `epoch,tokens,loss`, one row per completed epoch.
+pub fn loss_csv(epochs: &[EpochSummary]) -> String {
+	let mut s = String::from("epoch,tokens,loss\n");
+	for e in epochs {
+		let _ = writeln!(s, "{},{},{}", e.epoch, e.tokens_cumulative, e.loss);
+	}
+	s
+}
+
+/// The markdown report (pure; `loss.png` is referenced, not embedded).
+pub fn render_markdown(d: &ReportData) -> String {
+	let mut s = String::new();
+	let _ = writeln!(s, "# iota-rs devnet run `{}`\n", d.run_id);
+	let _ = writeln!(
+		s,
+		"{} stages × {} miners, {} validators, model {}, {} samples of {} tokens per epoch; run spec hash \
+		 (the chain's `model_hash`) `{}`.\n",
+		d.stages, d.miners_per_stage, d.validators, d.model, d.quota, d.tokens_per_sample, d.spec_hash
+	);
+	let _ = writeln!(s, "## Loss\n\n![loss](loss.png)\n");
+	match (d.epochs.first(), d.epochs.last(), loss_drop(&d.epochs)) {
+		(Some(f), Some(l), Some(drop)) => {
+			let _ = writeln!(
+				s,
+				"Epoch {} loss {:.4} → epoch {} loss {:.4}: **{:.1} % lower** after {} tokens ({} epochs, \
+				 one optimizer step each). Per-epoch numbers: `loss.csv`.\n",
+				f.epoch,
+				f.loss,
+				l.epoch,
+				l.loss,
+				drop * 100.0,
+				l.tokens_cumulative,
+				d.epochs.len()
+			);
+		},
+		_ => {
+			let _ = writeln!(s, "No epoch completed.\n");
+		},
+	}
+	let _ = writeln!(s, "## Time\n");
+	let train_secs = (d.wall_secs - d.startup_secs).max(0.0);
+	let tokens: u64 = d.epochs.iter().map(|e| e.tokens).sum();
+	let _ = writeln!(
+		s,
+		"Wall clock {:.0} s ({:.0} s start-up, {:.0} s training); {:.0} tokens/s while training.",
+		d.wall_secs,
+		d.startup_secs,
+		train_secs,
+		if train_secs > 0.0 { tokens as f64 / train_secs } else { 0.0 }
+	);
+	if let Some(o) = overhead_share(&d.epochs, d.stages) {
+		let _ = writeln!(
+			s,
+			"Chain and merge overhead (stage-time outside the Training phase: gradient upload, butterfly, \
+			 step, waiting for blocks): **{:.1} %** of stage-time.\n",
+			o * 100.0
+		);
+	}
+	let _ = writeln!(s, "| epoch | loss | samples | tokens | wire bytes | wall s | merge s (all stages) |");
+	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
+	for e in &d.epochs {
+		let _ = writeln!(
+			s,
+			"| {} | {:.4} | {} | {} | {} | {:.1} | {:.1} |",
+			e.epoch,
+			e.loss,
+			e.samples,
+			e.tokens,
+			e.wire_bytes,
+			e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0,
+			e.merge_ms as f64 / 1000.0
+		);
+	}
+	let _ = writeln!(s, "\n## Merge manifests (on chain)\n");
+	let _ = writeln!(s, "| epoch | stage | members | samples | parameters | shards | state hash | checkpoint |");
+	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---|---|");
+	for e in &d.chain {
+		for (stage, m) in &e.manifests {
+			match m {
+				Some(m) => {
+					let ck = m
+						.checkpoint
+						.as_ref()
+						.map(|c| format!("`{}`", String::from_utf8_lossy(&c.key.0)))
+						.unwrap_or_else(|| "—".into());
+					let _ = writeln!(
+						s,
+						"| {} | {} | {} | {} | {} | {} | `{}…` | {} |",
+						e.epoch,
+						stage,
+						m.members,
+						m.samples,
+						m.param_count,
+						m.shards.0.len(),
+						&hex(&m.state_hash.0)[..16],
+						ck
+					);
+				},
+				None => {
+					let _ = writeln!(s, "| {} | {} | not committed | | | | | |", e.epoch, stage);
+				},
+			}
+		}
+	}
+	let _ = writeln!(s, "\n## Spot-check verdicts (on chain)\n");
+	let mut any = false;
+	for e in &d.chain {
+		for (miner, checks) in &e.verdicts {
+			for c in checks {
+				any = true;
+				let v = match c.verdict {
+					Verdict::Pass => "pass",
+					Verdict::Fail => "**FAIL**",
+				};
+				let _ = writeln!(s, "- epoch {}: miner `{}` — {} by validator `{}`", e.epoch, miner, v, short(&c.validator));
+			}
+		}
+	}
+	if !any {
+		let _ = writeln!(s, "None recorded.");
+	}
+	let _ = writeln!(s, "\n## Scores and emission (on chain)\n");
+	for e in &d.chain {
+		match (&e.scores, &e.split) {
+			(Some(scores), Some((miners, validators, unallocated))) => {
+				let _ = writeln!(s, "Epoch {} (finalized):\n", e.epoch);
+				let _ = writeln!(s, "| account | role | consensus score (ppb) | paid |");
+				let _ = writeln!(s, "|---|---|---:|---:|");
+				for (a, score) in scores {
+					let paid = miners.iter().find(|(m, _)| m == a).map(|(_, b)| units(*b)).unwrap_or_else(|| "0".into());
+					let _ = writeln!(s, "| `{a}` | miner | {score} | {paid} |");
+				}
+				for (a, b) in validators {
+					let _ = writeln!(s, "| `{a}` | validator | | {} |", units(*b));
+				}
+				let _ = writeln!(s, "\nUnallocated (not minted): {}.\n", units(*unallocated));
+			},
+			_ => {
+				let _ = writeln!(s, "Epoch {}: not finalized yet (scoring window still open when the run ended).\n", e.epoch);
+			},
+		}
+		for (a, b) in &e.slashes {
+			let _ = writeln!(s, "Slashed in epoch {}: `{a}` lost {}.\n", e.epoch, units(*b));
+		}
+	}
+	let _ = writeln!(s, "Total minted by pallet-iota: {}.\n", units(d.total_minted));
+	let _ = writeln!(s, "## Reproduce\n\n```sh\n{}\n```", d.command);
+	s
+}
+
+/// Writes `report.md`, `loss.csv` and `loss.png` into `dir`; returns the report's path.
+///
+/// # Errors
+/// I/O errors; the plot is skipped (with a note in the report) when there is nothing to draw.
+pub fn write(dir: &Path, d: &ReportData) -> std::io::Result<PathBuf> {
+	std::fs::create_dir_all(dir)?;
+	std::fs::write(dir.join("loss.csv"), loss_csv(&d.epochs))?;
+	let series: Vec<(f64, f64)> = d.epochs.iter().map(|e| (e.tokens_cumulative as f64, f64::from(e.loss))).collect();
+	let mut md = render_markdown(d);
+	if let Err(e) = iota_model::plot::plot_png(
+		dir.join("loss.png"),
+		&format!("iota-rs devnet {}: tail loss per epoch", d.run_id),
+		"tokens",
+		&[("pipeline (tail mean loss)", series)],
+	) {
+		md.push_str(&format!("\n(No loss plot: {e}.)\n"));
+	}
+	let path = dir.join("report.md");
+	std::fs::write(&path, md)?;
+	Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	fn epoch(e: u32, loss: f32) -> EpochSummary {
+		EpochSummary {
+			epoch: e,
+			loss,
+			samples: 16,
+			tokens: 1024,
+			tokens_cumulative: 1024 * u64::from(e + 1),
+			wire_bytes: 10,
+			started_ms: 1_000 * u64::from(e),
+			completed_ms: 1_000 * u64::from(e) + 1_000,
+			merge_ms: 600,
+		}
+	}
+
+	fn data(epochs: Vec<EpochSummary>) -> ReportData {
+		ReportData {
+			run_id: "r1".into(),
+			model: "tiny".into(),
+			stages: 3,
+			miners_per_stage: 2,
+			validators: 2,
+			quota: 16,
+			tokens_per_sample: 64,
+			spec_hash: "ab".into(),
+			wall_secs: 10.0,
+			startup_secs: 2.0,
+			epochs,
+			chain: vec![EpochOnChain { epoch: 0, manifests: vec![(0, None)], verdicts: vec![], scores: None, split: None, slashes: vec![] }],
+			total_minted: 2_000_000_000_000,
+			command: "./scripts/devnet.sh --epochs 2".into(),
+		}
+	}
+
+	#[test]
+	fn numbers_and_files() {
+		let e = vec![epoch(0, 8.0), epoch(1, 6.0)];
+		assert!((loss_drop(&e).unwrap() - 0.25).abs() < 1e-9);
+		// 1 200 ms of merge over 2 epochs × 1 s × 3 stages.
+		assert!((overhead_share(&e, 3).unwrap() - 0.2).abs() < 1e-9);
+		assert_eq!(loss_csv(&e), "epoch,tokens,loss\n0,1024,8\n1,2048,6\n");
+		let md = render_markdown(&data(e.clone()));
+		assert!(md.contains("**25.0 % lower**"), "{md}");
+		assert!(md.contains("**20.0 %** of stage-time"), "{md}");
+		assert!(md.contains("not committed"));
+		assert!(md.contains("not finalized yet"));
+		assert!(md.contains("Total minted by pallet-iota: 2.000"));
+		let dir = tempfile::tempdir().unwrap();
+		let p = write(dir.path(), &data(e)).unwrap();
+		assert!(p.exists() && dir.path().join("loss.png").exists());
+		assert_eq!(loss_drop(&[]), None);
+		let md = render_markdown(&data(vec![]));
+		assert!(md.contains("No epoch completed"));
+	}
+}
