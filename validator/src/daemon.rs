@@ -33,7 +33,7 @@ use iota_storage::{PresignedHttp, RetryPolicy};
 
 use crate::clasp::{self, CheckStatus};
 use crate::metrics::Metrics;
-use crate::objects::{Objects, OrchestratorObjects};
+use crate::objects::{FetchError, Objects, OrchestratorObjects};
 use crate::shard_audit::{self, ShardEvidence};
 use crate::spot_check::{self, CheckEvidence, CheckOutcome, Checker, EvidenceBundle, WeightsError, WeightsRef, WeightsSource};
 use crate::weights;
@@ -269,7 +269,10 @@ impl Daemon {
 				continue;
 			}
 			self.ensure_checker().await?;
-			let summary = self.process_epoch(epoch, &run).await?;
+			// The pathway log is written just after the head's merge (the epoch's last): wait for it during
+			// the first half of the scoring window, then audit without it.
+			let wait_for_log = now < done_at.saturating_add(run.scoring_window / 2);
+			let summary = self.process_epoch(epoch, &run, wait_for_log).await?;
 			tracing::info!(epoch, verdicts = summary.verdicts.len(), weights = summary.weights.len(), "epoch processed");
 			self.metrics.last_epoch.set(i64::from(epoch));
 			if let Some(c) = self.checker.as_mut() {
@@ -297,27 +300,40 @@ impl Daemon {
 			};
 			let Some(w) = self.pending_weights.remove(&epoch) else { continue };
 			if open {
-				self.submit_weights(epoch, w, run).await;
+				if let Some(w) = Self::submit_weights(&self.chain, &self.signer, &self.metrics, self.cfg.weights_version, epoch, w, run).await {
+					self.pending_weights.insert(epoch, w);
+				}
 			} else {
 				tracing::warn!(epoch, "scoring window closed with weights still pending");
 			}
 		}
 	}
 
-	async fn submit_weights(&mut self, epoch: u32, w: Vec<(AccountId, u16)>, run: &iota_chain::RunConfig) {
-		let version = self.cfg.weights_version.unwrap_or(run.weights_version).max(run.weights_version);
-		match self.chain.set_weights(&self.signer, epoch, w.clone(), version).await {
+	/// `set_weights`; returns the vector back when the pallet rate-limited it (retry later).
+	async fn submit_weights(
+		chain: &IotaClient,
+		signer: &Signer,
+		metrics: &Metrics,
+		version: Option<u64>,
+		epoch: u32,
+		w: Vec<(AccountId, u16)>,
+		run: &iota_chain::RunConfig,
+	) -> Option<Vec<(AccountId, u16)>> {
+		let version = version.unwrap_or(run.weights_version).max(run.weights_version);
+		match chain.set_weights(signer, epoch, w.clone(), version).await {
 			Ok(_) => {
-				self.metrics.weights.inc();
+				metrics.weights.inc();
 				tracing::info!(epoch, miners = w.len(), "weights set");
+				None
 			},
 			Err(e) if e.pallet_error() == Some("RateLimited") => {
 				tracing::info!(epoch, "weights rate-limited; retrying later");
-				self.pending_weights.insert(epoch, w);
+				Some(w)
 			},
 			Err(e) => {
-				self.metrics.error("weights");
+				metrics.error("weights");
 				tracing::warn!(epoch, error = %e, "set_weights refused");
+				None
 			},
 		}
 	}
@@ -342,7 +358,12 @@ impl Daemon {
 		Ok(())
 	}
 
-	async fn process_epoch(&mut self, epoch: u32, run: &iota_chain::RunConfig) -> Result<EpochSummary, DaemonError> {
+	async fn process_epoch(
+		&mut self,
+		epoch: u32,
+		run: &iota_chain::RunConfig,
+		wait_for_log: bool,
+	) -> Result<EpochSummary, DaemonError> {
 		let seed = self
 			.chain
 			.epoch_seed(epoch)
@@ -368,15 +389,20 @@ impl Daemon {
 		let spec_run = checker.spec().run.clone();
 		let stages = checker.spec().model.n_stages();
 
-		// The pathway log: a missing, garbage or malformed one skips spot-checks and CLASP (counted),
-		// never a verdict; the shard audit still runs.
+		// The pathway log: not yet written or unreachable → retry on a later tick (while `wait_for_log`);
+		// garbage or malformed → spot-checks and CLASP are skipped (counted), never a verdict; the shard
+		// audit runs either way.
 		let log: Option<PathwayLog> = match &record.pathway_log {
+			None if wait_for_log => return Err(DaemonError::PathwayLog(format!("epoch {epoch}: not written yet"))),
 			None => {
 				self.metrics.error("pathway_log");
-				tracing::warn!(epoch, "the epoch record names no pathway log");
+				tracing::warn!(epoch, "the epoch record names no pathway log; auditing shards only");
 				None
 			},
 			Some(o) => match objects.get(&o.key, &o.hash).await {
+				Err(e @ FetchError::Unavailable { .. }) if wait_for_log => {
+					return Err(DaemonError::Store(format!("pathway log of epoch {epoch}: {e}")))
+				},
 				Err(e) => {
 					self.metrics.error("pathway_log");
 					tracing::warn!(epoch, error = %e, "pathway log unreadable");
@@ -439,41 +465,24 @@ impl Daemon {
 			shards.entry(f.miner).or_default().push(f.evidence);
 		}
 
-		// Verdicts with evidence.
+		// Evidence bundles (one per judged miner) and the spot-check statuses CLASP needs.
 		let mut summary = EpochSummary::default();
+		let mut pending = None;
 		let mut statuses: BTreeMap<AccountId, CheckStatus> = BTreeMap::new();
+		let mut bundles: Vec<EvidenceBundle> = Vec::new();
 		let miners: BTreeSet<AccountId> = checks.keys().chain(shards.keys()).cloned().collect();
 		for miner in miners {
-			let Some(bundle) = EvidenceBundle::new(
+			if let Some(bundle) = EvidenceBundle::new(
 				&spec_run,
 				epoch,
 				&me,
 				&miner,
 				checks.remove(&miner).unwrap_or_default(),
 				shards.remove(&miner).unwrap_or_default(),
-			) else {
-				continue;
-			};
-			statuses.insert(miner.clone(), if bundle.verdict == Verdict::Fail { CheckStatus::Failed } else { CheckStatus::Passed });
-			let bytes = bundle.to_bytes();
-			let hash = bundle.hash();
-			if let Err(e) = put_evidence(rpc, &self.http, &spec_run, &me, epoch, &miner, bytes).await {
-				self.metrics.error("evidence");
-				tracing::warn!(epoch, miner = %miner, error = %e, "evidence upload failed; the verdict still carries its hash");
-			}
-			match self.chain.submit_spot_check(&self.signer, epoch, miner.clone(), chain_verdict(bundle.verdict), iota_chain::ContentHash(hash.0)).await {
-				Ok(_) => {
-					let label = if bundle.verdict == Verdict::Pass { "pass" } else { "fail" };
-					self.metrics.verdicts.with_label_values(&[label]).inc();
-					summary.verdicts.push((miner, bundle.verdict));
-				},
-				Err(e) if matches!(e.pallet_error(), Some("DuplicateSpotCheck" | "UnknownMiner")) => {
-					tracing::info!(epoch, miner = %miner, error = %e, "verdict not recorded (already judged or no longer a miner)");
-				},
-				Err(e) => {
-					self.metrics.error("chain");
-					tracing::warn!(epoch, miner = %miner, error = %e, "submit_spot_check failed");
-				},
+			) {
+				let failed = bundle.verdict == Verdict::Fail;
+				statuses.insert(miner, if failed { CheckStatus::Failed } else { CheckStatus::Passed });
+				bundles.push(bundle);
 			}
 		}
 
@@ -487,7 +496,7 @@ impl Daemon {
 					match weights::weight_vector(&report.scores(), &registered) {
 						Ok(w) => {
 							summary.weights = w.clone();
-							self.submit_weights(epoch, w, run).await;
+							pending = Self::submit_weights(&self.chain, &self.signer, &self.metrics, self.cfg.weights_version, epoch, w, run).await;
 						},
 						Err(e) => {
 							self.metrics.error("weights");
@@ -500,6 +509,35 @@ impl Daemon {
 					tracing::warn!(epoch, error = %e, "CLASP failed");
 				},
 			}
+		}
+		// Verdicts with evidence, after the weights (a slashed miner leaves the registry, and a vector
+		// naming it would be refused), failures first.
+		bundles.sort_by_key(|b| b.verdict != Verdict::Fail);
+		for bundle in bundles {
+			let Ok(miner) = bundle.miner.parse::<AccountId>() else { continue };
+			let hash = bundle.hash();
+			if let Err(e) = put_evidence(rpc, &self.http, &spec_run, &me, epoch, &miner, bundle.to_bytes()).await {
+				self.metrics.error("evidence");
+				tracing::warn!(epoch, miner = %miner, error = %e, "evidence upload failed; the verdict still carries its hash");
+			}
+			match self.chain.submit_spot_check(&self.signer, epoch, miner.clone(), chain_verdict(bundle.verdict), iota_chain::ContentHash(hash.0)).await {
+				Ok(_) => {
+					let label = if bundle.verdict == Verdict::Pass { "pass" } else { "fail" };
+					self.metrics.verdicts.with_label_values(&[label]).inc();
+					tracing::info!(epoch, miner = %miner, verdict = ?bundle.verdict, evidence = %hash, "verdict submitted");
+					summary.verdicts.push((miner, bundle.verdict));
+				},
+				Err(e) if matches!(e.pallet_error(), Some("DuplicateSpotCheck" | "UnknownMiner")) => {
+					tracing::info!(epoch, miner = %miner, error = %e, "verdict not recorded (already judged or no longer a miner)");
+				},
+				Err(e) => {
+					self.metrics.error("chain");
+					tracing::warn!(epoch, miner = %miner, error = %e, "submit_spot_check failed");
+				},
+			}
+		}
+		if let Some(w) = pending {
+			self.pending_weights.insert(epoch, w);
 		}
 		Ok(summary)
 	}
