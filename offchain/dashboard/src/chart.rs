@@ -124,15 +124,18 @@ impl LineChart {
 		}
 		let (mut x0, mut x1) = all.iter().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(*x), b.max(*x)));
 		let (mut y0, mut y1) = all.iter().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(*y), b.max(*y)));
-		if x1 <= x0 {
-			x0 -= 1.0;
-			x1 += 1.0;
-		}
-		if y1 <= y0 {
-			let pad = if y0 == 0.0 { 1.0 } else { y0.abs() * 0.1 };
-			y0 -= pad;
-			y1 += pad;
-		}
+		// A single x or y value: widen the axis around it (by 10 %, or 1 at zero), never below zero for
+		// non-negative data (epochs, tokens, times).
+		let widen = |lo: f64, hi: f64| -> (f64, f64) {
+			if hi > lo {
+				return (lo, hi);
+			}
+			let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+			let new_lo = if lo >= 0.0 { (lo - pad).max(0.0) } else { lo - pad };
+			(new_lo, hi + pad)
+		};
+		(x0, x1) = widen(x0, x1);
+		(y0, y1) = widen(y0, y1);
 		// Start the y axis at zero for non-negative data that is close to it.
 		if y0 > 0.0 && y0 < 0.25 * y1 {
 			y0 = 0.0;
@@ -244,6 +247,23 @@ mod tests {
 			})
 			.collect();
 		assert_eq!(coords, vec![(LEFT, H - BOTTOM), (W - RIGHT, TOP)]);
+	}
+
+	#[test]
+	fn a_single_point_gets_a_readable_non_negative_axis() {
+		let c = LineChart {
+			title: "t".into(),
+			x_label: "epoch".into(),
+			y_label: "loss".into(),
+			x_format: TickFormat::Number,
+			series: vec![Series { name: "s".into(), points: vec![(0.0, 6.2)] }],
+		};
+		let svg = c.render().into_string();
+		assert!(!svg.contains(">-"), "no negative tick for non-negative data: {svg}");
+		let c = LineChart { series: vec![Series { name: "s".into(), points: vec![(1024.0, 6.2)] }], ..c };
+		let svg = c.render().into_string();
+		assert_eq!(svg.matches(">1.02k<").count(), 0, "ticks around 1024 are distinct round values: {svg}");
+		assert!(svg.contains(">1k<"));
 	}
 
 	#[test]

@@ -58,9 +58,27 @@
 //! except the page of an epoch older than the cached window ([`Options::trust_epochs`]), which asks the
 //! chain once with [`Options::source_timeout`].
 //!
+//! Cost: each refresh reads the chain's overview (two queries per stage, miners, validators) and the
+//! trust records of the last [`Options::trust_epochs`] epochs (about `6 + stages` queries each; they are
+//! re-read every time because verdicts and slashes may still arrive for a finalized epoch).
+//!
+//! ## Tests
+//!
+//! - unit tests next to the code: charts (ticks, mapping, escaping, empty data), the history (throughput
+//!   across epoch boundaries, bounds), balances, feeds;
+//! - `tests/routes.rs`: the router driven with `tower::ServiceExt::oneshot` against fake sources holding a
+//!   recorded network (`tests/common`): every JSON endpoint, 404/503 pages, hostile text escaped on every
+//!   page, each source going down alone, live partials, security headers;
+//! - `tests/live_sources.rs`: [`RpcOrchestrator`] against a jsonrpsee server on 127.0.0.1, unreachable
+//!   sources, bind errors;
+//! - `tests/browser.rs`: headless Chromium (`scripts/setup.sh` installs Debian's `chromium`) sees live
+//!   updates reach the DOM and saves screenshots of every page; without Chromium it fails when `CI=true`
+//!   and is skipped with a printed reason otherwise.
+//!
 //! Known gaps: per-stage tokens/s is derived from successive status polls (backward passes × tokens per
-//! sample), so it needs the run spec and, across epoch boundaries, the chain's quota; shard copy
-//! mismatches are not in `iota_status` and so not shown.
+//! sample), so it needs the run spec and, across epoch boundaries, the chain's quota; per miner the page
+//! shows work items/s (forwards and backwards together), not tokens/s; shard copy mismatches are not in
+//! `iota_status` and so not shown.
 
 pub mod chart;
 pub mod pages;

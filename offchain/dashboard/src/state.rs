@@ -158,10 +158,17 @@ pub struct HistoryPoint {
 	pub tokens_trained: u64,
 	/// The orchestrator's tokens/s over its last minute.
 	pub tokens_per_sec: f64,
-	/// Per stage (index = stage): backward passes since the previous point × tokens per sample / seconds.
+	/// Per stage (index = stage): backward passes counted since the dashboard started ([`History::record`]).
+	pub stage_backward_total: Vec<u64>,
+	/// Per stage (index = stage): tokens/s over the trailing [`RATE_WINDOW_MS`] (from the oldest point in
+	/// the window, or the previous point if none is): backward passes × tokens per sample / seconds.
 	/// `None` for the first point, or while tokens per sample are unknown.
 	pub stage_tokens_per_sec: Vec<Option<f64>>,
 }
+
+/// Window over which per-stage tokens/s are averaged, in ms (stages work in bursts: a quota of backward
+/// passes, then a merge).
+pub const RATE_WINDOW_MS: u64 = 30_000;
 
 /// Per-stage backward counter across epochs.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -208,16 +215,15 @@ impl History {
 		if self.points.back().is_some_and(|p| status.now_ms <= p.t_ms) {
 			return;
 		}
-		let prev_t = self.points.back().map(|p| p.t_ms);
+		let first = self.points.is_empty();
 		let n = status.stages.iter().map(|s| usize::from(s.stage) + 1).max().unwrap_or(0);
-		let mut rates = vec![None; n];
 		if self.counters.len() < n {
 			self.counters.resize(n, StageCounter::default());
 		}
 		for st in &status.stages {
 			let i = usize::from(st.stage);
 			let c = self.counters[i];
-			let delta = if prev_t.is_none() {
+			let delta = if first {
 				0
 			} else if st.epoch == c.epoch {
 				u64::from(st.backward_done.saturating_sub(c.done))
@@ -228,15 +234,23 @@ impl History {
 				0
 			};
 			self.counters[i] = StageCounter { epoch: st.epoch, done: st.backward_done, cumulative: c.cumulative + delta };
-			if let (Some(t0), Some(tps)) = (prev_t, tokens_per_sample) {
-				let secs = (status.now_ms - t0) as f64 / 1000.0;
-				rates[i] = Some(delta as f64 * tps as f64 / secs);
-			}
 		}
+		let totals: Vec<u64> = self.counters.iter().map(|c| c.cumulative).collect();
+		let base = self.points.iter().find(|p| p.t_ms + RATE_WINDOW_MS >= status.now_ms).or(self.points.back());
+		let rates = match (base, tokens_per_sample) {
+			(Some(b), Some(tps)) => {
+				let secs = (status.now_ms - b.t_ms) as f64 / 1000.0;
+				(0..totals.len())
+					.map(|i| b.stage_backward_total.get(i).map(|b0| (totals[i] - b0) as f64 * tps as f64 / secs))
+					.collect()
+			},
+			_ => vec![None; totals.len()],
+		};
 		self.points.push_back(HistoryPoint {
 			t_ms: status.now_ms,
 			tokens_trained: status.tokens_trained,
 			tokens_per_sec: status.tokens_per_sec,
+			stage_backward_total: totals,
 			stage_tokens_per_sec: rates,
 		});
 		while self.points.len() > self.capacity {
@@ -537,15 +551,28 @@ mod tests {
 	#[test]
 	fn stage_throughput_counts_backward_passes_across_epochs() {
 		let mut h = History::new(10);
-		h.record(&status(1_000, &[(0, 1), (0, 0)]), Some(4), Some(10));
-		// Stage 0 finished epoch 0 (3 more) and did 2 of epoch 1; stage 1 did 2 in epoch 0. One second.
-		h.record(&status(2_000, &[(1, 2), (0, 2)]), Some(4), Some(10));
-		// Stage 0 skipped a whole epoch (quota 4) and did 1 of epoch 3: 2 + 4 + 1 = 7 in two seconds.
-		h.record(&status(4_000, &[(3, 1), (0, 2)]), Some(4), Some(10));
-		assert_eq!(
-			rates(&h),
-			vec![vec![None, None], vec![Some(50.0), Some(20.0)], vec![Some(35.0), Some(0.0)]]
-		);
+		h.record(&status(0, &[(0, 1), (0, 0)]), Some(4), Some(10));
+		// Stage 0 finished epoch 0 (3 more) and did 2 of epoch 1; stage 1 did 2 in epoch 0. 40 s.
+		h.record(&status(40_000, &[(1, 2), (0, 2)]), Some(4), Some(10));
+		// Stage 0 skipped a whole epoch (quota 4) and did 1 of epoch 3: 2 + 4 + 1 = 7 in 40 s.
+		h.record(&status(80_000, &[(3, 1), (0, 2)]), Some(4), Some(10));
+		assert_eq!(rates(&h), vec![vec![None, None], vec![Some(1.25), Some(0.5)], vec![Some(1.75), Some(0.0)]]);
+		let totals: Vec<Vec<u64>> = h.points().map(|p| p.stage_backward_total.clone()).collect();
+		assert_eq!(totals, vec![vec![0, 0], vec![5, 2], vec![12, 2]]);
+	}
+
+	#[test]
+	fn stage_throughput_is_averaged_over_the_trailing_window() {
+		let mut h = History::new(10);
+		// A burst of 8 passes in the first 2 s, then nothing: 10 s later the rate is still the window's mean.
+		h.record(&status(0, &[(0, 0)]), Some(8), Some(10));
+		h.record(&status(2_000, &[(0, 8)]), Some(8), Some(10));
+		h.record(&status(10_000, &[(0, 8)]), Some(8), Some(10));
+		assert_eq!(rates(&h)[1], vec![Some(40.0)]);
+		assert_eq!(rates(&h)[2], vec![Some(8.0)], "8 passes × 10 tokens over the 10 s since the window's first point");
+		// Past the window the burst drops out.
+		h.record(&status(35_000, &[(0, 8)]), Some(8), Some(10));
+		assert_eq!(rates(&h)[3], vec![Some(0.0)]);
 	}
 
 	#[test]
