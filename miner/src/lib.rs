@@ -48,6 +48,34 @@
 //! - Features: `cuda` (candle's CUDA backend for forward/backward; `--device cuda` without it is an
 //!   error), `fault-injection` (tests only: `--fault perturb=A` adds noise to uploaded activations).
 
+//!
+//! ## Measured
+//! - End to end (`tests/tests/miner_training.rs`, 2-core shared machine, debug build): 3 stages × 2
+//!   `iota-miner` processes of the `tiny` model on the Shakespeare corpus (T = 32, B = 4, quota 8, bf16
+//!   wire) completed two epochs in 196 s including node start-up; both replicas of every stage attested
+//!   the committed state hash at each epoch; mean tail loss 6.232 → 5.990.
+//! - `bench-merge` (P = 3 156 480, the small preset's stage 1; embedded S3; bytes per miner per merge,
+//!   payloads only; totals in units of one P-vector of f32):
+//!
+//!   | n | up/P | down/P (65 536) | total/P (protocol chunk 65 536) | total/P (chunk 4 096) | vs IOTA 3P+3P (65 536 / 4 096) |
+//!   |---|---|---|---|---|---|
+//!   | 2 | 2.000 | 3.000 | 5.000 | 5.000 | 0.833 |
+//!   | 4 | 1.500 | 3.208 | 4.708 | 4.513 | 0.785 / 0.752 |
+//!   | 8 | 1.250 | 4.121 | 5.371 | 4.320 | 0.895 / 0.720 |
+//!   | 16 | 1.125 | 7.941 | 9.066 | 4.431 | 1.511 / 0.739 |
+//!
+//!   Uploads are `P (1 + 2/n)`; downloads are `2P` of submission spans plus `P` of reduced shards, plus
+//!   the chunk alignment of every span: a reducer of a shard smaller than a hashed chunk reads whole
+//!   chunks, so with the protocol's 65 536-element chunks the downloads grow with `n` once
+//!   `P / K < 65 536` (here from n = 8): ±31.6 % over n = 2..16, against the ±10 % goal. With 4 096-element
+//!   chunks the same code stays within ±7.3 % (chunk-hash lists then cost 0.79 MiB per miner at n = 16, not
+//!   counted above). Against IOTA's scheme as the brief states it (each miner 3P up + 3P down) the ratio
+//!   is 0.72–0.83, not ≤ 1/3: any all-reduce of a P-gradient moves at least `P` up and `P` down for the mean
+//!   plus the reduce-scatter's `2P`. Run like for like (IOTA's weights + two moments, 3P, through this same
+//!   butterfly) ours is 1/3: 0.333 / 0.343 / 0.387 / 0.524 at n = 2 / 4 / 8 / 16 with 65 536-element
+//!   chunks, 0.333 / 0.334 / 0.337 at n = 2 / 4 / 8 with 4 096.
+//!   (`cargo run -p iota-miner --bin bench-merge -- --iota-butterfly [--chunk-elems 4096]`.)
+
 pub mod chain;
 pub mod data;
 pub mod error;
