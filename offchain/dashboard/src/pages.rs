@@ -208,14 +208,14 @@ pub fn network(p: &NetworkPanel) -> Markup {
 						dt { "stages (run config)" } dd { (r.stages) }
 						dt { "bottleneck width" } dd { (r.bottleneck_width) }
 						dt { "epoch quota" } dd #epoch-quota { (r.backward_quota) " backward passes per stage" }
-						dt { "emission per epoch" } dd { (format_balance(r.emission_per_epoch)) }
+						dt { "emission per epoch (tokens)" } dd { (format_balance(r.emission_per_epoch)) }
 					} @else {
 						dt { "run config" } dd { "none set" }
 					}
 					dt { "miners registered" } dd #miners-registered { (c.miners_registered) }
 					dt { "validators registered" } dd #validators-registered { (c.validators_registered) }
 					dt { "next epoch to pay out" } dd { (c.next_epoch_to_finalize) }
-					dt { "minted so far" } dd { (format_balance(c.total_minted)) }
+					dt { "minted so far (tokens)" } dd { (format_balance(c.total_minted)) }
 				}
 			}
 		}
@@ -416,7 +416,7 @@ fn epoch_trust(e: &EpochTrust) -> Markup {
 			}
 			h3 { "Consensus scores and emission" }
 			@if e.scores.is_empty() && e.emission.is_none() { p.empty { "not finalized yet" } } @else {
-				table { thead { tr { th { "miner" } th { "score" } th { "paid" } } }
+				table { thead { tr { th { "miner" } th { "score" } th { "paid (tokens)" } } }
 					tbody { @for s in &e.scores {
 						tr { td { (miner_link(&s.miner)) } td { (ppb_percent(s.ppb)) }
 							td { @match e.emission.as_ref().and_then(|em| em.miners.iter().find(|p| p.account == s.miner)) {
@@ -430,7 +430,7 @@ fn epoch_trust(e: &EpochTrust) -> Markup {
 			}
 			h3 { "Slashes" }
 			@if e.slashes.is_empty() { p.empty { "none" } } @else {
-				ul { @for s in &e.slashes { li.bad { (miner_link(&s.account)) " lost " (format_balance(s.amount)) } } }
+				ul { @for s in &e.slashes { li.bad { (miner_link(&s.account)) " lost " (format_balance(s.amount)) " tokens" } } }
 			}
 			h3 { "Merge manifests" }
 			@if e.manifests.is_empty() { p.empty { "none committed" } } @else {
@@ -454,12 +454,12 @@ pub fn trust(p: &TrustPanel) -> Markup {
 		@if let Some(t) = p.chain.data() {
 			section.panel #validators {
 				h2 { "Validators" }
-				table { thead { tr { th { "validator" } th { "stake" } th { "status" } th { "last weights at" } } }
+				table { thead { tr { th { "validator" } th { "stake (tokens)" } th { "status" } th { "last weights at" } } }
 					tbody { @for v in &t.validators {
 						tr { td { (account(&v.account)) } td { (format_balance(v.stake)) } td { (validator_status(&v.status)) }
 							td { @match v.last_weights_at { Some(b) => (b), None => "–" } } }
 					} } }
-				p { "next epoch to pay out: " (t.next_epoch_to_finalize) " · minted so far: " (format_balance(t.total_minted)) }
+				p { "next epoch to pay out: " (t.next_epoch_to_finalize) " · minted so far: " (format_balance(t.total_minted)) " tokens" }
 			}
 			@if t.epochs.is_empty() { section.panel { p.empty { "no epoch yet" } } }
 			@for e in &t.epochs { (epoch_trust(e)) }
@@ -504,14 +504,14 @@ pub fn miner(p: &MinerPanel) -> Markup {
 					Some(r) => dl.kv {
 						dt { "stage" } dd { (r.stage) }
 						dt { "status" } dd { (miner_status(&r.status)) }
-						dt { "bond" } dd { (format_balance(r.bond)) }
+						dt { "bond (tokens)" } dd { (format_balance(r.bond)) }
 						dt { "registered at block" } dd { (r.registered_at) }
 					},
 					None => p.empty { "no miner record (never registered, or left)" },
 				}
 				h3 { "Verdicts, scores and rewards" }
 				@if c.epochs.is_empty() { p.empty { "nothing recorded in the recent epochs" } } @else {
-					table { thead { tr { th { "epoch" } th { "verdicts" } th { "score" } th { "reward" } th { "slashed" } } }
+					table { thead { tr { th { "epoch" } th { "verdicts" } th { "score" } th { "reward (tokens)" } th { "slashed (tokens)" } } }
 						tbody { @for e in &c.epochs {
 							tr { td { a href={"/epochs/" (e.epoch)} { (e.epoch) } }
 								td { @for v in &e.verdicts { (verdict(v.verdict)) " by " (account(&v.validator)) "; " } }

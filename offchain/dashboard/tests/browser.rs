@@ -2,7 +2,7 @@
 //! runs the live script, and the test reads the DOM it ends with.
 //!
 //! The fake orchestrator holds state A (two completed epochs, last loss 4.25) while the page is served;
-//! right after the first full page response the test switches it to state B (three epochs, last loss
+//! right after the first full response of `/` the test switches it to state B (three epochs, last loss
 //! 3.125) and refreshes the snapshot. So B can only reach the DOM through the page's live updates.
 //! Chromium runs with `--virtual-time-budget`, which fast-forwards the script's timers and waits for
 //! its fetches: no wall-clock timing is involved.
@@ -98,7 +98,7 @@ async fn live_updates_reach_the_dom_in_headless_chromium() {
 	let app = d.router().layer(axum::middleware::from_fn(move |req: Request, next: Next| {
 		let (d, o, s) = (d2.clone(), o2.clone(), s2.clone());
 		async move {
-			let full_page = req.uri().query().is_none_or(|q| !q.contains("partial"));
+			let full_page = req.uri().path() == "/" && req.uri().query().is_none_or(|q| !q.contains("partial"));
 			let res = next.run(req).await;
 			if full_page && !s.swap(true, Ordering::SeqCst) {
 				o.set(Ok(status("run-a", 20_000, &[5.5, 4.25, 3.125], 1)));
