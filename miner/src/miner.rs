@@ -115,8 +115,10 @@ pub struct MergeState {
 	pub epoch: u32,
 	/// Whether this miner's gradient was accepted (it reduces shards).
 	pub member: bool,
-	/// The last round whose shards this miner reduced.
-	pub reduced_round: Option<u32>,
+	/// The round of the shards in `reduced`.
+	pub round: Option<u32>,
+	/// Shards of `round` this miner reduced and the orchestrator accepted.
+	pub reduced: Vec<u32>,
 	/// The state hash after the step, once applied (the step is applied once).
 	pub applied: Option<ContentHash>,
 	/// The uploaded checkpoint, when one was asked for.
@@ -618,7 +620,15 @@ impl Miner {
 	fn enter_merge(&mut self, epoch: u32, member: bool) {
 		self.kept.clear();
 		self.phase =
-			Phase::Merging(MergeState { epoch, member, reduced_round: None, applied: None, checkpoint: None, attested: false });
+			Phase::Merging(MergeState {
+			epoch,
+			member,
+			round: None,
+			reduced: Vec::new(),
+			applied: None,
+			checkpoint: None,
+			attested: false,
+		});
 	}
 
 	async fn upload_gradient(&mut self, epoch: u32, output: ObjectPut) -> Result<Outcome> {
@@ -668,7 +678,8 @@ impl Miner {
 				tracing::info!(stage = self.index, epoch, "the merge restarted; submitting the gradient again");
 				self.upload_gradient(epoch, output).await?;
 				m.member = true;
-				m.reduced_round = None;
+				m.round = None;
+				m.reduced.clear();
 			}
 			Work::Forward(ForwardWork { lease, .. }) | Work::Backward(BackwardWork { lease, .. }) => {
 				// The stage moved on while this miner was merging; hand the item back.
@@ -690,12 +701,19 @@ impl Miner {
 		let outcome = match view {
 			MergeView::Reducing { .. } => {
 				match self.orch.get_shards(m.epoch).await {
-					Ok(a) if Some(a.round) != m.reduced_round => {
-						self.reduce(&a, m.epoch).await?;
+					Ok(a) => {
+						if m.round != Some(a.round) {
+							m.round = Some(a.round);
+							m.reduced.clear();
+						}
 						m.member = true;
-						m.reduced_round = Some(a.round);
+						// Shards already accepted are not sent twice; a failure keeps the progress.
+						let r = self.reduce(&a, m.epoch, &mut m.reduced).await;
+						if let Err(e) = r {
+							self.phase = Phase::Merging(m);
+							return Err(e);
+						}
 					}
-					Ok(_) => {}
 					// Still uploading, or this miner is not in the round (it joined late, had no samples,
 					// or the round restarted and wants fresh submissions).
 					Err(e) if matches!(e.code(), Some(ErrorCode::WrongPhase | ErrorCode::Invalid)) => {
@@ -708,9 +726,14 @@ impl Miner {
 			}
 			MergeView::Ready { shards, samples, checkpoint } => {
 				if m.applied.is_none() {
-					let (h, ck) = self.apply_merge(m.epoch, &shards, samples, checkpoint).await?;
-					m.applied = Some(h);
-					m.checkpoint = ck;
+					// Downloads and checks first; the step itself is synchronous, and recorded before the
+					// next await, so it is applied exactly once whatever fails afterwards.
+					m.applied = Some(self.apply_merge(m.epoch, &shards, samples).await?);
+					self.phase = Phase::Merging(m.clone());
+				}
+				if let (Some(put), None) = (checkpoint, &m.checkpoint) {
+					m.checkpoint = Some(self.upload_checkpoint(put).await?);
+					self.phase = Phase::Merging(m.clone());
 				}
 				if !m.attested {
 					let state_hash = m.applied.ok_or_else(|| bad("no state after the step"))?;
@@ -786,7 +809,8 @@ impl Miner {
 		)
 	}
 
-	async fn reduce(&mut self, a: &ShardAssignment, epoch: u32) -> Result<()> {
+	/// Reduce and submit the shards of `a` not in `done`, adding each accepted one to `done`.
+	async fn reduce(&mut self, a: &ShardAssignment, epoch: u32, done: &mut Vec<u32>) -> Result<()> {
 		let p = self.stage.param_count() as u64;
 		if a.epoch != epoch || a.param_count != p {
 			return Err(bad(format!(
@@ -800,6 +824,9 @@ impl Miner {
 			}
 		}
 		for task in &a.shards {
+			if done.contains(&task.shard) {
+				continue;
+			}
 			let [start, end] = task.range;
 			if start >= end || end > p {
 				return Err(merge::MergeError::BadRange { start, end, param_count: p }.into());
@@ -823,8 +850,15 @@ impl Miner {
 			let hash = self.io.put(&task.output.put, Bytes::from(bytes)).await.map_err(|e| MinerError::storage("reduced shard", e))?;
 			self.metrics.bytes_up.inc_by(size);
 			let reduced = TensorRef { key: task.output.key.clone(), hash, size, shape: vec![end - start] };
-			self.orch.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced }).await?;
-			tracing::debug!(stage = self.index, epoch, round = a.round, shard = task.shard, "shard reduced");
+			match self.orch.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced }).await {
+				Ok(()) => tracing::debug!(stage = self.index, epoch, round = a.round, shard = task.shard, "shard reduced"),
+				// Already accepted (an answer lost in a retry) or no longer ours: do not send it again.
+				Err(e) if e.code() == Some(ErrorCode::Invalid) => {
+					tracing::warn!(stage = self.index, epoch, shard = task.shard, error = %e, "shard refused as invalid")
+				}
+				Err(e) => return Err(e),
+			}
+			done.push(task.shard);
 		}
 		Ok(())
 	}
@@ -834,8 +868,7 @@ impl Miner {
 		epoch: u32,
 		shards: &[ReducedShard],
 		samples: u32,
-		checkpoint: Option<ObjectPut>,
-	) -> Result<(ContentHash, Option<TensorRef>)> {
+	) -> Result<ContentHash> {
 		let p = self.stage.param_count() as u64;
 		if samples == 0 {
 			return Err(bad("a merge of zero samples"));
@@ -862,16 +895,15 @@ impl Miner {
 		let report = self.stage.apply_gradient(&mean, &self.spec.step_options(epoch), samples as usize)?;
 		let state = ContentHash(self.stage.state_hash()?);
 		tracing::info!(stage = self.index, epoch, samples, grad_norm = report.grad_norm, state = %state, "AdamW step applied");
-		let ck = match checkpoint {
-			Some(put) => {
-				let bytes = self.stage.to_checkpoint()?;
-				let size = bytes.len() as u64;
-				let hash = self.io.put(&put.put, Bytes::from(bytes)).await.map_err(|e| MinerError::storage("stage checkpoint", e))?;
-				self.metrics.bytes_up.inc_by(size);
-				Some(TensorRef { key: put.key, hash, size, shape: vec![size] })
-			}
-			None => None,
-		};
-		Ok((state, ck))
+		Ok(state)
+	}
+
+	/// Upload the stage checkpoint (after the step) where the seed-picked replica was asked to.
+	async fn upload_checkpoint(&mut self, put: ObjectPut) -> Result<TensorRef> {
+		let bytes = self.stage.to_checkpoint()?;
+		let size = bytes.len() as u64;
+		let hash = self.io.put(&put.put, Bytes::from(bytes)).await.map_err(|e| MinerError::storage("stage checkpoint", e))?;
+		self.metrics.bytes_up.inc_by(size);
+		Ok(TensorRef { key: put.key, hash, size, shape: vec![size] })
 	}
 }

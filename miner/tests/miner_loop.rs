@@ -263,6 +263,15 @@ async fn a_restarted_merge_round_gets_the_gradients_again_and_still_ends_bit_ide
 }
 
 async fn three_replicas(restart: bool) {
+	three_replicas_with(restart, &[]).await;
+}
+
+#[tokio::test]
+async fn failed_uploads_during_the_merge_are_retried_and_the_step_is_applied_once() {
+	three_replicas_with(false, &["gradient", "shards/000001", "checkpoint"]).await;
+}
+
+async fn three_replicas_with(restart: bool, fail_puts: &[&str]) {
 	let world = Arc::new(World::default());
 	let chain = Arc::new(FakeChain::default());
 	let who: Vec<AccountId> = (1..=3).map(account).collect();
@@ -297,21 +306,29 @@ async fn three_replicas(restart: bool) {
 		}
 	}
 	let p = miners[0].stage().param_count() as u64;
+	world.io.fail_puts.lock().unwrap().extend(fail_puts.iter().map(|s| s.to_string()));
 	{
 		let mut mw = world.merge.lock().unwrap();
 		mw.expected = 3;
 		mw.param_count = p;
 		mw.restart_once = restart;
 	}
+	let mut failed = 0;
 	for _ in 0..200 {
 		for m in miners.iter_mut() {
-			m.step().await.unwrap();
+			match m.step().await {
+				Ok(_) => {}
+				Err(MinerError::Storage { source: iota_storage::StorageError::Unavailable { .. }, .. }) => failed += 1,
+				Err(e) => panic!("{e}"),
+			}
 		}
 		if miners.iter().all(|m| m.epoch() == 1) {
 			break;
 		}
 	}
 	assert!(miners.iter().all(|m| m.epoch() == 1 && m.phase() == &Phase::Training), "{miners:?}");
+	assert_eq!(failed, fail_puts.len(), "every injected failure surfaced once");
+	assert!(miners.iter().all(|m| m.stage().adam_state().step == 1), "one step each");
 	let hashes: Vec<_> = miners.iter().map(|m| m.stage().state_hash().unwrap()).collect();
 	assert!(hashes.iter().all(|h| h == &hashes[0]), "replicas diverged");
 	// Three shards, each reduced twice; every miner reduced two.

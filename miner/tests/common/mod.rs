@@ -51,6 +51,8 @@ pub fn put(key: String) -> ObjectPut {
 #[derive(Default)]
 pub struct MemIo {
 	pub objects: Mutex<HashMap<String, Bytes>>,
+	/// A PUT to a key containing one of these fails once (503), as a flaky store would.
+	pub fail_puts: Mutex<Vec<String>>,
 }
 
 impl MemIo {
@@ -94,6 +96,13 @@ impl ObjectIo for MemIo {
 	}
 	async fn put(&self, r: &PresignedRequest, data: Bytes) -> Result<ContentHash, StorageError> {
 		assert_eq!(r.method, Method::Put);
+		let key = Self::key(r);
+		let mut fails = self.fail_puts.lock().unwrap();
+		if let Some(i) = fails.iter().position(|f| key.contains(f.as_str())) {
+			fails.remove(i);
+			return Err(StorageError::Unavailable { key, status: 503, message: "injected".into(), attempts: 4 });
+		}
+		drop(fails);
 		let h = ContentHash::of(&data);
 		self.objects.lock().unwrap().insert(Self::key(r), data);
 		Ok(h)
