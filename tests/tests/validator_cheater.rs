@@ -8,7 +8,8 @@
 //! cheater's bond is slashed (its miner record is gone); every verdict on an honest miner in those
 //! epochs is `Pass`; the validator's weights for epoch 0 give the cheater nothing; epoch 0 is finalized
 //! (by the validator, after the scoring window) and its emission split pays every honest miner and not
-//! the cheater.
+//! the cheater. The evidence object whose BLAKE3 is on chain with the `Fail` is in the bucket and says
+//! `Fail`; the validator's `/metrics` counts the failed checks and the submitted verdicts.
 //!
 //! ```sh
 //! ./scripts/fetch-data.sh                                             # data/shakespeare
@@ -24,6 +25,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use iota_chain::{AccountId, IotaClient, Signer, Verdict};
+use iota_primitives::ContentHash;
+use iota_storage::keys::{self, Id};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use iota_e2e::*;
 use iota_model::ModelConfig;
 use iota_orchestrator::data::{prepare_data, PrepareOptions};
@@ -92,6 +96,15 @@ async fn verdicts(client: &IotaClient, epoch: u32, miner: &AccountId, validator:
 		.collect()
 }
 
+/// The body of `GET /metrics` at `addr`.
+async fn scrape(addr: &str) -> String {
+	let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+	s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+	let mut out = String::new();
+	s.read_to_string(&mut out).await.unwrap();
+	out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and iota-validator (see the file's docs)"]
 async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
@@ -156,12 +169,13 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 		})
 		.collect();
 
+	let metrics_addr = format!("127.0.0.1:{}", free_port());
 	let validator_args: Vec<String> = [
 		"--suri", "//Bob", "--node-url", &node.rpc_url, "--orchestrator-url", &orch.url, "--poll-ms", "1000",
+		"--metrics-addr", &metrics_addr,
 	]
 	.iter()
 	.map(|s| s.to_string())
-	.chain(["--metrics-addr".to_string(), format!("127.0.0.1:{}", free_port())])
 	.collect();
 	let validator = Proc::start(
 		"iota-validator",
@@ -205,6 +219,30 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 	for m in &honest {
 		assert!(paid.get(m).is_some_and(|a| *a > 0), "honest miner {m} unpaid: {paid:?}");
 	}
+
+	// The evidence behind the Fail is in the bucket under the validator's key, hashing to what is on chain.
+	let check = client
+		.spot_checks(failed_at, &cheater)
+		.await
+		.unwrap()
+		.into_iter()
+		.find(|c| c.validator == bob)
+		.expect("Bob's verdict on the cheater");
+	let key = keys::evidence(
+		&Id::new(RUN).unwrap(),
+		&Id::new(bob.to_string()).unwrap(),
+		u64::from(failed_at),
+		&Id::new(cheater.to_string()).unwrap(),
+	);
+	let bytes = s3.store.get(&key, &ContentHash(check.evidence.0)).await.expect("evidence object with the on-chain hash");
+	let bundle: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+	assert_eq!(bundle["verdict"], "Fail", "{bundle}");
+
+	// Metrics count what happened.
+	let text = scrape(&metrics_addr).await;
+	assert!(text.contains("iota_validator_checks_total{outcome=\"fail\"}"), "{text}");
+	assert!(text.contains("iota_validator_verdicts_submitted_total{verdict=\"fail\"} 1"), "{text}");
+	assert!(text.contains("iota_validator_weights_submitted_total"), "{text}");
 	let log = validator.log_text();
 	assert!(log.contains("verdict submitted"), "the validator logged no verdict");
 }

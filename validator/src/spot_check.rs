@@ -851,6 +851,16 @@ pub(crate) mod tests {
 		let out = run_checks(&spec, &bad_log, &objects, &[pick(0, ItemKind::Forward, 1), pick(1, ItemKind::Forward, 1)]);
 		assert_eq!(verdicts(&out), vec![Some(Verdict::Fail), None], "{out:?}");
 
+		// A well-formed output of the wrong shape (hash matches the log): Fail for its writer. An input of
+		// the wrong width: inconclusive for the reader.
+		let mut shaped = log.clone();
+		let t = candle_core::Tensor::zeros((2, 16, 3), DType::F32, &Device::Cpu).unwrap();
+		let h = objects.put("narrow", wire::encode(&t, Kind::Activation, Encoding::F32).unwrap());
+		shaped.records[1].forward_outputs[1] = ObjectEntry { key: "narrow".into(), hash: h };
+		let out = run_checks(&spec, &shaped, &objects, &[pick(1, ItemKind::Forward, 1), pick(2, ItemKind::Forward, 1)]);
+		assert_eq!(verdicts(&out), vec![Some(Verdict::Fail), None], "{out:?}");
+		assert!(matches!(&out[1], CheckOutcome::Inconclusive(Inconclusive::BadInput(_))));
+
 		// Wrong loss reported: Fail for the tail.
 		let mut lie = log.clone();
 		lie.records[1].loss += 0.5;
