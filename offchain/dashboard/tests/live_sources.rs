@@ -121,3 +121,48 @@ async fn serve_reports_an_address_in_use() {
 	let err = iota_dashboard::serve(addr, DashboardConfig::default()).await.unwrap_err();
 	assert!(matches!(err, DashboardError::Bind { addr: a, .. } if a == addr), "{err}");
 }
+
+/// GET `path` from `addr` over plain HTTP/1.1; returns (status line, body).
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+	use tokio::io::{AsyncReadExt, AsyncWriteExt};
+	let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+	s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+	let mut raw = Vec::new();
+	s.read_to_end(&mut raw).await.unwrap();
+	let text = String::from_utf8(raw).unwrap();
+	let (head, body) = text.split_once("\r\n\r\n").unwrap();
+	(head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_over_http_while_both_sources_are_down() {
+	let addr: std::net::SocketAddr = format!("127.0.0.1:{}", closed_port()).parse().unwrap();
+	let config = DashboardConfig {
+		orchestrator_ws_url: format!("ws://127.0.0.1:{}", closed_port()),
+		chain_ws_url: format!("ws://127.0.0.1:{}", closed_port()),
+		options: options(),
+	};
+	let server = tokio::spawn(iota_dashboard::serve(addr, config));
+	// Wait (bounded) until it listens and its refresh loop has asked both sources once.
+	let mut body = String::new();
+	for _ in 0..400 {
+		if tokio::net::TcpStream::connect(addr).await.is_ok() {
+			let (status, b) = http_get(addr, "/api/network").await;
+			assert!(status.contains("200"), "{status}");
+			if !b.contains("pending") {
+				body = b;
+				break;
+			}
+		}
+		tokio::time::sleep(Duration::from_millis(25)).await;
+	}
+	let v: serde_json::Value = serde_json::from_str(&body).expect("the refresh loop ran");
+	assert_eq!(v["orchestrator"]["state"], "unavailable");
+	assert_eq!(v["chain"]["state"], "unavailable");
+	let (status, html) = http_get(addr, "/stages").await;
+	assert!(status.contains("200"), "{status}");
+	assert!(html.contains("orchestrator unavailable") && html.contains("chain unavailable"));
+	let (status, _) = http_get(addr, "/miners/nobody").await;
+	assert!(status.contains("404"), "{status}");
+	server.abort();
+}
