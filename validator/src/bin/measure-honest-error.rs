@@ -21,8 +21,8 @@ fn act(r: &Recomputed) -> StageInput {
 }
 
 fn set_threads(n: usize) {
-	// SAFETY-free in practice: this binary is single-threaded when it changes the variable (candle reads it
-	// at every matmul).
+	// Candle reads the variable at every matmul. Safe here: this binary never reads or writes the
+	// environment from another thread.
 	unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
 }
 
