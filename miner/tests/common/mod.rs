@@ -218,7 +218,7 @@ impl Orchestrator for FakeOrch {
 			return Ok(w);
 		}
 		let m = self.world.merge.lock().unwrap();
-		if m.expected > 0 {
+		if m.expected > 0 && m.committed.is_none() {
 			if m.submissions.contains_key(&self.me.0) {
 				return Ok(Work::Idle { reason: IdleReason::Merging, retry_after_ms: 10 });
 			}
