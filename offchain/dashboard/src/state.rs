@@ -166,6 +166,12 @@ pub struct HistoryPoint {
 	pub stage_tokens_per_sec: Vec<Option<f64>>,
 }
 
+/// Highest stage index the history tracks (stages beyond it are left out of the throughput history: a
+/// status naming stage 65 535 must not make every history point 65 536 entries long).
+pub const MAX_TRACKED_STAGES: usize = 256;
+/// Most miners whose sample counts the history tracks (later ones are left out).
+pub const MAX_TRACKED_MINERS: usize = 4096;
+
 /// Window over which per-stage tokens/s are averaged, in ms (stages work in bursts: a quota of backward
 /// passes, then a merge).
 pub const RATE_WINDOW_MS: u64 = 30_000;
@@ -216,11 +222,12 @@ impl History {
 			return;
 		}
 		let first = self.points.is_empty();
-		let n = status.stages.iter().map(|s| usize::from(s.stage) + 1).max().unwrap_or(0);
+		let tracked = || status.stages.iter().filter(|s| usize::from(s.stage) < MAX_TRACKED_STAGES);
+		let n = tracked().map(|s| usize::from(s.stage) + 1).max().unwrap_or(0);
 		if self.counters.len() < n {
 			self.counters.resize(n, StageCounter::default());
 		}
-		for st in &status.stages {
+		for st in tracked() {
 			let i = usize::from(st.stage);
 			let c = self.counters[i];
 			let delta = if first {
@@ -257,7 +264,11 @@ impl History {
 			self.points.pop_front();
 		}
 		for m in &status.miners {
-			let q = self.miners.entry(m.account.to_string()).or_default();
+			let key = m.account.to_string();
+			if !self.miners.contains_key(&key) && self.miners.len() >= MAX_TRACKED_MINERS {
+				continue;
+			}
+			let q = self.miners.entry(key).or_default();
 			q.push_back((status.now_ms, m.samples_total));
 			while q.len() > self.capacity {
 				q.pop_front();
@@ -597,6 +608,32 @@ mod tests {
 		h.record(&status(4_000, &[(0, 9)]), Some(4), Some(1));
 		let ts: Vec<u64> = h.points().map(|p| p.t_ms).collect();
 		assert_eq!(ts, vec![3_000, 4_000, 5_000]);
+	}
+
+	#[test]
+	fn absurd_stage_ids_and_miner_counts_stay_bounded() {
+		let mut h = History::new(4);
+		let mut st = status(1_000, &[(0, 1)]);
+		st.stages[0].stage = u16::MAX;
+		st.miners = (0..MAX_TRACKED_MINERS + 10)
+			.map(|i| {
+				let mut a = [0u8; 32];
+				a[..8].copy_from_slice(&(i as u64).to_le_bytes());
+				iota_rpc::types::MinerActivity {
+					account: AccountId::from(a),
+					stage: 0,
+					samples_this_epoch: 0,
+					samples_total: 1,
+					leases: 0,
+					leases_expired: 0,
+					refused: 0,
+					last_seen_ms: 0,
+				}
+			})
+			.collect();
+		h.record(&st, Some(4), Some(1));
+		assert!(h.points().all(|p| p.stage_tokens_per_sec.is_empty() && p.stage_backward_total.is_empty()));
+		assert_eq!(h.miners.len(), MAX_TRACKED_MINERS);
 	}
 
 	#[test]
