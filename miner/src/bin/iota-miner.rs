@@ -67,8 +67,7 @@ fn device(arg: DeviceArg) -> anyhow::Result<Device> {
 	}
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
 	tracing_subscriber::fmt()
 		.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
 		.with_env_filter(
@@ -80,9 +79,13 @@ async fn main() -> anyhow::Result<()> {
 		if t == 0 {
 			bail!("--threads must be at least 1");
 		}
-		// Read by candle's rayon pool when it first starts (before any tensor op below).
+		// Read by candle's thread pool when it starts; set before any other thread exists.
 		std::env::set_var("RAYON_NUM_THREADS", t.to_string());
 	}
+	tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
 	let device = device(cli.device)?;
 	let signer = match (&cli.suri, &cli.key_file) {
 		(Some(s), None) => Signer::from_uri(s)?,
