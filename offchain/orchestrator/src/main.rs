@@ -29,6 +29,45 @@ struct Cli {
 enum Command {
 	/// Serve the orchestrator API and drive the chain.
 	Run(RunArgs),
+	/// Tokenize a corpus once into hashed shards in the bucket and write the run spec (prints its hash,
+	/// the chain's `model_hash`).
+	PrepareData(PrepareArgs),
+}
+
+#[derive(Args, Debug)]
+struct PrepareArgs {
+	#[command(flatten)]
+	store: StoreArgs,
+	/// Run id.
+	#[arg(long, env = "IOTA_RUN")]
+	run: String,
+	/// Corpus: a `.txt` file or a directory of them (`scripts/fetch-data.sh` fills `data/shakespeare`).
+	#[arg(long, env = "IOTA_CORPUS", default_value = "data/shakespeare")]
+	corpus: PathBuf,
+	/// Use this `tokenizer.json` instead of training one.
+	#[arg(long, env = "IOTA_TOKENIZER")]
+	tokenizer: Option<PathBuf>,
+	/// Model preset (`tiny`, `small`, `ref-1.5b`, `ref-15b`).
+	#[arg(long, env = "IOTA_PRESET", default_value = "small")]
+	preset: String,
+	/// Tokens per row `T` (default: min(128, the model's max_seq_len)).
+	#[arg(long, env = "IOTA_SEQ_LEN")]
+	seq_len: Option<u32>,
+	/// Rows per sample `B`.
+	#[arg(long, env = "IOTA_BATCH_ROWS")]
+	batch_rows: Option<u32>,
+	/// Rows per shard.
+	#[arg(long, env = "IOTA_ROWS_PER_SHARD")]
+	rows_per_shard: Option<u32>,
+	/// Tokenizer vocabulary when training one (default: the model's).
+	#[arg(long, env = "IOTA_VOCAB_SIZE")]
+	vocab_size: Option<usize>,
+	/// Weight-init and shuffle seed.
+	#[arg(long, env = "IOTA_SEED", default_value_t = 0)]
+	seed: u64,
+	/// Wire encoding (`f32`, `bf16`, `u8`).
+	#[arg(long, env = "IOTA_ENCODING", default_value = "u8")]
+	encoding: String,
 }
 
 /// Object store settings (shared by the subcommands).
@@ -109,6 +148,7 @@ async fn main() -> Result<()> {
 		.init();
 	match Cli::parse().command {
 		Command::Run(args) => run(args).await,
+		Command::PrepareData(args) => prepare(args).await,
 	}
 }
 
@@ -140,6 +180,32 @@ async fn load_spec(store: &ObjectStore, run: &keys::Id) -> Result<(Vec<u8>, RunS
 	let spec: RunSpec = serde_json::from_slice(&bytes).context("run spec JSON")?;
 	spec.validate()?;
 	Ok((bytes, spec))
+}
+
+async fn prepare(a: PrepareArgs) -> Result<()> {
+	let (store, _embedded) = open_store(&a.store).await?;
+	let model = iota_model::ModelConfig::preset(&a.preset)?;
+	let mut o = iota_orchestrator::data::PrepareOptions::new(a.run.clone(), a.corpus.clone(), model);
+	o.tokenizer = a.tokenizer.clone();
+	o.seed = a.seed;
+	o.encoding = a.encoding.clone();
+	if let Some(v) = a.seq_len {
+		o.seq_len = v;
+	}
+	if let Some(v) = a.batch_rows {
+		o.batch_rows = v;
+	}
+	if let Some(v) = a.rows_per_shard {
+		o.rows_per_shard = v;
+	}
+	if let Some(v) = a.vocab_size {
+		o.vocab_size = v;
+	}
+	let p = iota_orchestrator::data::prepare_data(&store, &o).await?;
+	let run = keys::Id::new(a.run)?;
+	println!("run spec {} written: {} shards, {} rows ({} dropped), {} tokens", keys::run_spec(&run), p.spec.data.shards.len(), p.rows, p.rows_dropped, p.tokens);
+	println!("model_hash {}", p.spec.hash());
+	Ok(())
 }
 
 async fn run(a: RunArgs) -> Result<()> {

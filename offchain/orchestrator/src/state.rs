@@ -347,15 +347,21 @@ pub struct MergeState {
 	pub checkpoint: Option<Obj>,
 }
 
+/// A shard whose copies disagreed: (stage, round, shard, element range, the copies).
+pub type MismatchRec = (u16, u32, u32, [u64; 2], Vec<CopyRec>);
+
+/// An accepted shard copy: (stage, round, shard, element range, the copy).
+pub type CopyAudit = (u16, u32, u32, [u64; 2], CopyRec);
+
 /// Audit data of one epoch across stages (`iota_epochRecord`).
 #[derive(Clone, Debug, Default)]
 pub struct EpochAudit {
 	/// The pathway log, once written.
 	pub pathway_log: Option<Obj>,
 	/// (stage, round, shard, copies) whose copies disagreed.
-	pub mismatches: Vec<(u16, u32, u32, [u64; 2], Vec<CopyRec>)>,
+	pub mismatches: Vec<MismatchRec>,
 	/// (stage, round, shard, range, copy) accepted.
-	pub copies: Vec<(u16, u32, u32, [u64; 2], CopyRec)>,
+	pub copies: Vec<CopyAudit>,
 	/// (stage, round, miner, submission) of each stage's final round.
 	pub submissions: Vec<(u16, u32, AccountId, Submission)>,
 	/// Sum of losses, number of losses, completed samples, wire bytes.
@@ -1432,7 +1438,7 @@ impl State {
 /// `None` with no members or a vector shorter than the shard count.
 pub fn merge_plan(stage: u16, epoch: u32, round: u32, epoch_seed: &[u8; 32], mut members: Vec<AccountId>, param_count: u64) -> Option<MergePlan> {
 	use codec::Encode;
-	members.sort_by(|a, b| a.0.cmp(&b.0));
+	members.sort_by_key(|a| a.0);
 	members.dedup();
 	let seed = derive_seed("iota-rs butterfly v1", epoch_seed, &(stage, epoch, round).encode());
 	let shards = butterfly_shards(members.len() as u32, param_count, &seed).ok()?;
