@@ -1,0 +1,205 @@
+//! The JSON-RPC server in-process, without a chain: the registry is set in memory (a stand-in for the
+//! chain refresh), the stage view is recorded as chain events, the object store is the embedded S3
+//! server. Every kind of bad input gets its own error code and changes nothing, the server survives a
+//! flood of them, and good requests still go through afterwards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use iota_model::wire::{self, Kind};
+use iota_model::ModelConfig;
+use iota_orchestrator::auth::{MinerStanding, Registry};
+use iota_orchestrator::db::Db;
+use iota_orchestrator::metrics::Metrics;
+use iota_orchestrator::server::{serve, Orchestrator, ServerConfig};
+use iota_orchestrator::state::{Event, State, StateConfig};
+use iota_primitives::{ContentHash, Phase};
+use iota_rpc::api::methods;
+use iota_rpc::signing::now_ms;
+use iota_rpc::types::*;
+use iota_rpc::{code_of, sign, DataManifest, ErrorCode, LrSchedule, RunSpec, SignedClient, SpecObject};
+use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp};
+use jsonrpsee::core::client::ClientT;
+use jsonrpsee::rpc_params;
+use subxt_signer::sr25519::Keypair;
+
+fn key(uri: &str) -> Keypair {
+	Keypair::from_uri(&uri.parse().unwrap()).unwrap()
+}
+
+struct World {
+	orch: Arc<Orchestrator>,
+	url: String,
+	spec: RunSpec,
+	http: PresignedHttp,
+	_s3: EmbeddedS3,
+	_dir: tempfile::TempDir,
+}
+
+async fn world() -> World {
+	let dir = tempfile::tempdir().unwrap();
+	let s3 = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
+	let store = ObjectStore::connect(s3.store_config()).await.unwrap();
+	let run = keys::Id::new("srv").unwrap();
+	let shard = store.put(&keys::data_shard(&run, 0), Bytes::from(vec![0u8; 8 * 9 * 4])).await.unwrap();
+	let obj = |r: iota_storage::ObjectRef| SpecObject { key: r.key, hash: r.hash, size: r.size };
+	let spec = RunSpec {
+		run: "srv".into(),
+		model: ModelConfig::tiny(),
+		seed: 1,
+		encoding: "f32".into(),
+		adamw: iota_model::optim::AdamW::default(),
+		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
+		max_norm: None,
+		data: DataManifest { tokenizer: obj(shard.clone()), seq_len: 8, batch_rows: 2, rows_per_shard: 8, shards: vec![obj(shard)] },
+	};
+	let state = State::new(StateConfig {
+		run: run.clone(),
+		stages: 3,
+		backward_quota: 4,
+		lease_ms: 60_000,
+		max_leases: 2,
+		tokens_per_sample: spec.tokens_per_sample(),
+		boundary_shape: spec.boundary_shape(),
+		param_counts: (0..3).map(|s| spec.model.stage_param_count(s).unwrap() as u64).collect(),
+	});
+	let db = Db::open(&dir.path().join("o.db"), "srv").unwrap();
+	let json = String::from_utf8(spec.to_bytes()).unwrap();
+	let cfg = ServerConfig { max_request_bytes: 64 * 1024, ..ServerConfig::default() };
+	let orch = Orchestrator::new(state, db, store.clone(), spec.clone(), json, cfg, Metrics::new().unwrap()).unwrap();
+	let mut reg = Registry::default();
+	for (i, s) in ["//Dave", "//Eve", "//Ferdie"].iter().enumerate() {
+		reg.miners.insert(key(s).public_key().to_account_id().0, (i as u16, MinerStanding::Active));
+	}
+	reg.miners.insert(key("//Leaver").public_key().to_account_id().0, (0, MinerStanding::Unbonding));
+	reg.validators.insert(key("//Bob").public_key().to_account_id().0, true);
+	orch.set_registry(reg);
+	let members = |s: &str| vec![key(s).public_key().to_account_id()];
+	orch.record(
+		[("//Dave", 0u16), ("//Eve", 1), ("//Ferdie", 2)]
+			.into_iter()
+			.map(|(m, s)| Event::ChainStage { stage: s, epoch: 0, phase: Phase::Training, round: 0, members: members(m), block: 1, now_ms: now_ms() })
+			.collect(),
+	)
+	.unwrap();
+	let (addr, _handle) = serve(orch.clone(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+	std::mem::forget(_handle);
+	let http = PresignedHttp::from_config(store.config()).unwrap();
+	World { orch, url: format!("ws://{addr}"), spec, http, _s3: s3, _dir: dir }
+}
+
+async fn client(w: &World, uri: &str) -> SignedClient {
+	SignedClient::connect(&w.url, key(uri), Duration::from_secs(30)).await.unwrap()
+}
+
+fn expect<T: std::fmt::Debug>(r: Result<T, jsonrpsee::core::ClientError>, code: ErrorCode) {
+	match r {
+		Err(e) => assert_eq!(code_of(&e), Some(code), "{e}"),
+		Ok(v) => panic!("expected {code:?}, got {v:?}"),
+	}
+}
+
+fn tensor(spec: &RunSpec, kind: Kind, shape: (usize, usize, usize)) -> Bytes {
+	let v: Vec<f32> = (0..shape.0 * shape.1 * shape.2).map(|i| i as f32 / 10.0).collect();
+	let x = candle_core::Tensor::from_vec(v, shape, &candle_core::Device::Cpu).unwrap();
+	Bytes::from(wire::encode(&x, kind, spec.wire_encoding().unwrap()).unwrap())
+}
+
+fn fingerprint(w: &World) -> String {
+	let s = w.orch.status();
+	format!("{:?}{:?}{:?}", s.stages, s.tokens_trained, s.wire_bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_input_has_its_code_and_changes_nothing() {
+	let w = world().await;
+	let dave = client(&w, "//Dave").await;
+	let Work::Forward(f) = dave.get_work(0).await.unwrap() else { panic!("forward") };
+	assert!(f.data.is_some() && f.input.is_none());
+	let before = fingerprint(&w);
+	let [b, t, width] = w.spec.boundary_shape().map(|x| x as usize);
+
+	// Envelope.
+	let raw = dave.raw();
+	let s = sign(&key("//Dave"), methods::RELEASE_LEASE, ReleaseLease { lease: 999 }, 5, now_ms()).unwrap();
+	let mut forged = s.clone();
+	forged.body.lease = 998;
+	expect(raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![forged]).await, ErrorCode::BadSignature);
+	let wrong_method = sign(&key("//Dave"), methods::GET_WORK, ReleaseLease { lease: 999 }, 6, now_ms()).unwrap();
+	expect(raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![wrong_method]).await, ErrorCode::BadSignature);
+	let stale = sign(&key("//Dave"), methods::RELEASE_LEASE, ReleaseLease { lease: f.lease }, 7, now_ms() + 31_000).unwrap();
+	expect(raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![stale]).await, ErrorCode::StaleTimestamp);
+	// Roles and stages.
+	expect(client(&w, "//Nobody").await.get_work(0).await, ErrorCode::NotRegistered);
+	expect(client(&w, "//Leaver").await.get_work(0).await, ErrorCode::WrongRole);
+	expect(client(&w, "//Bob").await.get_work(0).await, ErrorCode::WrongRole);
+	expect(dave.get_work(2).await, ErrorCode::WrongStage);
+	expect(dave.presign_put("v1/runs/srv/validators/x/epochs/00000000/evidence/y".into()).await, ErrorCode::WrongRole);
+	// Leases and submissions.
+	expect(dave.submit_activation(f.lease + 100, None).await, ErrorCode::Unknown);
+	expect(client(&w, "//Eve").await.submit_activation(f.lease, None).await, ErrorCode::Invalid);
+	expect(dave.report_loss(f.lease, 1.0).await, ErrorCode::WrongStage);
+	let good = tensor(&w.spec, Kind::Activation, (b, t, width));
+	let hash = w.http.put(&f.output.put, good.clone()).await.unwrap();
+	let tref = TensorRef { key: f.output.key.clone(), hash, size: good.len() as u64, shape: vec![b as u64, t as u64, width as u64] };
+	expect(dave.submit_activation(f.lease, Some(TensorRef { hash: ContentHash::of(b"x"), ..tref.clone() })).await, ErrorCode::HashMismatch);
+	expect(dave.submit_activation(f.lease, Some(TensorRef { shape: vec![1, 2, 3], ..tref.clone() })).await, ErrorCode::ShapeMismatch);
+	expect(dave.submit_activation(f.lease, Some(TensorRef { shape: vec![1; 9], ..tref.clone() })).await, ErrorCode::Oversize);
+	expect(dave.submit_activation(f.lease, Some(TensorRef { key: format!("{}x", tref.key), ..tref.clone() })).await, ErrorCode::Invalid);
+	// An upload of the wrong shape or kind under the right key.
+	let wrong = tensor(&w.spec, Kind::Activation, (b, t, width + 1));
+	let wh = w.http.put(&f.output.put, wrong.clone()).await.unwrap();
+	expect(dave.submit_activation(f.lease, Some(TensorRef { hash: wh, size: wrong.len() as u64, ..tref.clone() })).await, ErrorCode::ShapeMismatch);
+	let grad = tensor(&w.spec, Kind::Gradient, (b, t, width));
+	let gh = w.http.put(&f.output.put, grad.clone()).await.unwrap();
+	expect(dave.submit_activation(f.lease, Some(TensorRef { hash: gh, size: grad.len() as u64, ..tref.clone() })).await, ErrorCode::ShapeMismatch);
+	// Merge calls in the wrong phase.
+	let g = TensorRef { key: "k".into(), hash: ContentHash::of(b""), size: 4, shape: vec![1] };
+	expect(dave.submit_gradient(GradientSubmission { epoch: 0, gradient: g, chunk_hashes: vec![], samples: 1 }).await, ErrorCode::WrongPhase);
+	expect(dave.get_shards(0).await, ErrorCode::WrongPhase);
+	// Validators.
+	let bob = client(&w, "//Bob").await;
+	expect(bob.presign_get(vec!["k".into(); MAX_PRESIGN_KEYS + 1]).await, ErrorCode::Oversize);
+	expect(bob.presign_get(vec!["v1/runs/other/orchestrator/spec.json".into()]).await, ErrorCode::Invalid);
+	expect(bob.presign_put("v1/runs/srv/orchestrator/spec.json".into()).await, ErrorCode::Invalid);
+	expect(bob.epoch_record(5).await, ErrorCode::Unknown);
+	expect(dave.epoch_record(0).await, ErrorCode::WrongRole);
+	assert_eq!(bob.presign_get(vec!["v1/runs/srv/orchestrator/spec.json".into()]).await.unwrap().len(), 1);
+	expect(dave.presign_get(vec!["v1/runs/srv/orchestrator/spec.json".into()]).await, ErrorCode::WrongRole);
+
+	// A flood of bad requests, and one oversize request body: the server stays up, nothing changed.
+	for i in 0..300u64 {
+		let bad = sign(&key("//Dave"), methods::GET_WORK, GetWork { stage: 0 }, 1_000 + i, now_ms() - 120_000).unwrap();
+		expect(raw.request::<Work, _>(methods::GET_WORK, rpc_params![bad]).await, ErrorCode::StaleTimestamp);
+	}
+	let huge = sign(&key("//Bob"), methods::PRESIGN_GET, PresignGet { keys: vec!["x".repeat(100_000)] }, 1, now_ms()).unwrap();
+	assert!(bob.raw().request::<Vec<iota_storage::PresignedRequest>, _>(methods::PRESIGN_GET, rpc_params![huge]).await.is_err());
+	assert_eq!(fingerprint(&w), before, "refused requests changed the state");
+	let metrics = w.orch.metrics().render();
+	for code in ErrorCode::ALL.iter().filter(|c| !matches!(c, ErrorCode::NonceReused | ErrorCode::LeaseExpired | ErrorCode::Unavailable)) {
+		assert!(metrics.contains(&format!("code=\"{}\"", code.name())), "{} counted", code.name());
+	}
+
+	// The good submission still goes through, once; its replay is refused.
+	w.http.put(&f.output.put, good.clone()).await.unwrap();
+	let ok = sign(&key("//Dave"), methods::SUBMIT_ACTIVATION, SubmitActivation { lease: f.lease, output: Some(tref.clone()) }, 77, now_ms()).unwrap();
+	let ack: Ack = raw.request(methods::SUBMIT_ACTIVATION, rpc_params![ok.clone()]).await.unwrap();
+	assert_eq!(ack, Ack { backward_done: 0, backward_quota: 4 });
+	expect(raw.request::<Ack, _>(methods::SUBMIT_ACTIVATION, rpc_params![ok]).await, ErrorCode::NonceReused);
+	expect(dave.submit_activation(f.lease, Some(tref)).await, ErrorCode::Unknown);
+	assert_eq!(w.orch.status().stages[1].forward_queue, 1, "the activation is queued for stage 1");
+	let eve = client(&w, "//Eve").await;
+	let Work::Forward(f1) = eve.get_work(1).await.unwrap() else { panic!("stage 1 forward") };
+	assert_eq!(f1.input.as_ref().map(|i| i.hash), Some(hash));
+	// In-flight limit (2 per miner) and release.
+	dave.get_work(0).await.unwrap();
+	let Work::Forward(f2) = dave.get_work(0).await.unwrap() else { panic!("forward") };
+	assert!(matches!(dave.get_work(0).await.unwrap(), Work::Idle { reason: IdleReason::InFlightLimit, .. }));
+	dave.release_lease(f2.lease).await.unwrap();
+	let Work::Forward(again) = dave.get_work(0).await.unwrap() else { panic!("re-listed") };
+	assert_eq!(again.sample, f2.sample);
+	expect(dave.release_lease(f2.lease).await, ErrorCode::LeaseExpired);
+	assert!(w.orch.status().miners.iter().any(|m| m.refused > 0));
+	assert!(serde_json::from_str::<RunSpec>(&dave.run_spec().await.unwrap().json).is_ok());
+}
