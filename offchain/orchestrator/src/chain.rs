@@ -117,8 +117,8 @@ impl ChainDriver {
 			self.refresh_registry(block).await?;
 		}
 		self.sync(block).await?;
-		self.resolve_disputes().await?;
-		self.write_pathways().await?;
+		resolve_disputes(&self.orch).await?;
+		write_pathways(&self.orch).await?;
 		self.drive(block).await?;
 		Ok(())
 	}
@@ -204,48 +204,51 @@ impl ChainDriver {
 		}
 		Ok(())
 	}
+}
 
-	/// Recomputes every disputed shard from the submissions (brief §7) and records the correct object:
-	/// the copy whose hash matches the recomputation, or, when none does, the orchestrator's own upload.
-	///
-	/// # Errors
-	/// [`ChainError::Storage`], [`ChainError::BadChunk`], [`ChainError::Db`].
-	pub async fn resolve_disputes(&self) -> Result<(), ChainError> {
-		for s in 0..self.stages {
-			let (disputed, subs, run) = self.orch.with_state(|st| (st.disputed(s), st.submissions(s), st.config().run.clone()));
-			for (epoch, round, shard, range) in disputed {
-				let p = self.orch.with_state(|st| st.config().param_counts.get(usize::from(s)).copied().unwrap_or(0));
-				let bytes = reduce_shard(self.orch.store(), &subs, shard, range, p).await?;
-				let hash = ContentHash::of(&bytes);
-				let copies: Vec<CopyRec> = self.orch.with_state(|st| st.copies(s, shard));
-				let object = match copies.iter().find(|c| c.object.hash == hash) {
-					Some(c) => c.object.clone(),
-					None => {
-						let name = keys::Id::new(format!("shard-s{s}-e{epoch}-r{round}-k{shard}")).map_err(|_| ChainError::NoRunConfig)?;
-						let r = self.orch.store().put(&keys::run_report(&run, &name), Bytes::from(bytes)).await?;
-						Obj { key: r.key, hash: r.hash, size: r.size }
-					},
-				};
-				tracing::warn!(stage = s, epoch, shard, "shard copies disagreed; resolved by recomputation");
-				self.orch.record(vec![Event::ShardResolved { stage: s, epoch, round, shard, object }])?;
-			}
+/// Recomputes every disputed shard of the current merge rounds from the submissions (brief §7) and
+/// records the correct object: the copy whose hash matches the recomputation, or, when none does, the
+/// orchestrator's own upload (`keys::run_report`). The mismatch itself stays in the epoch's audit record
+/// for validators.
+///
+/// # Errors
+/// [`ChainError::Storage`], [`ChainError::BadChunk`], [`ChainError::Db`].
+pub async fn resolve_disputes(orch: &Orchestrator) -> Result<(), ChainError> {
+	let stages = orch.with_state(|st| st.config().stages);
+	for s in 0..stages {
+		let (disputed, subs, run) = orch.with_state(|st| (st.disputed(s), st.submissions(s), st.config().run.clone()));
+		for (epoch, round, shard, range) in disputed {
+			let p = orch.with_state(|st| st.config().param_counts.get(usize::from(s)).copied().unwrap_or(0));
+			let bytes = reduce_shard(orch.store(), &subs, shard, range, p).await?;
+			let hash = ContentHash::of(&bytes);
+			let copies: Vec<CopyRec> = orch.with_state(|st| st.copies(s, shard));
+			let object = match copies.iter().find(|c| c.object.hash == hash) {
+				Some(c) => c.object.clone(),
+				None => {
+					let name = keys::Id::new(format!("shard-s{s}-e{epoch}-r{round}-k{shard}")).map_err(|_| ChainError::NoRunConfig)?;
+					let r = orch.store().put(&keys::run_report(&run, &name), Bytes::from(bytes)).await?;
+					Obj { key: r.key, hash: r.hash, size: r.size }
+				},
+			};
+			tracing::warn!(stage = s, epoch, shard, "shard copies disagreed; resolved by recomputation");
+			orch.record(vec![Event::ShardResolved { stage: s, epoch, round, shard, object }])?;
 		}
-		Ok(())
 	}
+	Ok(())
+}
 
-	/// Writes the pathway log of every epoch whose head merge is committed.
-	///
-	/// # Errors
-	/// [`ChainError::Storage`], [`ChainError::Db`].
-	pub async fn write_pathways(&self) -> Result<(), ChainError> {
-		for epoch in self.orch.with_state(|st| st.pathway_due()) {
-			let (log, run) = self.orch.with_state(|st| (st.pathway_log(epoch), st.config().run.clone()));
-			let r = self.orch.store().put(&keys::pathway_log(&run, u64::from(epoch)), Bytes::from(log.to_bytes())).await?;
-			tracing::info!(epoch, records = log.records.len(), hash = %r.hash, "pathway log written");
-			self.orch.record(vec![Event::PathwayWritten { epoch, object: Obj { key: r.key, hash: r.hash, size: r.size } }])?;
-		}
-		Ok(())
+/// Writes the pathway log of every epoch whose head merge is committed, and records its hash.
+///
+/// # Errors
+/// [`ChainError::Storage`], [`ChainError::Db`].
+pub async fn write_pathways(orch: &Orchestrator) -> Result<(), ChainError> {
+	for epoch in orch.with_state(|st| st.pathway_due()) {
+		let (log, run) = orch.with_state(|st| (st.pathway_log(epoch), st.config().run.clone()));
+		let r = orch.store().put(&keys::pathway_log(&run, u64::from(epoch)), Bytes::from(log.to_bytes())).await?;
+		tracing::info!(epoch, records = log.records.len(), hash = %r.hash, "pathway log written");
+		orch.record(vec![Event::PathwayWritten { epoch, object: Obj { key: r.key, hash: r.hash, size: r.size } }])?;
 	}
+	Ok(())
 }
 
 /// Recomputes shard `[start, end)` bit-exactly as a reducer must (brief §7): for each element, the f64

@@ -203,3 +203,74 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 	assert!(w.orch.status().miners.iter().any(|m| m.refused > 0));
 	assert!(serde_json::from_str::<RunSpec>(&dave.run_spec().await.unwrap().json).is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
+	let w = world().await;
+	// Stage 0 gets a second miner; the chain (recorded here) moves it to WeightsUploading.
+	let mut reg = Registry::default();
+	for (s, stage) in [("//Dave", 0u16), ("//Alt", 0), ("//Eve", 1), ("//Ferdie", 2)] {
+		reg.miners.insert(key(s).public_key().to_account_id().0, (stage, MinerStanding::Active));
+	}
+	reg.validators.insert(key("//Bob").public_key().to_account_id().0, true);
+	w.orch.set_registry(reg);
+	let members: Vec<_> = ["//Dave", "//Alt"].iter().map(|s| key(s).public_key().to_account_id()).collect();
+	let chain = |phase| Event::ChainStage { stage: 0, epoch: 0, phase, round: 0, members: members.clone(), block: 2, now_ms: now_ms() };
+	w.orch.record(vec![chain(Phase::WeightsUploading)]).unwrap();
+	let (dave, alt) = (client(&w, "//Dave").await, client(&w, "//Alt").await);
+	let p = w.spec.model.stage_param_count(0).unwrap() as u64;
+	for (c, scale) in [(&dave, 1.0f32), (&alt, 3.0)] {
+		let Work::UploadGradient { epoch, output } = c.get_work(0).await.unwrap() else { panic!("gradient upload") };
+		let bytes: Vec<u8> = (0..p).flat_map(|j| ((j % 5) as f32 * scale).to_le_bytes()).collect();
+		let chunks = chunk_hashes(&bytes);
+		let hash = w.http.put(&output.put, Bytes::from(bytes)).await.unwrap();
+		let gradient = TensorRef { key: output.key, hash, size: p * 4, shape: vec![p] };
+		// A wrong chunk list is refused before anything is recorded.
+		expect(c.submit_gradient(GradientSubmission { epoch, gradient: gradient.clone(), chunk_hashes: vec![ContentHash::of(b"x"); chunks.len()], samples: 2 }).await, ErrorCode::HashMismatch);
+		c.submit_gradient(GradientSubmission { epoch, gradient, chunk_hashes: chunks, samples: 2 }).await.unwrap();
+	}
+	w.orch.record(vec![chain(Phase::Merging), Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [3; 32] }]).unwrap();
+	// Both members own the single shard; Alt uploads a wrong reduction.
+	let mut right = None;
+	for (c, cheat) in [(&dave, 0.0f32), (&alt, 1.0)] {
+		let a = c.get_shards(0).await.unwrap();
+		assert_eq!((a.submissions.len(), a.shards.len(), a.param_count), (2, 1, p));
+		let task = &a.shards[0];
+		let out: Vec<u8> = (task.range[0]..task.range[1])
+			.flat_map(|j| {
+				let sum = f64::from((j % 5) as f32) + f64::from((j % 5) as f32 * 3.0);
+				(((sum / 4.0) as f32) + cheat).to_le_bytes()
+			})
+			.collect();
+		let len = task.range[1] - task.range[0];
+		let hash = w.http.put(&task.output.put, Bytes::from(out)).await.unwrap();
+		let reduced = TensorRef { key: task.output.key.clone(), hash, size: len * 4, shape: vec![len] };
+		if cheat == 0.0 {
+			right = Some(hash);
+		}
+		c.submit_shard(SubmitShard { epoch: 0, round: a.round, shard: task.shard, reduced }).await.unwrap();
+	}
+	assert_eq!(dave.get_manifest(0).await.unwrap(), MergeView::Reducing { present: 0, expected: 1 });
+	iota_orchestrator::chain::resolve_disputes(&w.orch).await.unwrap();
+	let MergeView::Ready { shards, samples, .. } = dave.get_manifest(0).await.unwrap() else { panic!("ready after resolution") };
+	assert_eq!((shards[0].object.hash, samples), (right.unwrap(), 4), "the recomputation picked the honest copy");
+	let record = client(&w, "//Bob").await.epoch_record(0).await.unwrap();
+	assert_eq!(record.shard_mismatches.len(), 1);
+	assert_eq!(record.shard_mismatches[0].copies.len(), 2);
+	// Both attest; the chosen replica brings the checkpoint; the manifest is complete.
+	let h = ContentHash::of(b"state");
+	for c in [&dave, &alt] {
+		let MergeView::Ready { checkpoint, .. } = c.get_manifest(0).await.unwrap() else { panic!("ready") };
+		let ck = match checkpoint {
+			Some(put) => {
+				let hash = w.http.put(&put.put, Bytes::from_static(b"checkpoint")).await.unwrap();
+				Some(TensorRef { key: put.key, hash, size: 10, shape: vec![] })
+			},
+			None => None,
+		};
+		c.submit_state_hash(SubmitStateHash { epoch: 0, state_hash: h, checkpoint: ck }).await.unwrap();
+	}
+	let plan = w.orch.with_state(|s| s.commit_plan(0)).expect("ready to commit");
+	assert_eq!((plan.members, plan.samples, plan.state_hash), (2, 4, h));
+	assert_eq!(plan.shards[0].hash, right.unwrap());
+}
