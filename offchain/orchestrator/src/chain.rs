@@ -1,7 +1,7 @@
 //! The chain side (DESIGN §3 step 6, §6): the registry and each stage's phase, epoch, round and members
 //! from **finalized** chain state; the phase driver that asks `advance_phase` when
 //! [`iota_primitives::next_phase`] allows it and `commit_merge` when the state's
-//! [`CommitPlan`](crate::state::CommitPlan) is complete; merge seeds; shard disputes; pathway logs.
+//! `CommitPlan` ([`crate::state::CommitPlan`]) is complete; merge seeds; shard disputes; pathway logs.
 //!
 //! One [`ChainDriver::step`] per finalized block: refresh the registry (on registry events and every
 //! [`REGISTRY_REFRESH_BLOCKS`] blocks), sync every stage into the state ([`Event::ChainStage`], and
