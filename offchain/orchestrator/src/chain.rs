@@ -102,6 +102,7 @@ impl ChainDriver {
 	/// # Errors
 	/// Any [`ChainError`]; the state stays consistent (each part records its own events).
 	pub async fn step(&mut self, block: u32, events: &[IotaEvent]) -> Result<(), ChainError> {
+		self.orch.set_finalized(block);
 		let registry_event = events.iter().any(|e| {
 			matches!(
 				e,

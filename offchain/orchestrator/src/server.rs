@@ -79,6 +79,7 @@ pub struct Orchestrator {
 	metrics: Metrics,
 	phases: broadcast::Sender<PhaseEvent>,
 	refused: Mutex<HashMap<[u8; 32], u64>>,
+	finalized: std::sync::atomic::AtomicU32,
 }
 
 /// A nonce to record with an accepted request: (account, nonce, timestamp ms).
@@ -112,12 +113,18 @@ impl Orchestrator {
 			metrics,
 			phases,
 			refused: Mutex::new(HashMap::new()),
+			finalized: std::sync::atomic::AtomicU32::new(0),
 		}))
 	}
 
 	/// Replaces the registry (chain refresh).
 	pub fn set_registry(&self, r: Registry) {
 		*self.registry.write().unwrap_or_else(|e| e.into_inner()) = r;
+	}
+
+	/// Records the best finalized block the chain driver has seen (for `iota_status`).
+	pub fn set_finalized(&self, block: u32) {
+		self.finalized.fetch_max(block, std::sync::atomic::Ordering::Relaxed);
 	}
 
 	/// The metrics.
@@ -620,7 +627,7 @@ impl Orchestrator {
 		Status {
 			run: st.config().run.to_string(),
 			spec_hash: iota_primitives::ContentHash::of(self.spec_json.as_bytes()),
-			finalized_block: st.finalized_block(),
+			finalized_block: st.finalized_block().max(self.finalized.load(std::sync::atomic::Ordering::Relaxed)),
 			stages: st.stage_status(),
 			last_epoch_loss: st.summaries().last().map(|s| s.loss),
 			tokens_trained,
