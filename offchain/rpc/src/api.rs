@@ -58,7 +58,8 @@ pub trait IotaApi {
 	/// object and its shape before accepting; the accepted item is queued for the next (or previous) stage.
 	///
 	/// Errors: auth codes, `Unknown` lease, `LeaseExpired`, `Invalid` (not the caller's lease, wrong key),
-	/// `HashMismatch`, `ShapeMismatch`, `Oversize`.
+	/// `HashMismatch`, `ShapeMismatch`, `Oversize`, `WrongPhase` (the lease's stage left `Training` for
+	/// its merge, so the pass can no longer count; drop the item).
 	#[method(name = "submitActivation")]
 	async fn submit_activation(&self, req: Signed<SubmitActivation>) -> RpcResult<Ack>;
 
