@@ -712,10 +712,14 @@ impl State {
 	/// Check `iota_submitActivation`'s claims against the lease (before the object itself is verified).
 	/// Returns the lease.
 	///
-	/// Errors: as [`check_lease`](Self::check_lease); `Invalid` (output missing, unexpected, other key, tail
-	/// without a reported loss); `ShapeMismatch` (shape or size not `[B, T, width]`).
+	/// Errors: as [`check_lease`](Self::check_lease); `WrongPhase` (the stage left `Training`: its
+	/// gradients are being merged, so a late pass could not count); `Invalid` (output missing, unexpected,
+	/// other key, tail without a reported loss); `ShapeMismatch` (shape or size not `[B, T, width]`).
 	pub fn check_submit(&self, miner: &AccountId, id: LeaseId, output: Option<&TensorRef>, now_ms: u64, max_bytes: u64) -> Result<&Lease, Refusal> {
 		let l = self.check_lease(miner, id, now_ms)?;
+		if self.stages.get(usize::from(l.stage)).is_none_or(|s| s.phase != Phase::Training || s.epoch != l.epoch) {
+			return refuse(ErrorCode::WrongPhase, format!("stage {} left Training in epoch {}; lease {id} cannot count", l.stage, l.epoch));
+		}
 		match (&l.output_key, output) {
 			(None, None) => {},
 			(None, Some(_)) => return refuse(ErrorCode::Invalid, "this lease has no output to submit"),
@@ -1680,6 +1684,11 @@ mod tests {
 		w.chain(1, 0, Phase::WeightsUploading, 0, &[2], 11);
 		assert_eq!(w.work(2, 1, 11), WorkPlan::UploadGradient { epoch: 0 });
 		w.chain(1, 1, Phase::Training, 0, &[2], 12);
+		// A lease of stage 0 still out when its stage leaves Training cannot count any more.
+		let late = w.lease(1, 0, 13);
+		w.chain(0, 1, Phase::WeightsUploading, 0, &[1], 14);
+		let out = w.output(&late);
+		assert_eq!(code(w.st.check_submit(&acc(1), late.id, out.as_ref(), 15, 1 << 20)), ErrorCode::WrongPhase);
 		assert_eq!(w.lease(2, 1, 12).sample, 2);
 	}
 
