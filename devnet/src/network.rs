@@ -36,6 +36,28 @@ pub const DEV_ACCOUNTS: [&str; 11] = [
 	"//Alice//stash",
 ];
 
+/// Dev accounts the genesis presets register as validators (with stake): they can never register as
+/// miners (`AlreadyRegistered`), so they are handed to validators first and never to miners.
+pub const GENESIS_VALIDATORS: [&str; 2] = ["//Bob", "//Charlie"];
+
+/// Splits [`DEV_ACCOUNTS`] into `miners` miner and `validators` validator secret URIs: miners take the
+/// accounts that are not [`GENESIS_VALIDATORS`], in order; validators take the genesis validators first,
+/// then the accounts after the miners'.
+///
+/// # Errors
+/// [`NetworkError::TooManyAccounts`] when the dev accounts do not suffice.
+pub fn assign_accounts(miners: usize, validators: usize) -> Result<(Vec<&'static str>, Vec<&'static str>), NetworkError> {
+	let others: Vec<&'static str> = DEV_ACCOUNTS.iter().copied().filter(|a| !GENESIS_VALIDATORS.contains(a)).collect();
+	let wanted = miners + validators;
+	let extra_validators = validators.saturating_sub(GENESIS_VALIDATORS.len());
+	if miners + extra_validators > others.len() {
+		return Err(NetworkError::TooManyAccounts { wanted, available: DEV_ACCOUNTS.len() });
+	}
+	let m = others[..miners].to_vec();
+	let v = GENESIS_VALIDATORS.iter().copied().chain(others[miners..].iter().copied()).take(validators).collect();
+	Ok((m, v))
+}
+
 /// Which chain the network runs against.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChainTarget {
@@ -226,10 +248,8 @@ impl Network {
 	/// # Errors
 	/// [`NetworkError`]; whatever was started is stopped again.
 	pub async fn start(options: NetworkOptions) -> Result<Self, NetworkError> {
-		let wanted = (options.miners_per_stage * options.stages() + options.validators) as usize;
-		if wanted > DEV_ACCOUNTS.len() {
-			return Err(NetworkError::TooManyAccounts { wanted, available: DEV_ACCOUNTS.len() });
-		}
+		let (miner_accounts, validator_accounts) =
+			assign_accounts((options.miners_per_stage * options.stages()) as usize, options.validators as usize)?;
 		let logs = options.run_dir.join("logs");
 		std::fs::create_dir_all(&logs)?;
 		let bin = |name: &str| options.bin_dir.join(name);
@@ -346,11 +366,10 @@ impl Network {
 		.await?;
 
 		// 4. Miners and validators.
-		let n_miners = (options.miners_per_stage * options.stages()) as usize;
 		let mut miner_env = log_env.clone();
 		miner_env.push(("RAYON_NUM_THREADS".into(), options.miner_threads.to_string()));
-		let mut miners = Vec::with_capacity(n_miners);
-		for (i, suri) in DEV_ACCOUNTS.iter().take(n_miners).enumerate() {
+		let mut miners = Vec::with_capacity(miner_accounts.len());
+		for (i, suri) in miner_accounts.iter().enumerate() {
 			let name = format!("miner-{}", account_name(suri));
 			let mut args: Vec<String> = vec![
 				"--chain-rpc".into(),
@@ -370,7 +389,7 @@ impl Network {
 			miners.push(Supervised::spawn(&name, &bin("iota-miner"), &args, &miner_env, &logs.join(format!("{name}.log")))?);
 		}
 		let mut validators = Vec::new();
-		for suri in DEV_ACCOUNTS.iter().skip(n_miners).take(options.validators as usize) {
+		for suri in &validator_accounts {
 			let name = format!("validator-{}", account_name(suri));
 			let args: Vec<String> = vec![
 				"--chain-rpc".into(),
@@ -485,5 +504,25 @@ impl Network {
 impl Drop for Network {
 	fn drop(&mut self) {
 		self.stop();
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn genesis_validators_never_mine() {
+		let (m, v) = assign_accounts(6, 2).unwrap();
+		assert_eq!(v, vec!["//Bob", "//Charlie"]);
+		assert_eq!(m, vec!["//Dave", "//Eve", "//Ferdie", "//Bob//stash", "//Charlie//stash", "//Dave//stash"]);
+		let (m, v) = assign_accounts(3, 1).unwrap();
+		assert_eq!((m.len(), v), (3, vec!["//Bob"]));
+		assert!(m.iter().all(|a| !GENESIS_VALIDATORS.contains(a)));
+		let (m, v) = assign_accounts(8, 3).unwrap();
+		assert_eq!(v, vec!["//Bob", "//Charlie", "//Alice//stash"]);
+		assert_eq!(m.len(), 8);
+		assert!(matches!(assign_accounts(9, 3), Err(NetworkError::TooManyAccounts { wanted: 12, .. })));
+		assert!(matches!(assign_accounts(10, 0), Err(NetworkError::TooManyAccounts { .. })));
 	}
 }
