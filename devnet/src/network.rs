@@ -105,6 +105,10 @@ pub struct NetworkOptions {
 	pub dashboard_addr: Option<String>,
 	/// Extra arguments per miner index (e.g. a fault-injection option for tests).
 	pub miner_args: Vec<(usize, Vec<String>)>,
+	/// Extra arguments for `iota-orchestrator run` (e.g. `--lease-ms`, `--phase-timeout` in tests).
+	pub orchestrator_args: Vec<String>,
+	/// Extra arguments for every validator (e.g. `--poll-ms`).
+	pub validator_args: Vec<String>,
 	/// Compute threads per miner (`RAYON_NUM_THREADS`).
 	pub miner_threads: usize,
 	/// Extra `RUST_LOG` for every child (default `info`).
@@ -130,6 +134,8 @@ impl NetworkOptions {
 			store: StoreTarget::Embedded,
 			dashboard_addr: None,
 			miner_args: Vec::new(),
+			orchestrator_args: Vec::new(),
+			validator_args: Vec::new(),
 			miner_threads: 1,
 			log_filter: "info".into(),
 		}
@@ -345,6 +351,7 @@ impl Network {
 			options.run_dir.join("orchestrator.db").display().to_string(),
 		];
 		args.extend(store_args);
+		args.extend(options.orchestrator_args.iter().cloned());
 		if let Some(addr) = &options.dashboard_addr {
 			args.extend(["--dashboard-addr".to_owned(), addr.clone()]);
 		}
@@ -391,7 +398,7 @@ impl Network {
 		let mut validators = Vec::new();
 		for suri in &validator_accounts {
 			let name = format!("validator-{}", account_name(suri));
-			let args: Vec<String> = vec![
+			let mut args: Vec<String> = vec![
 				"--chain-rpc".into(),
 				chain_url.clone(),
 				"--orchestrator".into(),
@@ -401,6 +408,7 @@ impl Network {
 				"--metrics-addr".into(),
 				format!("127.0.0.1:{}", free_port()),
 			];
+			args.extend(options.validator_args.iter().cloned());
 			validators.push(Supervised::spawn(
 				&name,
 				&bin("iota-validator"),
