@@ -208,6 +208,9 @@ pub struct Network {
 	pub metrics_addr: String,
 	/// What `prepare-data` produced.
 	pub prepared: Prepared,
+	/// The bucket's endpoint and credentials (the orchestrator's; for tests and reports that read what
+	/// the network wrote).
+	pub store_config: StoreConfig,
 	node: Option<Supervised>,
 	/// The orchestrator process.
 	pub orchestrator: Supervised,
@@ -296,7 +299,7 @@ impl Network {
 
 		// 2. Run data, written into the bucket before the orchestrator reads the spec.
 		let s3_dir = options.run_dir.join("s3");
-		let (store_args, prepared) = match &options.store {
+		let (store_args, prepared, store_config) = match &options.store {
 			StoreTarget::Embedded => {
 				let mut cfg = EmbeddedConfig::new(&s3_dir);
 				let port = free_port();
@@ -304,6 +307,7 @@ impl Network {
 				let server = EmbeddedS3::start(cfg).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
 				let store = ObjectStore::connect(server.store_config()).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
 				let prepared = prepare_data(&store, &options.data).await;
+				let store_config = server.store_config();
 				server.shutdown().await;
 				let args = vec![
 					"--embedded-s3".to_owned(),
@@ -311,7 +315,7 @@ impl Network {
 					"--embedded-s3-addr".to_owned(),
 					format!("127.0.0.1:{port}"),
 				];
-				(args, prepared?)
+				(args, prepared?, store_config)
 			},
 			StoreTarget::Endpoint(endpoint) => {
 				let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
@@ -321,10 +325,10 @@ impl Network {
 					env("IOTA_S3_SECRET_KEY", "iota-dev-secret"),
 				);
 				let cfg = StoreConfig::s3_compatible(endpoint.clone(), bucket.clone(), ak, sk);
-				let store = ObjectStore::connect(cfg).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
+				let store = ObjectStore::connect(cfg.clone()).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
 				store.ensure_bucket().await.map_err(|e| NetworkError::Storage(e.to_string()))?;
 				let prepared = prepare_data(&store, &options.data).await?;
-				(vec!["--s3-endpoint".to_owned(), endpoint.clone(), "--s3-bucket".to_owned(), bucket], prepared)
+				(vec!["--s3-endpoint".to_owned(), endpoint.clone(), "--s3-bucket".to_owned(), bucket], prepared, cfg)
 			},
 		};
 
@@ -422,6 +426,7 @@ impl Network {
 			orchestrator_url,
 			metrics_addr: format!("127.0.0.1:{metrics}"),
 			prepared,
+			store_config,
 			node,
 			orchestrator,
 			miners,
