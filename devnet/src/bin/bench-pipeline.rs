@@ -1,0 +1,769 @@
+//! `bench-pipeline`: the pipeline against the single-process trainer on the same tokens, in one run.
+//!
+//! What it runs, one after the other (never two at once, so they do not share the CPU with each other):
+//! 1. For each `--miners M` (default 1 and 2): a whole network through [`iota_devnet::Network`] (dev node,
+//!    orchestrator with the embedded S3 server, `stages × M` real `iota-miner` processes with one compute
+//!    thread each, `--validators` validators), trained for `--epochs E` epochs of `--quota Q` samples.
+//! 2. The single-process baseline ([`iota_model::Pipeline`]) on exactly the samples the networks trained:
+//!    sample `s` is `spec.data.locate(s)` of the network's run spec, read from the embedded bucket folder
+//!    and checked against the spec's BLAKE3; epoch `e` is samples `e·Q .. (e+1)·Q` in that order, then one
+//!    optimizer step with `spec.step_options(e)` (same AdamW, learning-rate schedule and per-stage
+//!    clipping), as DESIGN §3 says the pipeline's epoch is. Two baselines:
+//!    - `baseline`: the same blocks without the bottleneck and without a wire (the uncompressed reference
+//!      every distributed figure is compared with, DESIGN §5);
+//!    - `baseline+cut`: the network's model (bottleneck at `d_model / --width-ratio`) with every cut sent
+//!      through the spec's wire codec in process. The pipeline should match it up to float summation
+//!      order: this isolates what distribution costs from what compression costs.
+//!
+//! What it prints:
+//! - tokens/s of each run: the pipeline's is `Σ tokens / (last epoch's commit − first epoch's first
+//!   sample)` from the orchestrator's `EpochSummary` (network start-up excluded; chain phases, gradient
+//!   upload, butterfly and step included); the baseline's is tokens over its forward/backward/step time.
+//!   The ratio against `baseline` has the goal ≥ 0.8 for 3 × 1.
+//! - the loss ratio at equal tokens, per epoch and at the last epoch: the pipeline's mean tail loss of the
+//!   epoch (`EpochSummary.loss`, nats) over the baseline's mean loss on the same samples with the same
+//!   number of optimizer steps behind it. Goal ≤ 1.03 with 128x compression.
+//! - wire bytes per token (`EpochSummary.wire_bytes`: activations and activation gradients accepted by
+//!   the orchestrator) against the uncompressed wire: bf16 activations of width `d_model`, i.e.
+//!   `2 · d_model` bytes per token per cut per direction, `4 · d_model · (stages − 1)` per token.
+//!   "128x" is nominal: width `d_model / 64` is 64x narrower, and u8 elements are half of bf16's, so the
+//!   element payload is 128x smaller; the u8 codec adds an f32 scale and offset per token (8 bytes) and a
+//!   safetensors header per message, which the measured ratio includes.
+//! - load average before and after each run (other processes on the machine distort absolute numbers;
+//!   the ratios are measured in the same run).
+//!
+//! The numbers also go to `runs/bench-<time>/bench.json`. Example (the defaults, about 10 minutes on 2
+//! cores): `cargo run -p iota-devnet --bin bench-pipeline`. Not a test: it asserts nothing about speed.
+
+use std::collections::hash_map::{Entry, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context};
+use candle_core::{DType, Device, Tensor};
+use clap::Parser;
+use iota_devnet::{recut, report, Network, NetworkOptions};
+use iota_model::{Encoding, ModelConfig, Pipeline};
+use iota_orchestrator::data::{prepare_data, PrepareOptions};
+use iota_primitives::ContentHash;
+use iota_rpc::types::EpochSummary;
+use iota_rpc::{LrSchedule, RunSpec};
+use iota_storage::{EmbeddedConfig, EmbeddedS3, ObjectStore};
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+	name = "bench-pipeline",
+	about = "Pipeline (stages × 1 and × 2 miners, real processes) vs the single-process trainer on the same tokens: tokens/s, loss and wire-byte ratios"
+)]
+struct Cli {
+	/// Model preset (`tiny`, `small`); `--layers` and `--width-ratio` adjust it.
+	#[arg(long, default_value = "small")]
+	preset: String,
+	/// Override the preset's number of blocks (a reduced preset); re-cut evenly into `--stages`.
+	#[arg(long, default_value_t = 3)]
+	layers: usize,
+	/// Pipeline stages.
+	#[arg(long, default_value_t = 3)]
+	stages: usize,
+	/// Bottleneck width = d_model / this (64 with the u8 wire is the nominal 128x of DESIGN §5).
+	#[arg(long, default_value_t = 64)]
+	width_ratio: usize,
+	/// Wire encoding of activations and their gradients (`u8`, `bf16`, `f32`).
+	#[arg(long, default_value = "u8")]
+	encoding: String,
+	/// Miners per stage of each pipeline run, comma-separated.
+	#[arg(long, value_delimiter = ',', default_value = "1,2")]
+	miners: Vec<u32>,
+	/// Run only the baselines, on data prepared in process (the same `prepare_data` the network runs).
+	#[arg(long)]
+	baselines_only: bool,
+	/// Validators per network (they take CPU from the miners).
+	#[arg(long, default_value_t = 0)]
+	validators: u32,
+	/// Epochs (one optimizer step each).
+	#[arg(long, default_value_t = 6)]
+	epochs: u32,
+	/// Samples (micro-batches) per epoch: the chain's backward quota.
+	#[arg(long, default_value_t = 24)]
+	quota: u32,
+	/// Tokens per row `T`.
+	#[arg(long, default_value_t = 64)]
+	seq_len: u32,
+	/// Rows per micro-batch `B`.
+	#[arg(long, default_value_t = 4)]
+	batch_rows: u32,
+	/// Peak learning rate (warm-up 1 epoch, cosine decay to 10 % over `--epochs`).
+	#[arg(long, default_value_t = 3e-3)]
+	lr: f32,
+	/// Compute threads of the in-process baselines (default: the machine's cores; the pipeline's miners
+	/// use one thread each, so both use the whole machine).
+	#[arg(long)]
+	baseline_threads: Option<usize>,
+	/// Skip the `baseline+cut` run (same model through the wire codec in process).
+	#[arg(long)]
+	no_cut_baseline: bool,
+	/// Folder for run folders.
+	#[arg(long, default_value = "runs")]
+	runs_dir: PathBuf,
+	/// Corpus folder (fetched by scripts/fetch-data.sh).
+	#[arg(long, default_value = "data/shakespeare")]
+	corpus: PathBuf,
+	/// A tokenizer.json to use instead of training one per network (default: `data/tokenizer-<vocab>.json`
+	/// when it exists).
+	#[arg(long)]
+	tokenizer: Option<PathBuf>,
+	/// Folder with the iota-* binaries (default: this binary's folder).
+	#[arg(long)]
+	bin_dir: Option<PathBuf>,
+	/// Give up on a network that has not finished its epochs after this many minutes.
+	#[arg(long, default_value_t = 20)]
+	timeout_mins: u64,
+}
+
+/// The model of the bench: `preset` with `layers` blocks re-cut into `stages`, bottleneck width
+/// `d_model / width_ratio`.
+///
+/// # Errors
+/// An unknown preset, a ratio that is 0 or does not divide `d_model`, more stages than blocks, or a config
+/// that does not validate.
+fn bench_model(preset: &str, layers: usize, stages: usize, width_ratio: usize) -> anyhow::Result<ModelConfig> {
+	let mut m = ModelConfig::preset(preset).map_err(|e| anyhow::anyhow!("{e}"))?;
+	ensure!(layers > 0, "--layers must be > 0");
+	m.n_layers = layers;
+	let Some(m) = recut(m, stages) else { bail!("--stages {stages} does not fit {layers} blocks (1..={layers})") };
+	ensure!(
+		width_ratio > 0 && m.d_model.is_multiple_of(width_ratio),
+		"--width-ratio {width_ratio} must divide d_model {} (bottleneck width = d_model / ratio)",
+		m.d_model
+	);
+	let width = m.d_model / width_ratio;
+	let m = m.with_bottleneck(Some(width));
+	m.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+	Ok(m)
+}
+
+/// One micro-batch: inputs and targets `[B, T]` u32.
+type Sample = (Tensor, Tensor);
+
+/// Samples `0..n` of `spec` (DESIGN §3 step 2: inputs = row[0..T], targets = row[1..T+1]), read from the
+/// embedded bucket's folder `bucket_dir` (`<root>/<bucket>`, where the object key is the relative path);
+/// every shard is checked against the spec's BLAKE3 and decoded with the vocabulary check.
+///
+/// # Errors
+/// A missing or unreadable shard file, a hash mismatch, a shard of the wrong size or with tokens outside the
+/// vocabulary, an empty manifest.
+fn load_samples(spec: &RunSpec, bucket_dir: &Path, n: u64) -> anyhow::Result<Vec<Sample>> {
+	let d = &spec.data;
+	let (b, t) = (d.batch_rows as usize, d.seq_len as usize);
+	let mut shards: HashMap<u32, Vec<u32>> = HashMap::new();
+	let mut out = Vec::with_capacity(n as usize);
+	for s in 0..n {
+		let loc = d.locate(s).context("the run spec's data manifest is empty")?;
+		let tokens = match shards.entry(loc.shard) {
+			Entry::Occupied(o) => o.into_mut(),
+			Entry::Vacant(v) => {
+				let obj =
+					d.shards.get(loc.shard as usize).with_context(|| format!("shard {} not in the spec", loc.shard))?;
+				let path = bucket_dir.join(&obj.key);
+				let bytes = std::fs::read(&path).with_context(|| format!("reading data shard {}", path.display()))?;
+				let got = ContentHash::of(&bytes);
+				ensure!(
+					got == obj.hash,
+					"data shard {}: BLAKE3 {got}, the run spec lists {}",
+					path.display(),
+					obj.hash
+				);
+				v.insert(d.decode_shard(loc.shard, &bytes, spec.model.vocab_size)?)
+			},
+		};
+		let rows = d.sample_tokens(tokens, loc).with_context(|| format!("sample {s}: rows beyond its shard"))?;
+		let mut x = Vec::with_capacity(b * t);
+		let mut y = Vec::with_capacity(b * t);
+		for row in rows.chunks_exact(t + 1) {
+			x.extend_from_slice(&row[..t]);
+			y.extend_from_slice(&row[1..]);
+		}
+		out.push((Tensor::from_vec(x, (b, t), &Device::Cpu)?, Tensor::from_vec(y, (b, t), &Device::Cpu)?));
+	}
+	Ok(out)
+}
+
+/// What one run measured, per epoch and in total.
+#[derive(Clone, Debug)]
+struct RunResult {
+	/// `baseline`, `baseline+cut`, `pipeline 3x1`, ...
+	name: String,
+	/// Mean training loss of each epoch's samples (nats), epoch 0 first.
+	losses: Vec<f32>,
+	/// Tokens trained.
+	tokens: u64,
+	/// Seconds of training (see the module docs for what each kind includes).
+	train_secs: f64,
+	/// Wire bytes (activations + gradients), when anything crossed a wire.
+	wire_bytes: u64,
+	/// Pipelines: start-up seconds (node, data, processes) before the first epoch; share of stage-time
+	/// in merge phases; mean epoch wall seconds; samples per epoch as the orchestrator counted them.
+	startup_secs: Option<f64>,
+	overhead_share: Option<f64>,
+	epoch_secs: Vec<f64>,
+	samples: Vec<u32>,
+	/// 1-minute load average before and after the run.
+	load_before: f64,
+	load_after: f64,
+}
+
+impl RunResult {
+	fn to_json(&self) -> serde_json::Value {
+		serde_json::json!({
+			"name": self.name, "losses": self.losses, "tokens": self.tokens, "train_secs": self.train_secs,
+			"tokens_per_sec": self.tokens_per_sec(), "wire_bytes": self.wire_bytes, "startup_secs": self.startup_secs,
+			"overhead_share": self.overhead_share, "epoch_secs": self.epoch_secs, "samples": self.samples,
+			"load_before": self.load_before, "load_after": self.load_after,
+		})
+	}
+
+	fn tokens_per_sec(&self) -> f64 {
+		if self.train_secs > 0.0 {
+			self.tokens as f64 / self.train_secs
+		} else {
+			0.0
+		}
+	}
+}
+
+/// The 1-minute load average (0 where `/proc/loadavg` cannot be read).
+fn load_avg() -> f64 {
+	std::fs::read_to_string("/proc/loadavg")
+		.ok()
+		.and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+		.unwrap_or(0.0)
+}
+
+/// Tokens per second of a pipeline over its completed epochs: `Σ tokens / (last completed − first
+/// started)`. `None` without epochs or with a zero span.
+fn pipeline_span_secs(epochs: &[EpochSummary]) -> Option<f64> {
+	let (first, last) = (epochs.first()?, epochs.last()?);
+	let ms = last.completed_ms.checked_sub(first.started_ms)?;
+	(ms > 0).then_some(ms as f64 / 1000.0)
+}
+
+/// `a / b` for per-epoch losses of equal index; shorter of the two lengths.
+fn ratios(a: &[f32], b: &[f32]) -> Vec<f64> {
+	a.iter().zip(b).map(|(x, y)| f64::from(*x) / f64::from(*y)).collect()
+}
+
+/// Bytes per token of the uncompressed wire: bf16 activations of width `d_model`, forward and backward,
+/// across `stages − 1` cuts.
+fn uncompressed_bytes_per_token(d_model: usize, stages: usize) -> f64 {
+	(2 * 2 * d_model * stages.saturating_sub(1)) as f64
+}
+
+/// Element-payload compression of the wire vs bf16 at `d_model`: width ratio × (2 bytes / element bytes).
+fn nominal_compression(model: &ModelConfig, enc: Encoding) -> f64 {
+	model.width_ratio() * 2.0 / enc.bytes_per_element() as f64
+}
+
+/// Runs the in-process trainer over `samples` (E·Q of them) with the spec's optimizer, one step per epoch.
+///
+/// # Errors
+/// Model errors (invalid config, bad tensors, a stage without gradient).
+fn run_baseline(
+	name: &str,
+	spec: &RunSpec,
+	model: &ModelConfig,
+	wire: Option<Encoding>,
+	samples: &[Sample],
+	quota: usize,
+) -> anyhow::Result<RunResult> {
+	ensure!(
+		quota > 0 && !samples.is_empty() && samples.len().is_multiple_of(quota),
+		"{} samples are not whole epochs of {quota}",
+		samples.len()
+	);
+	let load_before = load_avg();
+	let mut p = Pipeline::new(model, spec.seed, DType::F32, &Device::Cpu, wire)?;
+	let started = Instant::now();
+	let mut losses = Vec::new();
+	let mut epoch_secs = Vec::new();
+	for (e, epoch) in samples.chunks(quota).enumerate() {
+		let t = Instant::now();
+		let mut sum = 0.0f64;
+		for (x, y) in epoch {
+			sum += f64::from(p.forward_backward(x, y)?);
+		}
+		p.step(&spec.step_options(e as u32))?;
+		losses.push((sum / quota as f64) as f32);
+		epoch_secs.push(t.elapsed().as_secs_f64());
+		tracing::info!(run = name, epoch = e, loss = losses[e], secs = epoch_secs[e], "baseline epoch done");
+	}
+	let train_secs = started.elapsed().as_secs_f64();
+	Ok(RunResult {
+		name: name.into(),
+		losses,
+		tokens: samples.len() as u64 * spec.tokens_per_sample(),
+		train_secs,
+		wire_bytes: p.wire_bytes(),
+		startup_secs: None,
+		overhead_share: None,
+		epoch_secs,
+		samples: vec![quota as u32; samples.len() / quota],
+		load_before,
+		load_after: load_avg(),
+	})
+}
+
+/// The network's options for this bench (the devnet's choices, with the bench's model and sizes).
+fn network_options(
+	cli: &Cli,
+	model: &ModelConfig,
+	run_id: &str,
+	run_dir: &Path,
+	bin_dir: &Path,
+	miners: u32,
+) -> NetworkOptions {
+	let mut o = NetworkOptions::new(run_id, run_dir, bin_dir, &cli.corpus, model.clone());
+	o.miners_per_stage = miners;
+	o.validators = cli.validators;
+	o.quota = cli.quota;
+	o.log_filter = "info".into();
+	prepare_options(cli, &mut o.data);
+	o
+}
+
+/// Data and optimizer options shared by every run of the bench.
+fn prepare_options(cli: &Cli, d: &mut PrepareOptions) {
+	d.seq_len = cli.seq_len;
+	d.batch_rows = cli.batch_rows;
+	d.rows_per_shard = cli.batch_rows * 64;
+	d.encoding = cli.encoding.clone();
+	d.adamw.lr = cli.lr;
+	d.lr = LrSchedule { peak: cli.lr, warmup_epochs: 1, total_epochs: cli.epochs.max(1), min_ratio: 0.1 };
+	d.tokenizer = cli.tokenizer.clone().or_else(|| {
+		let p = PathBuf::from(format!("data/tokenizer-{}.json", d.model.vocab_size));
+		p.exists().then_some(p)
+	});
+}
+
+/// Starts a network, waits for `cli.epochs` completed epochs, stops it. Returns the result, the run spec
+/// and the embedded bucket's folder.
+async fn run_pipeline(
+	cli: &Cli,
+	model: &ModelConfig,
+	miners: u32,
+	stamp: &str,
+	bench_dir: &Path,
+	bin_dir: &Path,
+) -> anyhow::Result<(RunResult, RunSpec, PathBuf)> {
+	let name = format!("pipeline {}x{miners}", cli.stages);
+	let run_id = format!("bench-{stamp}-{}x{miners}", cli.stages);
+	let run_dir = bench_dir.join(format!("{}x{miners}", cli.stages));
+	std::fs::create_dir_all(&run_dir)?;
+	let opts = network_options(cli, model, &run_id, &run_dir, bin_dir, miners);
+	let load_before = load_avg();
+	let started = Instant::now();
+	println!("{name}: starting the network (logs in {}/logs) ...", run_dir.display());
+	let mut net = Network::start(opts).await.with_context(|| format!("starting the network of {name}"))?;
+	let deadline = started + Duration::from_secs(cli.timeout_mins * 60);
+	let mut printed = 0usize;
+	let epochs = loop {
+		tokio::time::sleep(Duration::from_secs(1)).await;
+		let (_, _, dead) = net.liveness();
+		if !dead.is_empty() {
+			let tail = net.orchestrator.log_tail(20);
+			bail!("{name}: {dead:?} exited; orchestrator log tail:\n{tail}\n(logs in {}/logs)", run_dir.display());
+		}
+		let st = match net.status().await {
+			Ok(st) => st,
+			Err(e) => {
+				tracing::warn!("orchestrator status: {e}");
+				continue;
+			},
+		};
+		for e in st.epochs.iter().skip(printed) {
+			println!(
+				"  {name}: epoch {} loss {:.4}, {} samples, {:.1} s (merge phases {:.1} stage-s)",
+				e.epoch,
+				e.loss,
+				e.samples,
+				e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0,
+				e.merge_ms as f64 / 1000.0
+			);
+		}
+		printed = st.epochs.len();
+		if st.epochs.len() >= cli.epochs as usize {
+			break st.epochs;
+		}
+		if Instant::now() > deadline {
+			bail!(
+				"{name}: {} of {} epochs after {} minutes (logs in {}/logs)",
+				st.epochs.len(),
+				cli.epochs,
+				cli.timeout_mins,
+				run_dir.display()
+			);
+		}
+	};
+	let spec = net.prepared.spec.clone();
+	net.stop();
+	let load_after = load_avg();
+	let epochs: Vec<EpochSummary> = epochs.into_iter().take(cli.epochs as usize).collect();
+	for (i, e) in epochs.iter().enumerate() {
+		ensure!(e.epoch == i as u32, "{name}: epoch summaries out of order ({} at index {i})", e.epoch);
+	}
+	let startup_secs = epochs.first().map(|e| (e.started_ms as f64 / 1000.0) - unix_secs_at(started));
+	let result = RunResult {
+		name,
+		losses: epochs.iter().map(|e| e.loss).collect(),
+		tokens: epochs.iter().map(|e| e.tokens).sum(),
+		train_secs: pipeline_span_secs(&epochs).unwrap_or(0.0),
+		wire_bytes: epochs.iter().map(|e| e.wire_bytes).sum(),
+		startup_secs,
+		overhead_share: report::overhead_share(&epochs, cli.stages as u32),
+		epoch_secs: epochs.iter().map(|e| e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0).collect(),
+		samples: epochs.iter().map(|e| e.samples).collect(),
+		load_before,
+		load_after,
+	};
+	Ok((result, spec, run_dir.join("s3").join(EmbeddedConfig::new(".").bucket)))
+}
+
+/// Unix seconds at an `Instant` in the past.
+fn unix_secs_at(t: Instant) -> f64 {
+	let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+	now - t.elapsed().as_secs_f64()
+}
+
+/// The spec fields that decide what is trained (everything but the run id and the object keys).
+fn same_training(a: &RunSpec, b: &RunSpec) -> bool {
+	let hashes = |s: &RunSpec| s.data.shards.iter().map(|o| o.hash).collect::<Vec<_>>();
+	a.model == b.model
+		&& a.seed == b.seed
+		&& a.encoding == b.encoding
+		&& a.adamw == b.adamw
+		&& a.lr == b.lr
+		&& a.max_norm == b.max_norm
+		&& (a.data.seq_len, a.data.batch_rows, a.data.rows_per_shard)
+			== (b.data.seq_len, b.data.batch_rows, b.data.rows_per_shard)
+		&& hashes(a) == hashes(b)
+}
+
+/// Data prepared in process (the same code the network runs), for a baselines-only run.
+async fn prepare_only(
+	cli: &Cli,
+	model: &ModelConfig,
+	stamp: &str,
+	bench_dir: &Path,
+) -> anyhow::Result<(RunSpec, PathBuf)> {
+	let root = bench_dir.join("data");
+	let cfg = EmbeddedConfig::new(&root);
+	let bucket_dir = root.join(&cfg.bucket);
+	let server = EmbeddedS3::start(cfg).await.context("starting the embedded S3 server")?;
+	let store = ObjectStore::connect(server.store_config()).await.context("connecting to the embedded S3 server")?;
+	let mut opts = PrepareOptions::new(format!("bench-{stamp}"), &cli.corpus, model.clone());
+	prepare_options(cli, &mut opts);
+	let prepared = prepare_data(&store, &opts).await;
+	server.shutdown().await;
+	Ok((prepared.context("preparing the run data")?.spec, bucket_dir))
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+	r.map_or_else(|| "—".into(), |r| format!("{r:.3}"))
+}
+
+fn main() -> anyhow::Result<()> {
+	let cli = Cli::parse();
+	// Before any thread exists: candle reads RAYON_NUM_THREADS for its CPU kernels.
+	let threads =
+		cli.baseline_threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+	ensure!(threads > 0, "--baseline-threads must be > 0");
+	std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+	tracing_subscriber::fmt()
+		.with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+		.init();
+	tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(bench(cli, threads))
+}
+
+async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
+	ensure!(cli.epochs > 0 && cli.quota > 0, "--epochs and --quota must be > 0");
+	ensure!(cli.miners.iter().all(|&m| m > 0), "--miners: every entry must be > 0");
+	let enc = Encoding::parse(&cli.encoding).map_err(|e| anyhow::anyhow!("{e}"))?;
+	let model = bench_model(&cli.preset, cli.layers, cli.stages, cli.width_ratio)?;
+	let bin_dir = match &cli.bin_dir {
+		Some(d) => d.clone(),
+		None => std::env::current_exe()?.parent().context("binary folder")?.to_path_buf(),
+	};
+	let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
+	let bench_dir = cli.runs_dir.join(format!("bench-{stamp}"));
+	std::fs::create_dir_all(&bench_dir)?;
+	let bench_dir = bench_dir.canonicalize()?;
+	let tokens_per_sample = u64::from(cli.seq_len) * u64::from(cli.batch_rows);
+	let n_samples = u64::from(cli.epochs) * u64::from(cli.quota);
+	println!("bench-pipeline in {}", bench_dir.display());
+	println!(
+		"  model: {} with {} blocks re-cut into {} stages, d_model {}, {} parameters; bottleneck width {} (d_model/{}), \
+		 wire {} → nominal {:.0}x vs bf16 at d_model",
+		cli.preset,
+		model.n_layers,
+		model.n_stages(),
+		model.d_model,
+		model.total_param_count()?,
+		model.wire_width(),
+		cli.width_ratio,
+		enc.as_str(),
+		nominal_compression(&model, enc)
+	);
+	println!(
+		"  {} epochs × {} samples × {} tokens ({} × {}) = {} tokens per run; miners 1 thread each, baselines {threads} threads; \
+		 load average now {:.2}",
+		cli.epochs,
+		cli.quota,
+		tokens_per_sample,
+		cli.batch_rows,
+		cli.seq_len,
+		n_samples * tokens_per_sample,
+		load_avg()
+	);
+
+	// 1. Pipelines.
+	let mut runs: Vec<RunResult> = Vec::new();
+	let mut data: Option<(RunSpec, PathBuf)> = None;
+	let miners: &[u32] = if cli.baselines_only { &[] } else { &cli.miners };
+	for &m in miners {
+		let (r, spec, bucket) = run_pipeline(&cli, &model, m, &stamp, &bench_dir, &bin_dir).await?;
+		if let Some((first, _)) = &data {
+			ensure!(same_training(first, &spec), "the networks' run specs differ in what they train");
+		} else {
+			data = Some((spec, bucket));
+		}
+		if r.samples.iter().any(|&s| s != cli.quota) {
+			println!("  ! {}: samples per epoch {:?}, not the quota {}", r.name, r.samples, cli.quota);
+		}
+		runs.push(r);
+	}
+	let (spec, bucket_dir) = match data {
+		Some(d) => d,
+		None => prepare_only(&cli, &model, &stamp, &bench_dir).await?,
+	};
+
+	// 2. Baselines on the same samples, in the same order.
+	let samples = load_samples(&spec, &bucket_dir, n_samples)?;
+	let quota = cli.quota as usize;
+	println!("baseline: {} samples loaded from {} (hash-checked); training ...", samples.len(), bucket_dir.display());
+	let mut baselines =
+		vec![run_baseline("baseline", &spec, &spec.model.clone().with_bottleneck(None), None, &samples, quota)?];
+	if !cli.no_cut_baseline {
+		println!("baseline+cut: training ...");
+		baselines.push(run_baseline("baseline+cut", &spec, &spec.model, Some(spec.wire_encoding()?), &samples, quota)?);
+	}
+
+	// 3. Report.
+	let base = &baselines[0];
+	let cut = baselines.get(1);
+	let all: Vec<&RunResult> = baselines.iter().chain(runs.iter()).collect();
+	println!();
+	println!("| run | tokens | train s | tokens/s | tokens/s vs baseline | last-epoch loss | loss vs baseline (last epoch) | loss vs baseline+cut | load avg before → after |");
+	println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+	for r in &all {
+		let last = r.losses.last().copied().unwrap_or(f32::NAN);
+		let vs = |b: &RunResult| b.losses.last().map(|l| f64::from(last) / f64::from(*l));
+		println!(
+			"| {} | {} | {:.1} | {:.0} | {:.3} | {:.4} | {} | {} | {:.2} → {:.2} |",
+			r.name,
+			r.tokens,
+			r.train_secs,
+			r.tokens_per_sec(),
+			r.tokens_per_sec() / base.tokens_per_sec(),
+			last,
+			fmt_ratio(vs(base)),
+			fmt_ratio(cut.and_then(vs)),
+			r.load_before,
+			r.load_after
+		);
+	}
+	println!();
+	let mut header = String::from("| epoch | lr |");
+	let mut rule = String::from("|---:|---:|");
+	for r in &all {
+		header.push_str(&format!(" {} |", r.name));
+		rule.push_str("---:|");
+	}
+	for r in &runs {
+		header.push_str(&format!(" {} / baseline |", r.name));
+		rule.push_str("---:|");
+		if cut.is_some() {
+			header.push_str(&format!(" {} / baseline+cut |", r.name));
+			rule.push_str("---:|");
+		}
+	}
+	println!("{header}\n{rule}");
+	for e in 0..cli.epochs as usize {
+		let mut line = format!("| {e} | {:.2e} |", spec.lr.lr(e as u32));
+		for r in &all {
+			line.push_str(&r.losses.get(e).map_or(" — |".into(), |l| format!(" {l:.4} |")));
+		}
+		for r in &runs {
+			line.push_str(&format!(" {} |", fmt_ratio(ratios(&r.losses, &base.losses).get(e).copied())));
+			if let Some(c) = cut {
+				line.push_str(&format!(" {} |", fmt_ratio(ratios(&r.losses, &c.losses).get(e).copied())));
+			}
+		}
+		println!("{line}");
+	}
+	println!();
+	let raw = uncompressed_bytes_per_token(model.d_model, model.n_stages());
+	println!(
+		"wire: uncompressed (bf16, width {}, forward + backward, {} cuts) = {raw:.0} bytes/token; nominal payload ratio {:.0}x \
+		 ({}x width × {}x element)",
+		model.d_model,
+		model.n_stages() - 1,
+		nominal_compression(&model, enc),
+		model.width_ratio(),
+		2.0 / enc.bytes_per_element() as f64
+	);
+	for r in runs.iter().chain(cut) {
+		if r.tokens > 0 && r.wire_bytes > 0 {
+			let per_token = r.wire_bytes as f64 / r.tokens as f64;
+			println!(
+				"  {}: {per_token:.1} bytes/token on the wire → {:.1}x smaller than uncompressed",
+				r.name,
+				raw / per_token
+			);
+		}
+	}
+	println!();
+	for r in &runs {
+		let mean_epoch = r.epoch_secs.iter().sum::<f64>() / r.epoch_secs.len().max(1) as f64;
+		println!(
+			"{}: start-up {:.0} s (excluded), mean epoch {mean_epoch:.1} s, stage-time in merge phases (gradient upload, \
+			 butterfly, step, chain blocks) {:.1} %",
+			r.name,
+			r.startup_secs.unwrap_or(0.0),
+			r.overhead_share.unwrap_or(0.0) * 100.0
+		);
+	}
+	if let Some(r) = runs.first() {
+		let tps = r.tokens_per_sec() / base.tokens_per_sec();
+		let loss = ratios(&r.losses, &base.losses).last().copied();
+		println!(
+			"goals for {}: tokens/s ratio {tps:.3} (goal ≥ 0.8: {}); last-epoch loss ratio {} (goal ≤ 1.03 at {:.0}x: {})",
+			r.name,
+			if tps >= 0.8 { "met" } else { "missed" },
+			fmt_ratio(loss),
+			nominal_compression(&model, enc),
+			match loss {
+				Some(l) if l <= 1.03 => "met",
+				Some(_) => "missed",
+				None => "not measured",
+			}
+		);
+	}
+	let json = serde_json::json!({
+		"model": model, "stages": cli.stages, "width_ratio": cli.width_ratio, "encoding": cli.encoding,
+		"epochs": cli.epochs, "quota": cli.quota, "seq_len": cli.seq_len, "batch_rows": cli.batch_rows, "lr": cli.lr,
+		"baseline_threads": threads, "uncompressed_bytes_per_token": raw,
+		"nominal_compression": nominal_compression(&model, enc),
+		"runs": all.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
+	});
+	let path = bench_dir.join("bench.json");
+	std::fs::write(&path, serde_json::to_string_pretty(&json)?)?;
+	println!("numbers: {}", path.display());
+	Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn model_and_ratios() {
+		let m = bench_model("small", 3, 3, 64).unwrap();
+		assert_eq!((m.wire_width(), m.n_stages(), m.stages.clone()), (6, 3, vec![[0, 1], [1, 2], [2, 3]]));
+		assert_eq!(nominal_compression(&m, Encoding::U8), 128.0);
+		assert_eq!(nominal_compression(&m, Encoding::Bf16), 64.0);
+		assert_eq!(uncompressed_bytes_per_token(384, 3), 3072.0);
+		assert!(bench_model("small", 3, 3, 7).is_err(), "a ratio that does not divide d_model");
+		assert!(bench_model("small", 3, 3, 0).is_err());
+		assert!(bench_model("small", 2, 3, 64).is_err(), "more stages than blocks");
+		assert!(bench_model("small", 0, 1, 64).is_err());
+		assert!(bench_model("huge", 3, 3, 64).is_err());
+		assert_eq!(ratios(&[2.0, 3.0], &[1.0, 2.0, 5.0]), vec![2.0, 1.5]);
+		let e = |epoch, started_ms, completed_ms| EpochSummary {
+			epoch,
+			loss: 1.0,
+			samples: 1,
+			tokens: 10,
+			tokens_cumulative: 0,
+			wire_bytes: 0,
+			started_ms,
+			completed_ms,
+			merge_ms: 0,
+		};
+		assert_eq!(pipeline_span_secs(&[e(0, 1_000, 2_000), e(1, 2_500, 4_000)]), Some(3.0));
+		assert_eq!(pipeline_span_secs(&[]), None);
+		assert_eq!(pipeline_span_secs(&[e(0, 2_000, 1_000)]), None);
+	}
+
+	#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+	async fn samples_are_read_hash_checked_and_baseline_trains() {
+		let dir = tempfile::tempdir().unwrap();
+		let corpus = dir.path().join("corpus");
+		std::fs::create_dir_all(&corpus).unwrap();
+		let text = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate. ".repeat(60);
+		std::fs::write(corpus.join("a.txt"), &text).unwrap();
+		let cli = Cli::parse_from([
+			"bench-pipeline",
+			"--preset",
+			"tiny",
+			"--layers",
+			"3",
+			"--width-ratio",
+			"8",
+			"--epochs",
+			"2",
+			"--quota",
+			"2",
+			"--seq-len",
+			"8",
+			"--batch-rows",
+			"2",
+			"--baselines-only",
+			"--corpus",
+			corpus.to_str().unwrap(),
+		]);
+		assert!(cli.baselines_only && cli.miners == [1, 2]);
+		let model = bench_model(&cli.preset, cli.layers, cli.stages, cli.width_ratio).unwrap();
+		let mut opts = PrepareOptions::new("t", &cli.corpus, model.clone());
+		prepare_options(&cli, &mut opts);
+		assert_eq!(opts.lr.total_epochs, 2);
+		opts.tokenizer = None;
+		opts.vocab_size = 300;
+		let root = dir.path().join("s3");
+		let server = EmbeddedS3::start(EmbeddedConfig::new(&root)).await.unwrap();
+		let store = ObjectStore::connect(server.store_config()).await.unwrap();
+		let spec = prepare_data(&store, &opts).await.unwrap().spec;
+		server.shutdown().await;
+		let bucket = root.join("iota");
+
+		let samples = load_samples(&spec, &bucket, 4).unwrap();
+		assert_eq!(samples.len(), 4);
+		assert_eq!(samples[0].0.dims(), &[2, 8]);
+		// Targets are the inputs shifted by one token.
+		let (x, y) = (samples[1].0.to_vec2::<u32>().unwrap(), samples[1].1.to_vec2::<u32>().unwrap());
+		assert_eq!(x[0][1..], y[0][..7]);
+
+		let r = run_baseline("b", &spec, &model, Some(Encoding::U8), &samples, 2).unwrap();
+		assert_eq!((r.losses.len(), r.tokens), (2, 4 * 16));
+		assert!(r.losses.iter().all(|l| l.is_finite() && *l > 0.0) && r.wire_bytes > 0);
+		assert!(run_baseline("b", &spec, &model, None, &samples, 3).is_err(), "4 samples are not epochs of 3");
+
+		// A shard whose bytes changed is refused.
+		let key = &spec.data.shards[0].key;
+		let mut bytes = std::fs::read(bucket.join(key)).unwrap();
+		bytes[0] ^= 1;
+		std::fs::write(bucket.join(key), &bytes).unwrap();
+		let err = load_samples(&spec, &bucket, 1).unwrap_err().to_string();
+		assert!(err.contains("BLAKE3"), "{err}");
+		std::fs::remove_file(bucket.join(key)).unwrap();
+		assert!(load_samples(&spec, &bucket, 1).is_err(), "a missing shard");
+	}
+}
