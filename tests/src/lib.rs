@@ -10,6 +10,11 @@
 //! | [`OrchestratorProcess`] | the `iota-orchestrator run` binary (kill -9 and restart with the same database) |
 //! | [`tiny_spec`] | uploads a small run spec for the `tiny` preset with random-token data shards |
 //! | [`Miner`] | a scripted miner: signed RPC calls, presigned uploads of real wire tensors, the merge steps |
+//! | [`TestNetwork`] | a whole `iota_devnet::Network` ([`tiny_network`] options: `tiny` re-cut, Shakespeare, bf16 wire); prints every log tail on panic |
+//!
+//! Checks shared by the `network_*` scenarios: [`check_manifest`] (a committed merge manifest against the
+//! bucket: shards, checkpoint reproducing the attested state), [`pathway_log`] (the stored log against the
+//! orchestrator's hash), [`attested_state_hashes`] (what each replica attested, from its log).
 //!
 //! Binaries come from the target directory the tests were built into (`$IOTA_NODE_BIN`,
 //! `$IOTA_ORCHESTRATOR_BIN` override): build them first with `cargo build -p iota-orchestrator` (the node
@@ -29,7 +34,7 @@ use iota_model::wire::{self, Kind};
 use iota_model::ModelConfig;
 use iota_primitives::ContentHash;
 use iota_rpc::types::*;
-use iota_rpc::{code_of, DataManifest, ErrorCode, LrSchedule, RunSpec, SignedClient, SpecObject};
+use iota_rpc::{code_of, DataManifest, ErrorCode, LrSchedule, PathwayLog, RunSpec, SignedClient, SpecObject};
 use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp};
 
 /// How long a debug node may take to answer RPC.
@@ -436,5 +441,206 @@ pub async fn register_miners(client: &IotaClient, names: &[&str]) -> Vec<(Signer
 		let stage = client.miner(&s.account_id()).await.unwrap().unwrap().stage;
 		out.push((s, stage));
 	}
+	out
+}
+
+// ---- whole networks (iota_devnet::Network) ----------------------------------------------------------
+
+/// The Shakespeare corpus folder (`scripts/fetch-data.sh` fetches it); panics with that hint if missing.
+pub fn corpus() -> PathBuf {
+	let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/shakespeare");
+	assert!(dir.is_dir(), "{} missing: run scripts/fetch-data.sh", dir.display());
+	dir
+}
+
+/// A fresh, empty output folder `base/name` (logs, the node's database, the bucket, screenshots); it is
+/// kept after the test so a failure can be read.
+pub fn output_dir(base: &Path, name: &str) -> PathBuf {
+	let dir = base.join(name);
+	let _ = std::fs::remove_dir_all(&dir);
+	std::fs::create_dir_all(&dir).unwrap();
+	dir
+}
+
+/// Options for a small network of the `tiny` preset re-cut into `stages` stages, training on the
+/// Shakespeare corpus: rows of `T = 32` tokens, micro-batches of `B = 4` rows, 64 rows per shard, bf16
+/// wire, peak learning rate 1e-2 without warm-up (so one step visibly lowers the loss), `quota`
+/// micro-batches per epoch, one compute thread per miner. Binaries come from the tests' target folder
+/// (`$IOTA_E2E_BIN_DIR` overrides it).
+pub fn tiny_network(run: &str, dir: &Path, stages: usize, miners_per_stage: u32, validators: u32, quota: u32) -> iota_devnet::NetworkOptions {
+	let model = iota_devnet::recut(ModelConfig::tiny(), stages).expect("tiny has enough blocks");
+	let bin_dir = std::env::var_os("IOTA_E2E_BIN_DIR").map(PathBuf::from).unwrap_or_else(target_dir);
+	let mut o = iota_devnet::NetworkOptions::new(run, dir, bin_dir, corpus(), model);
+	o.data.seq_len = 32;
+	o.data.batch_rows = 4;
+	o.data.rows_per_shard = 64;
+	o.data.encoding = "bf16".into();
+	o.data.lr = LrSchedule { peak: 1e-2, warmup_epochs: 0, total_epochs: 100, min_ratio: 0.1 };
+	o.miners_per_stage = miners_per_stage;
+	o.validators = validators;
+	o.quota = quota;
+	o.miner_threads = 1;
+	o.log_filter = "info".into();
+	o.validator_args = vec!["--poll-ms".into(), "1000".into()];
+	o
+}
+
+/// A started [`iota_devnet::Network`] that prints the tail of every process's log when the test panics
+/// (the network itself stops every process on drop).
+pub struct TestNetwork(pub iota_devnet::Network);
+
+impl TestNetwork {
+	/// Starts the network (panics with the failing process's log tail).
+	pub async fn start(options: iota_devnet::NetworkOptions) -> Self {
+		for bin in ["iota-node", "iota-orchestrator", "iota-miner", "iota-validator"] {
+			let p = options.bin_dir.join(bin);
+			assert!(p.exists(), "{} not found: cargo build -p iota-orchestrator -p iota-miner -p iota-validator (and the node)", p.display());
+		}
+		match iota_devnet::Network::start(options).await {
+			Ok(n) => Self(n),
+			Err(e) => panic!("network did not start: {e}"),
+		}
+	}
+
+	/// Panics (with every log tail) if a process other than those named in `allowed` has exited.
+	pub fn assert_alive(&mut self, allowed: &[&str]) {
+		let (_, _, dead) = self.0.liveness();
+		let dead: Vec<String> = dead.into_iter().filter(|d| !allowed.contains(&d.as_str())).collect();
+		assert!(dead.is_empty(), "processes exited: {dead:?}");
+	}
+
+	/// Polls `f` every 500 ms until it returns `Some`, failing fast when a process (other than `allowed`)
+	/// exits and after `timeout`.
+	pub async fn wait<T, F, Fut>(&mut self, what: &str, timeout: Duration, allowed: &[&str], mut f: F) -> T
+	where
+		F: FnMut() -> Fut,
+		Fut: std::future::Future<Output = Option<T>>,
+	{
+		let start = Instant::now();
+		loop {
+			if let Some(v) = f().await {
+				return v;
+			}
+			self.assert_alive(allowed);
+			assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+			tokio::time::sleep(Duration::from_millis(500)).await;
+		}
+	}
+
+	/// A client of the network's bucket (the orchestrator's credentials).
+	pub async fn bucket(&self) -> ObjectStore {
+		ObjectStore::connect(self.0.store_config.clone()).await.unwrap()
+	}
+
+	/// A signed orchestrator client for the dev account `suri`.
+	pub async fn client_as(&self, suri: &str) -> SignedClient {
+		let signer = Signer::from_uri(suri).unwrap();
+		SignedClient::connect(&self.0.orchestrator_url, signer.keypair().clone(), Duration::from_secs(30)).await.unwrap()
+	}
+
+	/// The index (in start order) of the miner process holding `account`, if the network started one.
+	pub fn miner_index(&self, account: &iota_rpc::AccountId) -> Option<usize> {
+		let (miners, _) = self.accounts();
+		miners.iter().position(|s| Signer::from_uri(s).is_ok_and(|x| &x.account_id() == account))
+	}
+
+	/// The secret URIs of the network's miners and validators, in start order.
+	pub fn accounts(&self) -> (Vec<&'static str>, Vec<&'static str>) {
+		iota_devnet::assign_accounts(self.0.miners.len(), self.0.validators.len()).unwrap()
+	}
+
+	/// The text of every miner's log, in start order.
+	pub fn miner_logs(&self) -> Vec<String> {
+		self.0.miners.iter().map(|m| std::fs::read_to_string(m.log()).unwrap_or_default()).collect()
+	}
+}
+
+impl std::ops::Deref for TestNetwork {
+	type Target = iota_devnet::Network;
+	fn deref(&self) -> &Self::Target {
+		&self.0
+	}
+}
+
+impl std::ops::DerefMut for TestNetwork {
+	fn deref_mut(&mut self) -> &mut Self::Target {
+		&mut self.0
+	}
+}
+
+impl Drop for TestNetwork {
+	fn drop(&mut self) {
+		if std::thread::panicking() {
+			let n = &self.0;
+			eprintln!("--- logs under {} ---", n.run_dir().display());
+			for p in std::iter::once(&n.orchestrator).chain(n.miners.iter()).chain(n.validators.iter()) {
+				eprintln!("--- {} (last 25 lines) ---\n{}", p.name(), p.log_tail(25));
+			}
+		}
+	}
+}
+
+/// `(stage, epoch) -> state hash` of every "AdamW step applied" line of an `iota-miner` log (the hash the
+/// replica attested after the step).
+pub fn attested_state_hashes(log: &str) -> std::collections::BTreeMap<(u16, u32), String> {
+	let field = |line: &str, key: &str| -> Option<String> {
+		let at = line.find(&format!(" {key}="))? + key.len() + 2;
+		Some(line[at..].split_whitespace().next()?.to_string())
+	};
+	log.lines()
+		.filter(|l| l.contains("AdamW step applied"))
+		.filter_map(|l| Some(((field(l, "stage")?.parse().ok()?, field(l, "epoch")?.parse().ok()?), field(l, "state")?)))
+		.collect()
+}
+
+/// Checks a committed merge manifest against the bucket: `members` gradients were averaged, there are
+/// `shard_count(members)` reduced shards tiling the stage's `P` parameters, every shard object and the
+/// checkpoint are in the bucket with the hashes on chain, and the checkpoint, loaded into a fresh stage,
+/// reproduces the attested state hash (`Stage::load_checkpoint`). Returns the state hash.
+pub async fn check_manifest(store: &ObjectStore, spec: &RunSpec, stage: u16, epoch: u32, m: &iota_chain::MergeManifest, members: u32) -> ContentHash {
+	let what = format!("stage {stage} epoch {epoch}");
+	assert_eq!(m.members, members, "{what}: members averaged");
+	let p = spec.model.stage_param_count(usize::from(stage)).unwrap() as u64;
+	assert_eq!(m.param_count, p, "{what}: P");
+	let k = iota_primitives::shard_count(members).unwrap();
+	assert_eq!(m.shards.0.len() as u32, k, "{what}: every shard present");
+	let mut elems = 0u64;
+	for s in &m.shards.0 {
+		let key = String::from_utf8(s.key.0.clone()).unwrap();
+		let bytes = store.get(&key, &ContentHash(s.hash.0)).await.unwrap_or_else(|e| panic!("{what}: shard {key}: {e}"));
+		assert!(bytes.chunks_exact(4).all(|c| f32::from_le_bytes(c.try_into().unwrap()).is_finite()), "{what}: finite shard");
+		elems += bytes.len() as u64 / 4;
+	}
+	assert_eq!(elems, p, "{what}: the shards tile the gradient");
+	let state = ContentHash(m.state_hash.0);
+	let ck = m.checkpoint.as_ref().unwrap_or_else(|| panic!("{what}: a checkpoint every epoch"));
+	let key = String::from_utf8(ck.key.0.clone()).unwrap();
+	let bytes = store.get(&key, &ContentHash(ck.hash.0)).await.unwrap_or_else(|e| panic!("{what}: checkpoint {key}: {e}"));
+	let mut st = iota_model::Stage::new(&spec.model, usize::from(stage), spec.seed, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+	st.load_checkpoint(&bytes, &state.0).unwrap_or_else(|e| panic!("{what}: the checkpoint is not the attested state: {e}"));
+	state
+}
+
+/// The pathway log of `epoch`, read through a validator's `iota_epochRecord` and then from the bucket
+/// directly: the object's BLAKE3 must be the hash the orchestrator reports and its key the protocol's.
+pub async fn pathway_log(net: &TestNetwork, validator: &SignedClient, store: &ObjectStore, epoch: u32) -> PathwayLog {
+	let record = validator.epoch_record(epoch).await.unwrap_or_else(|e| panic!("epochRecord({epoch}): {e}"));
+	let obj = record.pathway_log.unwrap_or_else(|| panic!("epoch {epoch}: no pathway log recorded"));
+	let run = keys::Id::new(&net.options.run_id).unwrap();
+	assert_eq!(obj.key, keys::pathway_log(&run, u64::from(epoch)), "the pathway log's key");
+	let bytes = store.get(&obj.key, &obj.hash).await.unwrap_or_else(|e| panic!("pathway log {}: {e}", obj.key));
+	assert_eq!(ContentHash::of(&bytes), obj.hash, "the stored pathway log hashes to what the orchestrator reports");
+	let log = PathwayLog::from_slice(&bytes).unwrap();
+	assert_eq!((log.run.as_str(), log.epoch), (net.options.run_id.as_str(), epoch));
+	log
+}
+
+/// The body of `GET http://{addr}{path}` (HTTP/1.0, no keep-alive).
+pub async fn http_get(addr: &str, path: &str) -> String {
+	use tokio::io::{AsyncReadExt, AsyncWriteExt};
+	let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+	s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+	let mut out = String::new();
+	s.read_to_string(&mut out).await.unwrap();
 	out
 }
