@@ -37,6 +37,7 @@
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
@@ -49,6 +50,7 @@ use iota_primitives::ContentHash;
 use iota_rpc::types::EpochSummary;
 use iota_rpc::{LrSchedule, RunSpec};
 use iota_storage::{EmbeddedConfig, EmbeddedS3, ObjectStore};
+use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -115,6 +117,12 @@ struct Cli {
 	/// Folder with the iota-* binaries (default: this binary's folder).
 	#[arg(long)]
 	bin_dir: Option<PathBuf>,
+	/// Keep every object a network wrote. By default, once a network has stopped, the miners' objects
+	/// (activations, gradient submissions, reduced shards and stage checkpoints with AdamW moments: about
+	/// 160 MB per epoch for the default model) are deleted from its bucket folder; the data shards, the run
+	/// spec, pathway logs and process logs stay.
+	#[arg(long)]
+	keep_objects: bool,
 	/// Give up on a network that has not finished its epochs after this many minutes.
 	#[arg(long, default_value_t = 20)]
 	timeout_mins: u64,
@@ -289,6 +297,7 @@ fn run_baseline(
 		let t = Instant::now();
 		let mut sum = 0.0f64;
 		for (x, y) in epoch {
+			ensure!(!INTERRUPTED.load(Ordering::Relaxed), "interrupted during {name}");
 			sum += f64::from(p.forward_backward(x, y)?);
 		}
 		p.step(&spec.step_options(e as u32))?;
@@ -344,6 +353,13 @@ fn prepare_options(cli: &Cli, d: &mut PrepareOptions) {
 	});
 }
 
+/// The run id of a pipeline run: `bp<MMddHHmmss>-<stages>x<miners>`. Short on purpose: object keys on
+/// chain are bounded (`MaxKeyLen`, 128 bytes in the dev runtime) and the longest the merge commits, a
+/// reduced shard's, is the run id plus 105 bytes.
+fn run_id(stamp: &str, stages: usize, miners: u32) -> String {
+	format!("bp{stamp}-{stages}x{miners}")
+}
+
 /// Starts a network, waits for `cli.epochs` completed epochs, stops it. Returns the result, the run spec
 /// and the embedded bucket's folder.
 async fn run_pipeline(
@@ -355,18 +371,24 @@ async fn run_pipeline(
 	bin_dir: &Path,
 ) -> anyhow::Result<(RunResult, RunSpec, PathBuf)> {
 	let name = format!("pipeline {}x{miners}", cli.stages);
-	let run_id = format!("bench-{stamp}-{}x{miners}", cli.stages);
+	let run_id = run_id(stamp, cli.stages, miners);
 	let run_dir = bench_dir.join(format!("{}x{miners}", cli.stages));
 	std::fs::create_dir_all(&run_dir)?;
 	let opts = network_options(cli, model, &run_id, &run_dir, bin_dir, miners);
 	let load_before = load_avg();
 	let started = Instant::now();
 	println!("{name}: starting the network (logs in {}/logs) ...", run_dir.display());
-	let mut net = Network::start(opts).await.with_context(|| format!("starting the network of {name}"))?;
+	let mut net = tokio::select! {
+		n = Network::start(opts) => n.with_context(|| format!("starting the network of {name}"))?,
+		_ = interrupted() => bail!("interrupted while starting the network of {name} (its processes are stopped)"),
+	};
 	let deadline = started + Duration::from_secs(cli.timeout_mins * 60);
 	let mut printed = 0usize;
 	let epochs = loop {
 		tokio::time::sleep(Duration::from_secs(1)).await;
+		if INTERRUPTED.load(Ordering::Relaxed) {
+			bail!("interrupted during {name} (its processes are stopped)");
+		}
 		let (_, _, dead) = net.liveness();
 		if !dead.is_empty() {
 			let tail = net.orchestrator.log_tail(20);
@@ -405,6 +427,11 @@ async fn run_pipeline(
 	};
 	let spec = net.prepared.spec.clone();
 	net.stop();
+	let bucket_dir = run_dir.join("s3").join(EmbeddedConfig::new(".").bucket);
+	if !cli.keep_objects {
+		let freed = prune_miner_objects(&bucket_dir, &run_id)?;
+		println!("  {name}: deleted {:.0} MB of miner objects (--keep-objects keeps them)", freed as f64 / 1e6);
+	}
 	let load_after = load_avg();
 	let epochs: Vec<EpochSummary> = epochs.into_iter().take(cli.epochs as usize).collect();
 	for (i, e) in epochs.iter().enumerate() {
@@ -424,7 +451,32 @@ async fn run_pipeline(
 		load_before,
 		load_after,
 	};
-	Ok((result, spec, run_dir.join("s3").join(EmbeddedConfig::new(".").bucket)))
+	Ok((result, spec, bucket_dir))
+}
+
+/// Deletes the folder of every miner's objects of `run` (`keys::run_scope(run) + "miners/"`) under the
+/// embedded bucket's folder; returns the bytes freed.
+///
+/// # Errors
+/// A bad run id; I/O errors other than a missing folder.
+fn prune_miner_objects(bucket_dir: &Path, run: &str) -> anyhow::Result<u64> {
+	let run = iota_storage::keys::Id::new(run.to_owned()).map_err(|e| anyhow::anyhow!("run id {run:?}: {e}"))?;
+	let dir = bucket_dir.join(iota_storage::keys::run_scope(&run)).join("miners");
+	fn size(p: &Path) -> std::io::Result<u64> {
+		let m = std::fs::symlink_metadata(p)?;
+		if !m.is_dir() {
+			return Ok(m.len());
+		}
+		std::fs::read_dir(p)?.try_fold(0, |acc, e| Ok(acc + size(&e?.path())?))
+	}
+	match size(&dir) {
+		Ok(bytes) => {
+			std::fs::remove_dir_all(&dir).with_context(|| format!("deleting {}", dir.display()))?;
+			Ok(bytes)
+		},
+		Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+		Err(e) => Err(e).with_context(|| format!("sizing {}", dir.display())),
+	}
 }
 
 /// Unix seconds at an `Instant` in the past.
@@ -470,6 +522,31 @@ fn fmt_ratio(r: Option<f64>) -> String {
 	r.map_or_else(|| "—".into(), |r| format!("{r:.3}"))
 }
 
+/// Set by SIGINT or SIGTERM: the bench stops the running network (dropping it stops every process) or
+/// the running baseline, and exits with an error.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`INTERRUPTED`] on the first SIGINT or SIGTERM.
+fn watch_signals() -> anyhow::Result<()> {
+	let mut int = signal(SignalKind::interrupt())?;
+	let mut term = signal(SignalKind::terminate())?;
+	tokio::spawn(async move {
+		tokio::select! {
+			_ = int.recv() => {},
+			_ = term.recv() => {},
+		}
+		INTERRUPTED.store(true, Ordering::Relaxed);
+	});
+	Ok(())
+}
+
+/// Resolves once [`INTERRUPTED`] is set.
+async fn interrupted() {
+	while !INTERRUPTED.load(Ordering::Relaxed) {
+		tokio::time::sleep(Duration::from_millis(200)).await;
+	}
+}
+
 fn main() -> anyhow::Result<()> {
 	let cli = Cli::parse();
 	// Before any thread exists: candle reads RAYON_NUM_THREADS for its CPU kernels.
@@ -480,7 +557,10 @@ fn main() -> anyhow::Result<()> {
 	tracing_subscriber::fmt()
 		.with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
 		.init();
-	tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(bench(cli, threads))
+	tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(async {
+		watch_signals()?;
+		bench(cli, threads).await
+	})
 }
 
 async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
@@ -492,7 +572,7 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 		Some(d) => d.clone(),
 		None => std::env::current_exe()?.parent().context("binary folder")?.to_path_buf(),
 	};
-	let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
+	let stamp = chrono::Utc::now().format("%m%d%H%M%S").to_string();
 	let bench_dir = cli.runs_dir.join(format!("bench-{stamp}"));
 	std::fs::create_dir_all(&bench_dir)?;
 	let bench_dir = bench_dir.canonicalize()?;
@@ -686,6 +766,10 @@ mod tests {
 		assert!(bench_model("small", 2, 3, 64).is_err(), "more stages than blocks");
 		assert!(bench_model("small", 0, 1, 64).is_err());
 		assert!(bench_model("huge", 3, 3, 64).is_err());
+		// The longest key a merge commits on chain fits the dev runtime's 128-byte bound.
+		let run = iota_storage::keys::Id::new(run_id("1130093517", 3, 2)).unwrap();
+		let miner = iota_storage::keys::Id::new("5HGjWAeFDfFCWPsjFQdVV2Msvz2XtMktvgocEZcCj68kUMaw".to_owned()).unwrap();
+		assert!(iota_storage::keys::reduced_shard(&run, 99_999_999, 999, 999_999, &miner).len() <= 128);
 		assert_eq!(ratios(&[2.0, 3.0], &[1.0, 2.0, 5.0]), vec![2.0, 1.5]);
 		let e = |epoch, started_ms, completed_ms| EpochSummary {
 			epoch,
@@ -755,6 +839,16 @@ mod tests {
 		assert_eq!((r.losses.len(), r.tokens), (2, 4 * 16));
 		assert!(r.losses.iter().all(|l| l.is_finite() && *l > 0.0) && r.wire_bytes > 0);
 		assert!(run_baseline("b", &spec, &model, None, &samples, 3).is_err(), "4 samples are not epochs of 3");
+
+		// Pruning removes only the miners' objects of that run.
+		let miner_obj = bucket.join("v1/runs/t/miners/5Abc/epochs/00000000/stages/000/checkpoint");
+		std::fs::create_dir_all(miner_obj.parent().unwrap()).unwrap();
+		std::fs::write(&miner_obj, [0u8; 1000]).unwrap();
+		assert_eq!(prune_miner_objects(&bucket, "t").unwrap(), 1000);
+		assert!(!bucket.join("v1/runs/t/miners").exists());
+		assert_eq!(prune_miner_objects(&bucket, "t").unwrap(), 0, "nothing left to delete");
+		assert!(prune_miner_objects(&bucket, "../t").is_err(), "a run id that escapes the bucket");
+		assert_eq!(load_samples(&spec, &bucket, 4).unwrap().len(), 4, "data shards stay");
 
 		// A shard whose bytes changed is refused.
 		let key = &spec.data.shards[0].key;
