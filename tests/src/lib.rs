@@ -465,7 +465,7 @@ pub fn output_dir(base: &Path, name: &str) -> PathBuf {
 /// Options for a small network of the `tiny` preset re-cut into `stages` stages, training on the
 /// Shakespeare corpus: rows of `T = 32` tokens, micro-batches of `B = 4` rows, 64 rows per shard, bf16
 /// wire, peak learning rate 1e-2 without warm-up (so one step visibly lowers the loss), `quota`
-/// micro-batches per epoch, one compute thread per miner. Binaries come from the tests' target folder
+/// micro-batches per epoch, one compute thread per miner, the dashboard on a free port. Binaries come from the tests' target folder
 /// (`$IOTA_E2E_BIN_DIR` overrides it).
 pub fn tiny_network(run: &str, dir: &Path, stages: usize, miners_per_stage: u32, validators: u32, quota: u32) -> iota_devnet::NetworkOptions {
 	let model = iota_devnet::recut(ModelConfig::tiny(), stages).expect("tiny has enough blocks");
@@ -482,6 +482,9 @@ pub fn tiny_network(run: &str, dir: &Path, stages: usize, miners_per_stage: u32,
 	o.miner_threads = 1;
 	o.log_filter = "info".into();
 	o.validator_args = vec!["--poll-ms".into(), "1000".into()];
+	// A port of its own: the orchestrator serves its dashboard on a fixed default port otherwise, which
+	// another network on this machine may hold.
+	o.dashboard_addr = Some(format!("127.0.0.1:{}", free_port()));
 	o
 }
 
