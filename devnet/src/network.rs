@@ -339,7 +339,7 @@ impl Network {
 			"run".into(),
 			"--chain-rpc".into(),
 			chain_url.clone(),
-			"--orchestrator-suri".into(),
+			"--suri".into(),
 			"//Alice".into(),
 			"--sudo-suri".into(),
 			"//Alice".into(),

@@ -12,6 +12,17 @@ use std::path::{Path, PathBuf};
 use iota_chain::{AccountId, Balance, IotaClient, MergeManifest, SpotCheck, Verdict};
 use iota_rpc::types::EpochSummary;
 
+/// An epoch's payout as recorded on chain: miners, validators, and the unallocated rest.
+#[derive(Clone, Debug)]
+pub struct Payout {
+	/// Paid per miner.
+	pub miners: Vec<(AccountId, Balance)>,
+	/// Paid per validator.
+	pub validators: Vec<(AccountId, Balance)>,
+	/// Part of the pool nobody earned (not minted).
+	pub unallocated: Balance,
+}
+
 /// What chain storage says about one epoch.
 #[derive(Clone, Debug)]
 pub struct EpochOnChain {
@@ -24,7 +35,7 @@ pub struct EpochOnChain {
 	/// Consensus scores (parts per billion), once the epoch is finalized.
 	pub scores: Option<Vec<(AccountId, u32)>>,
 	/// Miner payouts, validator payouts and the unallocated rest, once finalized.
-	pub split: Option<(Vec<(AccountId, Balance)>, Vec<(AccountId, Balance)>, Balance)>,
+	pub split: Option<Payout>,
 	/// Bonds slashed for this epoch.
 	pub slashes: Vec<(AccountId, Balance)>,
 }
@@ -73,7 +84,7 @@ pub async fn read_chain(chain: &IotaClient, epochs: u32, stages: u32) -> Result<
 		for stage in 0..stages as u16 {
 			manifests.push((stage, chain.merge_manifest(epoch, stage).await?));
 		}
-		let split = chain.emission_split(epoch).await?.map(|s| (s.miners.0, s.validators.0, s.unallocated));
+		let split = chain.emission_split(epoch).await?.map(|s| Payout { miners: s.miners.0, validators: s.validators.0, unallocated: s.unallocated });
 		out.push(EpochOnChain {
 			epoch,
 			manifests,
@@ -238,7 +249,7 @@ pub fn render_markdown(d: &ReportData) -> String {
 	let _ = writeln!(s, "\n## Scores and emission (on chain)\n");
 	for e in &d.chain {
 		match (&e.scores, &e.split) {
-			(Some(scores), Some((miners, validators, unallocated))) => {
+			(Some(scores), Some(Payout { miners, validators, unallocated })) => {
 				let _ = writeln!(s, "Epoch {} (finalized):\n", e.epoch);
 				let _ = writeln!(s, "| account | role | consensus score (ppb) | paid |");
 				let _ = writeln!(s, "|---|---|---:|---:|");

@@ -3,7 +3,7 @@
 //!
 //! - [`submission_bytes`] / [`chunk_hashes`]: a miner's gradient submission object (`P` little-endian
 //!   f32, the **sum** over its micro-batches) and the BLAKE3 of each
-//!   [`GRADIENT_CHUNK_ELEMS`]-element chunk, which lets a reducer check a ranged read.
+//!   [`gradient_chunk_elems`]`(P)`-element chunk, which lets a reducer check a ranged read.
 //! - [`reduce_shard`]: one shard `[start, end)` of the weighted mean from the chunk-aligned span
 //!   ([`chunk_span`]) of each of the `n` submissions: every chunk is checked against the submission's
 //!   `chunk_hashes` before a value is used, then
@@ -16,7 +16,7 @@
 //! ([`MergeError::NonFinite`]), and a sum that overflows f32 when rounded is refused too.
 
 use iota_primitives::ContentHash;
-use iota_rpc::types::GRADIENT_CHUNK_ELEMS;
+use iota_rpc::types::gradient_chunk_elems;
 
 pub use iota_rpc::types::{chunk_hashes, chunk_span};
 
@@ -54,7 +54,7 @@ pub enum MergeError {
 	ChunkCount {
 		/// Position of the submission in the list.
 		index: usize,
-		/// `ceil(P / GRADIENT_CHUNK_ELEMS)`.
+		/// `chunk_count(P)`.
 		expected: usize,
 		/// Listed.
 		got: usize,
@@ -129,7 +129,7 @@ pub enum MergeError {
 pub struct SpanInput<'a> {
 	/// Micro-batches the submission accumulated (its weight).
 	pub samples: u32,
-	/// [`chunk_hashes`] of the whole submission (`ceil(P / GRADIENT_CHUNK_ELEMS)` entries).
+	/// [`chunk_hashes`] of the whole submission (`chunk_count(P)` entries).
 	pub chunk_hashes: &'a [ContentHash],
 	/// The span's bytes.
 	pub span: &'a [u8],
@@ -165,7 +165,7 @@ pub fn submission_bytes(sum: &[f32]) -> Result<Vec<u8>, MergeError> {
 
 /// Number of chunk hashes a submission of `param_count` elements lists.
 pub fn chunk_count(param_count: u64) -> usize {
-	param_count.div_ceil(GRADIENT_CHUNK_ELEMS) as usize
+	iota_rpc::types::chunk_count(param_count)
 }
 
 /// Reduce shard `[start, end)` from the chunk-aligned spans of `inputs` (in the submissions' listed
@@ -177,7 +177,7 @@ pub fn chunk_count(param_count: u64) -> usize {
 /// chunk of every span before any value is used), [`MergeError::NonFinite`] for NaN/Inf in a submission
 /// or a mean that rounds to ±Inf in f32.
 pub fn reduce_shard(inputs: &[SpanInput<'_>], start: u64, end: u64, param_count: u64) -> Result<Vec<f32>, MergeError> {
-	reduce_shard_chunked(inputs, start, end, param_count, GRADIENT_CHUNK_ELEMS)
+	reduce_shard_chunked(inputs, start, end, param_count, gradient_chunk_elems(param_count))
 }
 
 /// [`chunk_span`] for another chunk size (`chunk_elems` f32 per hashed chunk).
@@ -193,7 +193,7 @@ pub fn chunk_hashes_with(bytes: &[u8], chunk_elems: u64) -> Vec<ContentHash> {
 }
 
 /// [`reduce_shard`] with hashed chunks of `chunk_elems` elements instead of the protocol's
-/// [`GRADIENT_CHUNK_ELEMS`]: the same reduction, for studying the chunk size (`bench-merge
+/// [`gradient_chunk_elems`]: the same reduction, for studying the chunk size (`bench-merge
 /// --chunk-elems`). Miners use [`reduce_shard`].
 ///
 /// # Errors
@@ -337,11 +337,13 @@ mod tests {
 
 	#[test]
 	fn chunk_span_with_the_protocol_size_is_the_protocol_span() {
-		let c = GRADIENT_CHUNK_ELEMS;
-		for (s, e, p) in [(0, 10, 100), (c + 5, c + 6, 3 * c), (c - 1, c + 1, 3 * c), (2 * c, 2 * c + 7, 2 * c + 7)] {
-			assert_eq!(chunk_span_with(s, e, p, c), chunk_span(s, e, p));
+		for p in [100u64, 70_000, 3 * 1_024 * 1_024, 3_156_480] {
+			let c = gradient_chunk_elems(p);
+			for (s, e) in [(0, 10), (c + 5, c + 6), (c - 1, c + 1), (p - 7, p)] {
+				assert_eq!(chunk_span_with(s.min(p), e.min(p), p, c), chunk_span(s.min(p), e.min(p), p));
+			}
 		}
-		assert_eq!(chunk_hashes_with(&[1u8; 4 * 70_000], c), chunk_hashes(&[1u8; 4 * 70_000]));
+		assert_eq!(chunk_hashes_with(&[1u8; 4 * 70_000], gradient_chunk_elems(70_000)), chunk_hashes(&[1u8; 4 * 70_000]));
 		assert_eq!(chunk_span_with(5, 9, 100, 4), (1, 16..48));
 	}
 

@@ -44,7 +44,7 @@ async fn miners_reconnect_after_the_orchestrator_is_killed_and_restarted() {
 
 	let dir = tempfile::tempdir().unwrap();
 	let args: Vec<String> = [
-		"--chain-url", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "12", "--run", RUN,
+		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "12", "--run", RUN,
 		"--lease-ms", "20000", "--s3-endpoint", &s3.server.endpoint(),
 	]
 	.iter()

@@ -60,7 +60,7 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 
 	let dir = tempfile::tempdir().unwrap();
 	let args: Vec<String> = [
-		"--chain-url", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
+		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
 		"--lease-ms", "30000", "--s3-endpoint", &s3.server.endpoint(),
 	]
 	.iter()

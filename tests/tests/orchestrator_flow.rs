@@ -57,7 +57,7 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 
 	let dir = tempfile::tempdir().unwrap();
 	let args: Vec<String> = [
-		"--chain-url", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "2",
+		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "2",
 		"--run", RUN, "--lease-ms", "3000", "--s3-endpoint", &s3.server.endpoint(),
 	]
 	.iter()

@@ -141,7 +141,7 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 
 	let dir = tempfile::tempdir().unwrap();
 	let args: Vec<String> = [
-		"--chain-url", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
+		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
 		"--lease-ms", "30000", "--s3-endpoint", &s3.server.endpoint(),
 	]
 	.iter()
@@ -171,7 +171,7 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 
 	let metrics_addr = format!("127.0.0.1:{}", free_port());
 	let validator_args: Vec<String> = [
-		"--suri", "//Bob", "--node-url", &node.rpc_url, "--orchestrator-url", &orch.url, "--poll-ms", "1000",
+		"--suri", "//Bob", "--chain-rpc", &node.rpc_url, "--orchestrator", &orch.url, "--poll-ms", "1000",
 		"--metrics-addr", &metrics_addr,
 	]
 	.iter()

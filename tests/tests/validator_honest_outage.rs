@@ -123,7 +123,7 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 
 	let dir = tempfile::tempdir().unwrap();
 	let args: Vec<String> = [
-		"--chain-url", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
+		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
 		"--lease-ms", "30000", "--s3-endpoint", &s3.server.endpoint(),
 	]
 	.iter()
@@ -149,7 +149,7 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 		.collect();
 	let metrics_addr = format!("127.0.0.1:{}", free_port());
 	let validator_args: Vec<String> = [
-		"--suri", "//Bob", "--node-url", &node.rpc_url, "--orchestrator-url", &orch.url, "--poll-ms", "1000",
+		"--suri", "//Bob", "--chain-rpc", &node.rpc_url, "--orchestrator", &orch.url, "--poll-ms", "1000",
 		"--metrics-addr", &metrics_addr,
 	]
 	.iter()

@@ -60,8 +60,8 @@ async fn registers_with_its_stake_and_survives_a_missing_orchestrator() {
 	let out = std::fs::File::create(&log).unwrap();
 	let metrics = format!("127.0.0.1:{}", free_port());
 	let mut child = Command::new(validator_bin())
-		.args(["--suri", "//Bob//stash", "--node-url", &node.rpc_url, "--poll-ms", "500"])
-		.args(["--orchestrator-url", &format!("ws://127.0.0.1:{}", free_port())])
+		.args(["--suri", "//Bob//stash", "--chain-rpc", &node.rpc_url, "--poll-ms", "500"])
+		.args(["--orchestrator", &format!("ws://127.0.0.1:{}", free_port())])
 		.args(["--stake", &stake.to_string(), "--metrics-addr", &metrics])
 		.env("RUST_LOG", "info")
 		.stdout(out.try_clone().unwrap())

@@ -26,8 +26,8 @@
 //! ## Running
 //!
 //! ```sh
-//! cargo run -p iota-validator -- --suri //Bob --node-url ws://127.0.0.1:9944 \
-//!     --orchestrator-url ws://127.0.0.1:9955 --metrics-addr 127.0.0.1:9957
+//! cargo run -p iota-validator -- --suri //Bob --chain-rpc ws://127.0.0.1:9944 \
+//!     --orchestrator ws://127.0.0.1:9955 --metrics-addr 127.0.0.1:9957
 //! cargo test -p iota-validator                                   # unit tests (CLASP, spot-checks, audit)
 //! cargo run -p iota-validator --bin measure-honest-error          # the tolerance measurement (~2 min)
 //! # end to end (dev node, S3, orchestrator, 3 x 2 miners, one cheating): see tests/tests/validator_cheater.rs

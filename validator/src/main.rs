@@ -1,7 +1,7 @@
 //! `iota-validator`: the validator daemon (see the crate docs and `iota_validator::daemon`).
 //!
 //! ```sh
-//! iota-validator --suri //Bob --node-url ws://127.0.0.1:9944 --orchestrator-url ws://127.0.0.1:9955
+//! iota-validator --suri //Bob --chain-rpc ws://127.0.0.1:9944 --orchestrator ws://127.0.0.1:9955
 //! ```
 //! Every flag has an `IOTA_*` environment variable (`--help`). Logs: `RUST_LOG` (default `info`).
 
@@ -27,11 +27,11 @@ struct Cli {
 	/// File holding the secret URI.
 	#[arg(long, env = "IOTA_KEY_FILE")]
 	key_file: Option<PathBuf>,
-	/// Node WebSocket URL.
-	#[arg(long, env = "IOTA_CHAIN_URL", default_value = "ws://127.0.0.1:9944")]
+	/// Chain node WebSocket URL.
+	#[arg(long = "chain-rpc", env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]
 	node_url: String,
 	/// Orchestrator WebSocket URL.
-	#[arg(long, env = "IOTA_ORCHESTRATOR_URL", default_value = "ws://127.0.0.1:9955")]
+	#[arg(long = "orchestrator", env = "IOTA_ORCHESTRATOR", default_value = "ws://127.0.0.1:9955")]
 	orchestrator_url: String,
 	/// Stake to register with if not yet a validator, in the smallest unit (default: the run's minimum).
 	#[arg(long, env = "IOTA_VALIDATOR_STAKE")]

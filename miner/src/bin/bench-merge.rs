@@ -23,7 +23,7 @@ use iota_miner::{HttpIo, ObjectIo};
 use iota_model::ModelConfig;
 use iota_primitives::butterfly::butterfly_shards;
 use iota_primitives::ContentHash;
-use iota_rpc::types::GRADIENT_CHUNK_ELEMS;
+use iota_rpc::types::gradient_chunk_elems;
 use iota_storage::keys::{self, Id};
 use iota_storage::{EmbeddedConfig, EmbeddedS3, ObjectStore, RetryPolicy};
 use rand::{Rng, SeedableRng};
@@ -37,9 +37,9 @@ struct Cli {
 	/// Gradient length P in f32 elements (default: the small preset's stage-1 parameter count).
 	#[arg(long)]
 	param_count: Option<u64>,
-	/// Elements per hashed chunk (default: the protocol's GRADIENT_CHUNK_ELEMS).
-	#[arg(long, default_value_t = GRADIENT_CHUNK_ELEMS)]
-	chunk_elems: u64,
+	/// Elements per hashed chunk (default: the protocol's `gradient_chunk_elems(P)`).
+	#[arg(long)]
+	chunk_elems: Option<u64>,
 	/// Also run IOTA's 3P state (weights + two moments) through the same butterfly.
 	#[arg(long)]
 	iota_butterfly: bool,
@@ -139,7 +139,8 @@ async fn main() -> anyhow::Result<()> {
 		Some(p) => p,
 		None => ModelConfig::small().stage_param_count(1)? as u64,
 	};
-	ensure!(cli.chunk_elems > 0, "--chunk-elems must be positive");
+	let chunk_elems = cli.chunk_elems.unwrap_or_else(|| gradient_chunk_elems(p));
+	ensure!(chunk_elems > 0, "--chunk-elems must be positive");
 	let dir = tempfile::tempdir()?;
 	let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path())).await.context("starting the embedded S3 server")?;
 	let store = ObjectStore::connect(server.store_config()).await?;
@@ -148,7 +149,7 @@ async fn main() -> anyhow::Result<()> {
 	println!(
 		"bench-merge: P = {p} f32 ({:.1} MiB per vector), chunk = {} elements, embedded S3 at {}",
 		mib(pb),
-		cli.chunk_elems,
+		chunk_elems,
 		server.endpoint()
 	);
 	println!("IOTA (brief's figure): 3P up + 3P down = {:.1} MiB per miner", mib(6.0 * pb));
@@ -160,7 +161,7 @@ async fn main() -> anyhow::Result<()> {
 	for &n in &cli.miners {
 		ensure!(n >= 1, "n must be at least 1");
 		let t0 = Instant::now();
-		let r = merge_round(&store, n, p, cli.chunk_elems, "ours").await?;
+		let r = merge_round(&store, n, p, chunk_elems, "ours").await?;
 		let total = r.up_mean + r.down_mean;
 		totals.push(total);
 		println!(
@@ -184,7 +185,7 @@ async fn main() -> anyhow::Result<()> {
 		);
 		if cli.iota_butterfly {
 			let t0 = Instant::now();
-			let q = merge_round(&store, n, 3 * p, cli.chunk_elems, "iota").await?;
+			let q = merge_round(&store, n, 3 * p, cli.chunk_elems.unwrap_or_else(|| gradient_chunk_elems(3 * p)), "iota").await?;
 			let iota_total = q.up_mean + q.down_mean;
 			println!(
 				"    IOTA state (3P) through the same butterfly: {:.2} MiB per miner; ours / that = {:.3} ({:.1} s)",

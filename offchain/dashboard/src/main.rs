@@ -13,7 +13,7 @@ use iota_dashboard::{serve, DashboardConfig, Options, DEFAULT_ADDR};
 #[command(name = "iota-dashboard", version, about)]
 struct Args {
 	/// The orchestrator's JSON-RPC WebSocket.
-	#[arg(long, env = "IOTA_ORCHESTRATOR_URL", default_value = "ws://127.0.0.1:9955")]
+	#[arg(long, env = "IOTA_ORCHESTRATOR", default_value = "ws://127.0.0.1:9955")]
 	orchestrator: String,
 	/// A chain node's RPC WebSocket.
 	#[arg(long = "chain-rpc", env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]

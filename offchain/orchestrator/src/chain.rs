@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use iota_chain::{IotaClient, IotaEvent, Signer};
 use iota_primitives::{next_phase, ContentHash, Phase, StageProgress};
-use iota_rpc::types::{chunk_span, GRADIENT_CHUNK_ELEMS};
+use iota_rpc::types::{chunk_span, gradient_chunk_elems};
 use iota_rpc::AccountId;
 use iota_storage::{keys, ObjectStore};
 
@@ -266,7 +266,7 @@ pub async fn reduce_shard(store: &ObjectStore, subs: &[(AccountId, Submission)],
 	for (miner, s) in subs {
 		let (first, bytes) = chunk_span(start, end, param_count);
 		let data = store.get_range(&s.object.key, bytes.clone()).await?;
-		for (i, c) in data.chunks((GRADIENT_CHUNK_ELEMS * 4) as usize).enumerate() {
+		for (i, c) in data.chunks((gradient_chunk_elems(param_count) * 4) as usize).enumerate() {
 			if s.chunk_hashes.get(first + i) != Some(&ContentHash::of(c)) {
 				return Err(ChainError::BadChunk { miner: miner.to_string(), chunk: first + i, shard });
 			}

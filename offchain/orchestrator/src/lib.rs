@@ -39,7 +39,7 @@
 //! ```sh
 //! iota-orchestrator prepare-data --embedded-s3 ./s3 --run demo --preset small
 //! iota-orchestrator run --embedded-s3 ./s3 --run demo --suri //Alice --sudo-suri //Alice \
-//!     --chain-url ws://127.0.0.1:9944 --listen 127.0.0.1:9955 --metrics-addr 127.0.0.1:9956 --db orchestrator.db
+//!     --chain-rpc ws://127.0.0.1:9944 --listen 127.0.0.1:9955 --metrics-addr 127.0.0.1:9956 --db orchestrator.db
 //! ```
 //!
 //! Every option is also an `IOTA_*` environment variable (`--help`). SIGINT/SIGTERM stop it gracefully;

@@ -100,14 +100,14 @@ struct StoreArgs {
 struct RunArgs {
 	#[command(flatten)]
 	store: StoreArgs,
-	/// Chain node RPC URL.
-	#[arg(long, env = "IOTA_CHAIN_URL", default_value = "ws://127.0.0.1:9944")]
-	chain_url: String,
+	/// Chain node WebSocket URL.
+	#[arg(long, env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]
+	chain_rpc: String,
 	/// Orchestrator key as a secret URI (`//Alice` on a dev chain).
-	#[arg(long, env = "IOTA_ORCHESTRATOR_SURI", hide_env_values = true, conflicts_with = "key_file")]
+	#[arg(long, env = "IOTA_SURI", hide_env_values = true, conflicts_with = "key_file")]
 	suri: Option<String>,
 	/// Orchestrator key file (one secret URI).
-	#[arg(long, env = "IOTA_ORCHESTRATOR_KEY_FILE")]
+	#[arg(long, env = "IOTA_KEY_FILE")]
 	key_file: Option<PathBuf>,
 	/// Dev chains: the sudo key; the chain's run config is set from the spec (model_hash, stages, quota).
 	#[arg(long, env = "IOTA_SUDO_SURI", hide_env_values = true)]
@@ -136,6 +136,12 @@ struct RunArgs {
 	/// Lease duration in ms (default: the chain's `lease_timeout_secs`).
 	#[arg(long, env = "IOTA_LEASE_MS")]
 	lease_ms: Option<u64>,
+	/// Serve the network dashboard here (`iota-dashboard`, read from this orchestrator and the chain).
+	#[arg(long, env = "IOTA_DASHBOARD_ADDR", default_value = iota_dashboard::DEFAULT_ADDR)]
+	dashboard_addr: SocketAddr,
+	/// Do not serve the dashboard.
+	#[arg(long, env = "IOTA_NO_DASHBOARD")]
+	no_dashboard: bool,
 	/// Accepted request clock skew in ms.
 	#[arg(long, env = "IOTA_WINDOW_MS", default_value_t = 30_000)]
 	window_ms: u64,
@@ -221,7 +227,7 @@ async fn run(a: RunArgs) -> Result<()> {
 		(None, Some(f)) => Signer::from_file(f)?,
 		(None, None) => bail!("give the orchestrator key: --suri or --key-file"),
 	};
-	let client = IotaClient::connect(&a.chain_url).await?;
+	let client = IotaClient::connect(&a.chain_rpc).await?;
 	let mut cfg = client.run_config().await?.context("the chain has no run config")?;
 	if let Some(sudo) = &a.sudo_suri {
 		let sudo = Signer::from_uri(sudo)?;
@@ -270,6 +276,22 @@ async fn run(a: RunArgs) -> Result<()> {
 	let (metrics_addr, metrics_task) = metrics.serve(a.metrics_addr).await?;
 	let (rpc_addr, handle) = serve(orch.clone(), a.listen).await?;
 	tracing::info!(%rpc_addr, %metrics_addr, run = %a.run, spec = %spec_hash, lease_ms, "orchestrator listening");
+	let dashboard_task = (!a.no_dashboard).then(|| {
+		// The dashboard reads this orchestrator over loopback even when it listens on all interfaces.
+		let orchestrator_ws_url = format!("ws://127.0.0.1:{}", rpc_addr.port());
+		let config = iota_dashboard::DashboardConfig {
+			orchestrator_ws_url,
+			chain_ws_url: a.chain_rpc.clone(),
+			..Default::default()
+		};
+		let addr = a.dashboard_addr;
+		tracing::info!(%addr, "dashboard at http://{addr}/");
+		tokio::spawn(async move {
+			if let Err(e) = iota_dashboard::serve(addr, config).await {
+				tracing::error!(error = %e, "dashboard stopped");
+			}
+		})
+	});
 
 	let ticker = {
 		let orch = orch.clone();
@@ -283,7 +305,7 @@ async fn run(a: RunArgs) -> Result<()> {
 	};
 	let chain_task = {
 		let orch = orch.clone();
-		let url = a.chain_url.clone();
+		let url = a.chain_rpc.clone();
 		let stages = cfg.stages;
 		tokio::spawn(async move {
 			let mut driver = ChainDriver::new(client, signer, orch, stages);
@@ -327,6 +349,9 @@ async fn run(a: RunArgs) -> Result<()> {
 	ticker.abort();
 	chain_task.abort();
 	metrics_task.abort();
+	if let Some(t) = dashboard_task {
+		t.abort();
+	}
 	Ok(())
 }
 

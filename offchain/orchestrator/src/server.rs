@@ -430,7 +430,7 @@ impl Orchestrator {
 	async fn submit_gradient(&self, req: Signed<GradientSubmission>) -> Result<(), Refusal> {
 		limits(&req.body.gradient)?;
 		let p = self.spec.model.stage_param_count(0).unwrap_or(0) as u64;
-		let max_chunks = (self.max_params().max(p)).div_ceil(GRADIENT_CHUNK_ELEMS) as usize;
+		let max_chunks = chunk_count(self.max_params().max(p));
 		if req.body.chunk_hashes.len() > max_chunks {
 			return Err(Refusal::new(ErrorCode::Oversize, format!("{} chunk hashes, at most {max_chunks}", req.body.chunk_hashes.len())));
 		}

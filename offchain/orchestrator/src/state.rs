@@ -814,7 +814,7 @@ impl State {
 		if t.shape != [p] || t.size != p * 4 {
 			return refuse(ErrorCode::ShapeMismatch, format!("gradient shape {:?} / {} bytes, expected [{p}] / {} bytes", t.shape, t.size, p * 4));
 		}
-		let want = p.div_ceil(iota_rpc::types::GRADIENT_CHUNK_ELEMS) as usize;
+		let want = iota_rpc::types::chunk_count(p);
 		if chunks.len() != want {
 			return refuse(ErrorCode::ShapeMismatch, format!("{} chunk hashes, expected {want}", chunks.len()));
 		}

@@ -199,26 +199,50 @@ pub struct ReportLoss {
 	pub loss: f32,
 }
 
-/// Elements (f32) per hashed chunk of a gradient submission: 65 536 elements = 256 KiB.
-///
-/// Shard reducers read only their element ranges of each submission (so per-miner traffic stays flat
-/// in `n`, DESIGN §6); a whole-object hash cannot check a ranged read, so submissions also carry the
-/// BLAKE3 of every chunk and a reducer reads the chunk-aligned span around its range and checks each
-/// chunk before using it.
-pub const GRADIENT_CHUNK_ELEMS: u64 = 65_536;
+/// Fewest elements (f32) per hashed chunk of a gradient submission (4 KiB).
+pub const MIN_GRADIENT_CHUNK_ELEMS: u64 = 1_024;
+/// Most elements (f32) per hashed chunk of a gradient submission (256 KiB).
+pub const MAX_GRADIENT_CHUNK_ELEMS: u64 = 65_536;
 
-/// BLAKE3 of each [`GRADIENT_CHUNK_ELEMS`]-element chunk of a flat little-endian f32 vector's bytes (the
-/// last chunk may be shorter).
-pub fn chunk_hashes(bytes: &[u8]) -> Vec<ContentHash> {
-	bytes.chunks((GRADIENT_CHUNK_ELEMS * 4) as usize).map(ContentHash::of).collect()
+/// Elements per hashed chunk of a `param_count`-element gradient submission:
+/// `clamp(next_pow2(ceil(P / 1024)), 1 024, 65 536)`, so a submission lists at most ~1 024 chunk hashes
+/// up to `P` = 64 Mi and chunks stay at most 1/1 024 of `P` below that.
+///
+/// Shard reducers read only their element ranges of each submission (so per-miner traffic stays flat in
+/// `n`, DESIGN §6); a whole-object hash cannot check a ranged read, so submissions also carry the BLAKE3
+/// of every chunk and a reducer reads the chunk-aligned span around its range and checks each chunk
+/// before using it. A fixed 65 536-element chunk made that span larger than the shard itself from
+/// `n = 8` on a 3 M-parameter stage (shards of `P / 28` elements), and the download per miner grew
+/// with `n` (measured with `bench-merge`: 5.0 → 9.1 P-vectors from n = 2 to 16); a chunk of at most
+/// `P / 1 024` keeps the overhead of the alignment under ~2·n(n−1)/1 024 of a P-vector.
+pub fn gradient_chunk_elems(param_count: u64) -> u64 {
+	param_count
+		.div_ceil(1_024)
+		.checked_next_power_of_two()
+		.unwrap_or(MAX_GRADIENT_CHUNK_ELEMS)
+		.clamp(MIN_GRADIENT_CHUNK_ELEMS, MAX_GRADIENT_CHUNK_ELEMS)
 }
 
-/// The chunks covering element range `[start, end)`: `(first chunk index, byte range to read)`, the byte
-/// range aligned to chunk boundaries and clipped to `param_count` elements.
+/// Number of chunk hashes a `param_count`-element submission lists.
+pub fn chunk_count(param_count: u64) -> usize {
+	param_count.div_ceil(gradient_chunk_elems(param_count)) as usize
+}
+
+/// BLAKE3 of each [`gradient_chunk_elems`]`(P)`-element chunk of a flat little-endian f32 vector's bytes
+/// (`P = bytes.len() / 4`; the last chunk may be shorter).
+pub fn chunk_hashes(bytes: &[u8]) -> Vec<ContentHash> {
+	let elems = gradient_chunk_elems(bytes.len() as u64 / 4);
+	bytes.chunks((elems * 4) as usize).map(ContentHash::of).collect()
+}
+
+/// The chunks covering element range `[start, end)` of a `param_count`-element submission:
+/// `(first chunk index, byte range to read)`, the byte range aligned to chunk boundaries and clipped to
+/// `param_count` elements.
 pub fn chunk_span(start: u64, end: u64, param_count: u64) -> (usize, std::ops::Range<u64>) {
-	let first = start / GRADIENT_CHUNK_ELEMS;
-	let last_end = end.div_ceil(GRADIENT_CHUNK_ELEMS).saturating_mul(GRADIENT_CHUNK_ELEMS).min(param_count);
-	(first as usize, first * GRADIENT_CHUNK_ELEMS * 4..last_end * 4)
+	let c = gradient_chunk_elems(param_count);
+	let first = start / c;
+	let last_end = end.div_ceil(c).saturating_mul(c).min(param_count);
+	(first as usize, first * c * 4..last_end * 4)
 }
 
 /// Body of `iota_submitGradient` (phase `WeightsUploading`).
@@ -232,7 +256,7 @@ pub struct GradientSubmission {
 	pub epoch: u32,
 	/// The uploaded gradient (shape `[param_count]`).
 	pub gradient: TensorRef,
-	/// [`chunk_hashes`] of the uploaded bytes.
+	/// [`chunk_hashes`] of the uploaded bytes ([`chunk_count`]`(P)` entries).
 	pub chunk_hashes: Vec<ContentHash>,
 	/// Micro-batches accumulated (the weight of this submission in the mean).
 	pub samples: u32,
@@ -572,16 +596,33 @@ mod tests {
 	use super::*;
 
 	#[test]
+	fn chunk_size_grows_with_the_vector_within_bounds() {
+		assert_eq!(gradient_chunk_elems(0), MIN_GRADIENT_CHUNK_ELEMS);
+		assert_eq!(gradient_chunk_elems(100), MIN_GRADIENT_CHUNK_ELEMS);
+		assert_eq!(gradient_chunk_elems(1_024 * 1_024), 1_024);
+		assert_eq!(gradient_chunk_elems(1_024 * 1_024 + 1), 2_048);
+		assert_eq!(gradient_chunk_elems(3_156_480), 4_096, "small preset, stage 1");
+		assert_eq!(gradient_chunk_elems(1 << 40), MAX_GRADIENT_CHUNK_ELEMS);
+		assert_eq!(gradient_chunk_elems(u64::MAX), MAX_GRADIENT_CHUNK_ELEMS);
+		for p in [1u64, 1_000, 70_000, 3_156_480, 500_000_000] {
+			assert!(chunk_count(p) <= 1_024 || gradient_chunk_elems(p) == MAX_GRADIENT_CHUNK_ELEMS, "{p}");
+		}
+	}
+
+	#[test]
 	fn chunk_span_covers_the_range_on_chunk_boundaries() {
-		let c = GRADIENT_CHUNK_ELEMS;
+		let p = 3 * 1_024 * 1_024; // chunks of 4 096 elements
+		let c = gradient_chunk_elems(p);
+		assert_eq!(c, 4_096);
 		assert_eq!(chunk_span(0, 10, 100), (0, 0..400));
-		assert_eq!(chunk_span(c + 5, c + 6, 3 * c), (1, c * 4..2 * c * 4));
-		assert_eq!(chunk_span(c - 1, c + 1, 3 * c), (0, 0..2 * c * 4));
-		assert_eq!(chunk_span(2 * c, 2 * c + 7, 2 * c + 7), (2, 2 * c * 4..(2 * c + 7) * 4));
-		let bytes = vec![0u8; (2 * c as usize + 3) * 4];
+		assert_eq!(chunk_span(c + 5, c + 6, p), (1, c * 4..2 * c * 4));
+		assert_eq!(chunk_span(c - 1, c + 1, p), (0, 0..2 * c * 4));
+		assert_eq!(chunk_span(p - 7, p, p), ((p / c - 1) as usize, (p - c) * 4..p * 4));
+		let bytes = vec![0u8; (2 * 1_024 + 3) * 4];
 		let h = chunk_hashes(&bytes);
 		assert_eq!(h.len(), 3);
 		assert_eq!(h[2], ContentHash::of(&[0u8; 12]));
+		assert_eq!(chunk_count(2 * 1_024 + 3), 3);
 	}
 
 	#[test]
