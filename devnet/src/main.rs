@@ -98,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
 	};
 	let model = ModelConfig::preset(&cli.preset).map_err(|e| anyhow::anyhow!("{e}"))?;
 	let Some(model) = recut(model, cli.stages) else { bail!("--stages {} does not fit the preset's blocks", cli.stages) };
-	let run_id = format!("devnet-{}", run_id_now());
+	let run_id = format!("dn-{}", run_id_now());
 	let run_dir = cli.runs_dir.join(&run_id);
 	std::fs::create_dir_all(&run_dir)?;
 	let run_dir = run_dir.canonicalize()?;

@@ -21,6 +21,11 @@ use iota_model::{data, ModelConfig};
 use iota_rpc::{DataManifest, LrSchedule, RunSpec, SpecObject};
 use iota_storage::{keys, ObjectRef, ObjectStore, StorageError};
 
+/// Longest run id, in bytes: the longest object key the chain records (a reduced shard,
+/// `v1/runs/{run}/miners/{48-char SS58}/epochs/{8}/stages/{3}/shards/{6}`, 105 bytes plus the run id)
+/// must fit the runtime's 128-byte `MaxKeyLen`.
+pub const MAX_RUN_ID_LEN: usize = 23;
+
 /// What to prepare.
 #[derive(Clone, Debug)]
 pub struct PrepareOptions {
@@ -118,6 +123,13 @@ fn spec_object(r: ObjectRef) -> SpecObject {
 /// Nothing is written before the options and the corpus have been checked.
 pub async fn prepare_data(store: &ObjectStore, opts: &PrepareOptions) -> Result<Prepared, DataError> {
 	let run = keys::Id::new(opts.run.clone()).map_err(|e| DataError::Options(e.to_string()))?;
+	if opts.run.len() > MAX_RUN_ID_LEN {
+		return Err(DataError::Options(format!(
+			"run id {:?} is {} bytes; at most {MAX_RUN_ID_LEN} keep every object key within the chain's 128 bytes",
+			opts.run,
+			opts.run.len()
+		)));
+	}
 	opts.model.validate().map_err(|e| DataError::Options(e.to_string()))?;
 	if opts.batch_rows == 0 || opts.rows_per_shard < opts.batch_rows {
 		return Err(DataError::Options(format!(
@@ -291,6 +303,7 @@ mod tests {
 			("seq_len", PrepareOptions { seq_len: 1_000, ..good.clone() }),
 			("encoding", PrepareOptions { encoding: "fp8".into(), ..good.clone() }),
 			("run id", PrepareOptions { run: "../x".into(), ..good.clone() }),
+			("long run id", PrepareOptions { run: "r".repeat(MAX_RUN_ID_LEN + 1), ..good.clone() }),
 			("huge shard", PrepareOptions { rows_per_shard: 1_000_000, ..good.clone() }),
 			("missing corpus", PrepareOptions { corpus: dir.path().join("nope"), ..good.clone() }),
 		] {
