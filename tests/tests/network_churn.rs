@@ -1,0 +1,167 @@
+//! Churn: a miner dies mid-epoch and the run goes on. A whole network (`iota_devnet::Network`: dev node,
+//! orchestrator with the embedded S3 server, 3 × 2 real `iota-miner` processes, no validators) trains the
+//! `tiny` preset re-cut into 3 stages with 10-second leases and a 60-block phase timeout. Mid-epoch
+//! (the first time a stage-1 miner that has done work in the epoch is seen holding a lease while its
+//! stage trains), it is frozen (SIGSTOP), the orchestrator's count of its leases is read again, and it is
+//! killed with SIGKILL (if it no longer holds one, it is let go, SIGCONT, and watched again).
+//!
+//! Asserted (no timing): every lease it held expired and was re-listed (`leases_expired` in
+//! `iota_status`; it holds none afterwards); that epoch completes at every stage; stage 1's manifest is
+//! committed with the remaining member alone (one butterfly shard, in the bucket under its committed hash,
+//! the checkpoint reproducing the attested state, which the survivor's log attested) and merges exactly
+//! the backward passes the survivor ran (the pathway log's `backward` column), while the other stages
+//! merge both replicas; the pathway log in the bucket matches the orchestrator's hash and the epoch's
+//! sample count; and the survivor alone trains the next epoch until its stage leaves `Training`.
+//!
+//! ```sh
+//! ./scripts/fetch-data.sh
+//! cargo build -p iota-orchestrator -p iota-miner -p iota-validator          # and the node
+//! cargo test -p iota-e2e --test network_churn -- --ignored --nocapture
+//! ```
+//! Logs stay in `$CARGO_TARGET_TMPDIR/network_churn/logs`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use iota_chain::Signer;
+use iota_e2e::*;
+use iota_primitives::Phase;
+
+const RUN: &str = "e2e-net-churn";
+const QUOTA: u32 = 8;
+const VICTIM_STAGE: u16 = 1;
+const TIMEOUT: Duration = Duration::from_secs(900);
+
+fn signal(pid: u32, sig: &str) {
+	let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap();
+	assert!(ok.success(), "kill {sig} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and kills one (see the file's docs)"]
+async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
+	let started = Instant::now();
+	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_churn");
+	let mut options = tiny_network(RUN, &dir, 3, 2, 0, QUOTA);
+	options.orchestrator_args = ["--lease-ms", "10000", "--phase-timeout", "60"].iter().map(|s| s.to_string()).collect();
+	let mut net = TestNetwork::start(options).await;
+	let chain = net.chain().await.unwrap();
+	let spec = net.prepared.spec.clone();
+	let watcher = net.client_as("//Bob").await; // status is public; Bob (a genesis validator) may read epoch records
+
+	// Pick a stage-1 miner (the other one survives).
+	let members = net
+		.wait("both stage-1 miners seated in the orchestrator's view", TIMEOUT, &[], || async {
+			let s = watcher.status().await.ok()?;
+			let m = &s.stages[usize::from(VICTIM_STAGE)].miners;
+			(m.len() == 2).then(|| m.clone())
+		})
+		.await;
+	let (victim, survivor) = (members[0].clone(), members[1].clone());
+	let i = net.miner_index(&victim).expect("a miner of the network");
+	let pid = net.miners[i].pid();
+	let victim_name = net.miners[i].name().to_owned();
+
+	// Mid-epoch: once it has done work in the epoch and holds a lease while its stage trains, freeze it
+	// (SIGSTOP), read the orchestrator's count of its leases, and kill it (SIGKILL) if it still holds any;
+	// otherwise let it go on (SIGCONT) and look again.
+	let deadline = Instant::now() + TIMEOUT;
+	let (epoch, held) = loop {
+		assert!(Instant::now() < deadline, "never saw {victim} hold a lease mid-epoch");
+		net.assert_alive(&[]);
+		let busy = |s: &iota_rpc::types::Status| {
+			let st = &s.stages[usize::from(VICTIM_STAGE)];
+			let v = s.miners.iter().find(|m| m.account == victim)?;
+			(st.phase == Phase::Training && v.samples_this_epoch > 0 && v.leases > 0).then_some((st.epoch, v.leases))
+		};
+		let Ok(s) = watcher.status().await else { continue };
+		if busy(&s).is_none() {
+			tokio::time::sleep(Duration::from_millis(20)).await;
+			continue;
+		}
+		signal(pid, "-STOP");
+		if let Some(found) = busy(&watcher.status().await.unwrap()) {
+			net.miners[i].kill9();
+			break found;
+		}
+		signal(pid, "-CONT");
+	};
+	eprintln!("killed {victim_name} ({victim}) in epoch {epoch} holding {held} leases after {:?}", started.elapsed());
+	let allowed = [victim_name.as_str()];
+
+	// Its leases expire and are re-listed.
+	net.wait("the victim's leases to expire", TIMEOUT, &allowed, || async {
+		let s = watcher.status().await.ok()?;
+		let v = s.miners.iter().find(|m| m.account == victim)?;
+		(v.leases == 0 && v.leases_expired >= u64::from(held)).then_some(())
+	})
+	.await;
+
+	// The epoch completes at every stage (stage 1 after its phase timeout, with the survivor alone).
+	net.wait("the epoch committed at every stage", TIMEOUT, &allowed, || async {
+		for s in 0..3u16 {
+			chain.merge_manifest(epoch, s).await.ok()??;
+		}
+		Some(())
+	})
+	.await;
+	let store = net.bucket().await;
+	let survivor_log = {
+		let (miners, _) = net.accounts();
+		let i = miners.iter().position(|s| Signer::from_uri(s).unwrap().account_id() == survivor).unwrap();
+		attested_state_hashes(&net.miner_logs()[i])
+	};
+	let mut manifests = Vec::new();
+	for s in 0..3u16 {
+		let m = chain.merge_manifest(epoch, s).await.unwrap().unwrap();
+		let members = if s == VICTIM_STAGE { 1 } else { 2 };
+		let state = check_manifest(&store, &spec, s, epoch, &m, members).await;
+		if s == VICTIM_STAGE {
+			assert_eq!(survivor_log.get(&(s, epoch)), Some(&state.to_string()), "the survivor attested the committed state");
+		}
+		manifests.push(m);
+	}
+
+	// The pathway log: in the bucket under the orchestrator's hash; stage 1 merged exactly the survivor's
+	// backward passes (the victim's accumulated gradient died with it; nothing was filled in).
+	let summary = net.wait("the epoch in the orchestrator's status", TIMEOUT, &allowed, || async {
+		watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
+	})
+	.await;
+	let log = pathway_log(&net, &watcher, &store, epoch).await;
+	assert_eq!(log.records.len() as u32, summary.samples, "the log holds every completed sample");
+	let by_survivor = log.records.iter().filter(|r| r.backward[usize::from(VICTIM_STAGE)] == survivor).count() as u32;
+	let by_victim = log.records.iter().filter(|r| r.backward[usize::from(VICTIM_STAGE)] == victim).count() as u32;
+	eprintln!(
+		"epoch {epoch}: {} samples; stage 1 backward passes: survivor {by_survivor}, victim {by_victim}; manifests merged {:?}",
+		log.records.len(),
+		manifests.iter().map(|m| m.samples).collect::<Vec<_>>()
+	);
+	assert_eq!(by_survivor + by_victim, log.records.len() as u32);
+	// It had done work in the epoch before it died: its accepted forwards stay in the log, and their
+	// backward passes after its death were recomputed by the survivor.
+	let fwd_by_victim = log.records.iter().filter(|r| r.forward[usize::from(VICTIM_STAGE)] == victim).count() as u32;
+	let recomputed = log
+		.records
+		.iter()
+		.filter(|r| r.forward[usize::from(VICTIM_STAGE)] == victim && r.backward[usize::from(VICTIM_STAGE)] == survivor)
+		.count();
+	eprintln!("the victim's accepted forwards: {fwd_by_victim}, of which the survivor recomputed the backward: {recomputed}");
+	assert!(fwd_by_victim + by_victim > 0, "the victim's accepted work of the epoch is in the log");
+	assert_eq!(manifests[usize::from(VICTIM_STAGE)].samples, by_survivor, "stage 1 merged the survivor's passes only");
+
+	// The run goes on: stage 1 trains the next epoch with the survivor alone (every pass of the epoch is its own)
+	// until it leaves Training for its merge.
+	let (done, by_it) = net
+		.wait("stage 1 to finish the next epoch's training", TIMEOUT, &allowed, || async {
+			let s = watcher.status().await.ok()?;
+			let st = &s.stages[usize::from(VICTIM_STAGE)];
+			let m = s.miners.iter().find(|m| m.account == survivor)?;
+			(st.epoch == epoch + 1 && st.phase != Phase::Training).then_some((st.backward_done, m.samples_this_epoch))
+		})
+		.await;
+	eprintln!("epoch {} at stage 1: {done} backward passes, the survivor completed {by_it} items", epoch + 1);
+	assert!(done > 0 && by_it >= done, "the survivor ran epoch 1's passes: {done} backward, {by_it} items");
+	eprintln!("done after {:?}", started.elapsed());
+}
