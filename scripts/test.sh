@@ -21,8 +21,10 @@ cargo test --locked -p iota-primitives -p pallet-iota --features runtime-benchma
 echo "== chain core builds no_std for the WASM runtime"
 cargo check --locked -p iota-primitives -p pallet-iota --no-default-features --target wasm32v1-none
 
-echo "== clippy (chain core, model, storage; warnings are errors)"
-cargo clippy --locked -p iota-primitives -p pallet-iota -p iota-model -p iota-storage --all-targets -- -D warnings
+echo "== clippy (every crate but the node and runtime; warnings are errors)"
+cargo clippy --locked -p iota-primitives -p pallet-iota -p iota-model -p iota-storage -p iota-chain -p iota-rpc \
+	-p iota-orchestrator -p iota-dashboard -p iota-miner -p iota-validator -p iota-devnet -p iota-e2e --all-targets -- -D warnings
+cargo clippy --locked -p iota-miner --features fault-injection --all-targets -- -D warnings
 
 echo "== chain: iota-node (debug, with its WASM runtime)"
 cargo build --locked -p iota-node
@@ -32,3 +34,17 @@ cargo test --locked -p iota-chain --test node -- --ignored
 
 echo "== chain: zombienet smoke test (3-node local testnet)"
 IOTA_NODE_BIN="$CARGO_TARGET_DIR/debug/iota-node" ./scripts/zombienet.sh
+
+echo "== daemons (the miner with its test-only fault injection, for the cheating scenario)"
+cargo build --locked -p iota-orchestrator -p iota-validator -p iota-devnet --bins
+cargo build --locked -p iota-miner --features fault-injection
+
+echo "== end-to-end scenarios: real node, S3, orchestrator, miners, validators on 127.0.0.1, one at a time"
+RAYON_NUM_THREADS=1 cargo test --locked -p iota-e2e -- --ignored --test-threads 1
+
+echo "== the main job, smoke size: ./scripts/devnet.sh --epochs 2"
+SMOKE_RUNS="$(mktemp -d)"
+./scripts/devnet.sh --epochs 2 --runs-dir "$SMOKE_RUNS" --finalize-wait-secs 0
+test -s "$(ls -d "$SMOKE_RUNS"/*/)report.md"
+grep -q '^epoch,tokens,loss$' "$(ls -d "$SMOKE_RUNS"/*/)loss.csv"
+rm -rf "$SMOKE_RUNS"

@@ -14,7 +14,7 @@ use iota_model::ModelConfig;
 #[command(name = "iota-devnet", version, about = "Start a local iota-rs training network, train, and report from chain")]
 struct Cli {
 	/// Epochs to train (one optimizer step of the whole model each); stop earlier with Ctrl-C.
-	#[arg(long, env = "IOTA_EPOCHS", default_value_t = 24)]
+	#[arg(long, env = "IOTA_EPOCHS", default_value_t = 8)]
 	epochs: u32,
 	/// Miners per stage.
 	#[arg(long, env = "IOTA_MINERS_PER_STAGE", default_value_t = 2)]
@@ -29,7 +29,7 @@ struct Cli {
 	#[arg(long, env = "IOTA_STAGES", default_value_t = 3)]
 	stages: usize,
 	/// Samples (micro-batches) per epoch: the chain's backward quota.
-	#[arg(long, env = "IOTA_QUOTA", default_value_t = 24)]
+	#[arg(long, env = "IOTA_QUOTA", default_value_t = 32)]
 	quota: u32,
 	/// Tokens per row `T`.
 	#[arg(long, env = "IOTA_SEQ_LEN", default_value_t = 64)]
@@ -38,7 +38,7 @@ struct Cli {
 	#[arg(long, env = "IOTA_BATCH_ROWS", default_value_t = 4)]
 	batch_rows: u32,
 	/// Peak learning rate.
-	#[arg(long, env = "IOTA_LR", default_value_t = 3e-3)]
+	#[arg(long, env = "IOTA_LR", default_value_t = 4e-3)]
 	lr: f32,
 	/// Wire encoding of activations (`u8`, `bf16`, `f32`).
 	#[arg(long, env = "IOTA_ENCODING", default_value = "u8")]
@@ -65,8 +65,11 @@ struct Cli {
 	/// Give up when the run takes longer than this many minutes.
 	#[arg(long, env = "IOTA_TIMEOUT_MINS", default_value_t = 60)]
 	timeout_mins: u64,
+	/// Blocks after an epoch completes during which validators may set weights.
+	#[arg(long, env = "IOTA_SCORING_WINDOW", default_value_t = 90)]
+	scoring_window: u32,
 	/// Seconds to wait after training for the validators to finalize the last epochs.
-	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 90)]
+	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 150)]
 	finalize_wait_secs: u64,
 }
 
@@ -114,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
 	opts.data.adamw.lr = cli.lr;
 	opts.data.lr.total_epochs = cli.epochs.max(1);
 	opts.data.lr.warmup_epochs = (cli.epochs / 10).clamp(1, 5);
+	opts.scoring_window = cli.scoring_window;
 	opts.dashboard_addr = Some(cli.dashboard_addr.clone());
 	opts.chain = match cli.chain.as_str() {
 		"dev" => ChainTarget::Dev,
@@ -234,8 +238,8 @@ async fn main() -> anyhow::Result<()> {
 		chain: epochs_on_chain,
 		total_minted,
 		command: format!(
-			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {}",
-			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding
+			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --scoring-window {}",
+			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.scoring_window
 		),
 	};
 	println!("  stopping every process ...");

@@ -97,6 +97,9 @@ pub struct NetworkOptions {
 	pub validators: u32,
 	/// Samples (micro-batches) per epoch: the chain's `backward_quota`.
 	pub quota: u32,
+	/// Blocks after an epoch completes during which validators may set weights (set on chain through
+	/// sudo). Validators recompute their spot-checks first; on 2 shared cores that takes about a minute.
+	pub scoring_window: u32,
 	/// Chain.
 	pub chain: ChainTarget,
 	/// Bucket.
@@ -130,6 +133,7 @@ impl NetworkOptions {
 			miners_per_stage: 2,
 			validators: 2,
 			quota: 16,
+			scoring_window: 90,
 			chain: ChainTarget::Dev,
 			store: StoreTarget::Embedded,
 			dashboard_addr: None,
@@ -345,6 +349,8 @@ impl Network {
 			"//Alice".into(),
 			"--backward-quota".into(),
 			options.quota.to_string(),
+			"--scoring-window".into(),
+			options.scoring_window.to_string(),
 			"--run".into(),
 			options.run_id.clone(),
 			"--listen".into(),

@@ -249,6 +249,15 @@ pub fn render_markdown(d: &ReportData) -> String {
 	let _ = writeln!(s, "\n## Scores and emission (on chain)\n");
 	for e in &d.chain {
 		match (&e.scores, &e.split) {
+			(Some(scores), Some(Payout { unallocated, .. })) if scores.is_empty() => {
+				let _ = writeln!(
+					s,
+					"Epoch {} (finalized) without consensus scores: no validator's weights landed in the scoring \
+					 window, so nobody was paid ({} unallocated, not minted).\n",
+					e.epoch,
+					units(*unallocated)
+				);
+			},
 			(Some(scores), Some(Payout { miners, validators, unallocated })) => {
 				let _ = writeln!(s, "Epoch {} (finalized):\n", e.epoch);
 				let _ = writeln!(s, "| account | role | consensus score (ppb) | paid |");

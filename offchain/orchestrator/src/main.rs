@@ -118,6 +118,11 @@ struct RunArgs {
 	/// With `--sudo-suri`: the phase timeout (blocks) to set on chain.
 	#[arg(long, env = "IOTA_PHASE_TIMEOUT")]
 	phase_timeout: Option<u32>,
+	/// With `--sudo-suri`: the scoring window (blocks after an epoch completes during which validators
+	/// may set weights) to set on chain. Validators recompute their spot-checks before scoring, which takes
+	/// longer than the genesis default of 30 blocks on a small shared machine.
+	#[arg(long, env = "IOTA_SCORING_WINDOW")]
+	scoring_window: Option<u32>,
 	/// Run id (the spec is read from `keys::run_spec(run)`).
 	#[arg(long, env = "IOTA_RUN")]
 	run: String,
@@ -237,6 +242,9 @@ async fn run(a: RunArgs) -> Result<()> {
 		want.bottleneck_width = spec.model.wire_width() as u32;
 		if let Some(q) = a.backward_quota {
 			want.backward_quota = q;
+		}
+		if let Some(w) = a.scoring_window {
+			want.scoring_window = w;
 		}
 		if let Some(t) = a.phase_timeout {
 			want.phase_timeout = t;
