@@ -14,7 +14,7 @@ use iota_model::ModelConfig;
 #[command(name = "iota-devnet", version, about = "Start a local iota-rs training network, train, and report from chain")]
 struct Cli {
 	/// Epochs to train (one optimizer step of the whole model each); stop earlier with Ctrl-C.
-	#[arg(long, env = "IOTA_EPOCHS", default_value_t = 8)]
+	#[arg(long, env = "IOTA_EPOCHS", default_value_t = 6)]
 	epochs: u32,
 	/// Miners per stage.
 	#[arg(long, env = "IOTA_MINERS_PER_STAGE", default_value_t = 2)]
