@@ -9,8 +9,8 @@
 //! `iota_status`; it holds none afterwards); that epoch completes at every stage; stage 1's manifest is
 //! committed with the remaining member alone (one butterfly shard, in the bucket under its committed hash,
 //! the checkpoint reproducing the attested state, which the survivor's log attested) and merges exactly
-//! the backward passes the survivor ran (the pathway log's `backward` column), while the other stages
-//! merge both replicas; the pathway log in the bucket matches the orchestrator's hash and the epoch's
+//! the backward passes the survivor ran (the pathway log's `backward` column), while every other stage
+//! merges exactly the miners that ran its backward passes; the pathway log in the bucket matches the orchestrator's hash and the epoch's
 //! sample count; and the survivor alone trains the next epoch until its stage leaves `Training`.
 //!
 //! ```sh
@@ -20,6 +20,7 @@
 //! ```
 //! Logs stay in `$CARGO_TARGET_TMPDIR/network_churn/logs`.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -112,25 +113,30 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 		let i = miners.iter().position(|s| Signer::from_uri(s).unwrap().account_id() == survivor).unwrap();
 		attested_state_hashes(&net.miner_logs()[i])
 	};
-	let mut manifests = Vec::new();
-	for s in 0..3u16 {
-		let m = chain.merge_manifest(epoch, s).await.unwrap().unwrap();
-		let members = if s == VICTIM_STAGE { 1 } else { 2 };
-		let state = check_manifest(&store, &spec, s, epoch, &m, members).await;
-		if s == VICTIM_STAGE {
-			assert_eq!(survivor_log.get(&(s, epoch)), Some(&state.to_string()), "the survivor attested the committed state");
-		}
-		manifests.push(m);
-	}
-
-	// The pathway log: in the bucket under the orchestrator's hash; stage 1 merged exactly the survivor's
-	// backward passes (the victim's accumulated gradient died with it; nothing was filled in).
+	// The pathway log: in the bucket under the orchestrator's hash, every completed sample.
 	let summary = net.wait("the epoch in the orchestrator's status", TIMEOUT, &allowed, || async {
 		watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
 	})
 	.await;
 	let log = pathway_log(&net, &watcher, &store, epoch).await;
 	assert_eq!(log.records.len() as u32, summary.samples, "the log holds every completed sample");
+	// Each manifest merged exactly the live miners that ran the stage's backward passes (at stage 1 the
+	// survivor alone: the victim's accumulated gradient died with it, nothing was filled in).
+	let mut manifests = Vec::new();
+	for s in 0..3u16 {
+		let m = chain.merge_manifest(epoch, s).await.unwrap().unwrap();
+		let ran: BTreeSet<&iota_rpc::AccountId> = log.records.iter().map(|r| &r.backward[usize::from(s)]).collect();
+		let live: Vec<&iota_rpc::AccountId> = ran.iter().copied().filter(|a| **a != victim).collect();
+		if s == VICTIM_STAGE {
+			assert_eq!(live, vec![&survivor], "stage 1's merged passes are the survivor's");
+		}
+		let members = live.len() as u32;
+		let state = check_manifest(&store, &spec, s, epoch, &m, members).await;
+		if s == VICTIM_STAGE {
+			assert_eq!(survivor_log.get(&(s, epoch)), Some(&state.to_string()), "the survivor attested the committed state");
+		}
+		manifests.push(m);
+	}
 	let by_survivor = log.records.iter().filter(|r| r.backward[usize::from(VICTIM_STAGE)] == survivor).count() as u32;
 	let by_victim = log.records.iter().filter(|r| r.backward[usize::from(VICTIM_STAGE)] == victim).count() as u32;
 	eprintln!(
