@@ -50,6 +50,10 @@
 //!   that the orchestrator submits one after the other, each waiting ~3.8 s for finality on 1 s blocks.
 //!   Even the training part ran at ~0.4 of the baseline: per-sample RPC, S3 and hash work of 3 (or 6)
 //!   processes plus the node and the orchestrator on 2 cores that other builds were also using.
+//! - `--ffn-dim 1536 --quota 96 --epochs 2 --miners 1 --no-cut-baseline` (load 5–8): epoch 110 s, merge
+//!   phases 23 % of stage-time, tokens/s 221 vs 969 (**0.229**), loss ratio 1.013. Here the training part
+//!   bounds it: the tail miner (its block plus the 4 096-wide LM head, ~46 % of the model's FLOPs, on one
+//!   thread) reported 221–230 tokens/s while the head and middle reported ~440–460.
 //! - wire: 60.4 bytes/token against 3 072 uncompressed (bf16, width 384, both directions, 2 cuts):
 //!   **50.8x**, not the nominal 128x, because the u8 codec's f32 scale and offset per token (8 bytes)
 //!   outweigh the 6 bytes of payload at this width.
