@@ -429,8 +429,7 @@ impl Orchestrator {
 
 	async fn submit_gradient(&self, req: Signed<GradientSubmission>) -> Result<(), Refusal> {
 		limits(&req.body.gradient)?;
-		let p = self.spec.model.stage_param_count(0).unwrap_or(0) as u64;
-		let max_chunks = chunk_count(self.max_params().max(p));
+		let max_chunks = self.max_chunk_count();
 		if req.body.chunk_hashes.len() > max_chunks {
 			return Err(Refusal::new(ErrorCode::Oversize, format!("{} chunk hashes, at most {max_chunks}", req.body.chunk_hashes.len())));
 		}
@@ -445,8 +444,15 @@ impl Orchestrator {
 		self.commit(nonce, |st| Ok((vec![st.check_gradient(&req.account, stage, b.epoch, &b.gradient, &b.chunk_hashes, b.samples)?], ())))
 	}
 
-	fn max_params(&self) -> u64 {
-		(0..self.spec.model.n_stages()).filter_map(|s| self.spec.model.stage_param_count(s).ok()).max().unwrap_or(0) as u64
+	/// The most chunk hashes any stage's gradient lists. `chunk_count(P)` is not monotonic in `P` (the
+	/// chunk size steps in powers of two), so this is the maximum over the stages, not the count of the
+	/// largest stage.
+	fn max_chunk_count(&self) -> usize {
+		(0..self.spec.model.n_stages())
+			.filter_map(|s| self.spec.model.stage_param_count(s).ok())
+			.map(|p| chunk_count(p as u64))
+			.max()
+			.unwrap_or(0)
 	}
 
 	async fn get_shards(&self, req: Signed<MergeQuery>) -> Result<ShardAssignment, Refusal> {

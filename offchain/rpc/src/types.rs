@@ -604,6 +604,10 @@ mod tests {
 		assert_eq!(gradient_chunk_elems(3_156_480), 4_096, "small preset, stage 1");
 		assert_eq!(gradient_chunk_elems(1 << 40), MAX_GRADIENT_CHUNK_ELEMS);
 		assert_eq!(gradient_chunk_elems(u64::MAX), MAX_GRADIENT_CHUNK_ELEMS);
+		// Not monotonic: a larger vector may list fewer chunks when the chunk size doubles, so a bound on
+		// the count must be the maximum over the sizes in use, not the count of the largest.
+		assert_eq!(chunk_count(1_580_000), 772);
+		assert_eq!(chunk_count(2_200_000), 538);
 		for p in [1u64, 1_000, 70_000, 3_156_480, 500_000_000] {
 			assert!(chunk_count(p) <= 1_024 || gradient_chunk_elems(p) == MAX_GRADIENT_CHUNK_ELEMS, "{p}");
 		}
