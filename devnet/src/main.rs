@@ -68,6 +68,10 @@ struct Cli {
 	/// Blocks after an epoch completes during which validators may set weights.
 	#[arg(long, env = "IOTA_SCORING_WINDOW", default_value_t = 90)]
 	scoring_window: u32,
+	/// Keep the run's bucket, chain database and miner caches (several GB for a default run); by default
+	/// only the report, the logs and the orchestrator's database stay.
+	#[arg(long, env = "IOTA_KEEP_DATA")]
+	keep_data: bool,
 	/// Seconds to wait after training for the validators to finalize the last epochs.
 	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 150)]
 	finalize_wait_secs: u64,
@@ -245,6 +249,11 @@ async fn main() -> anyhow::Result<()> {
 	println!("  stopping every process ...");
 	net.stop();
 	let path = report::write(&run_dir, &data).context("writing the report")?;
+	if !cli.keep_data {
+		for dir in ["s3", "node", "cache"] {
+			let _ = std::fs::remove_dir_all(run_dir.join(dir));
+		}
+	}
 	if let Some(drop) = report::loss_drop(&data.epochs) {
 		println!("  loss {:.1} % lower over {} epochs", drop * 100.0, data.epochs.len());
 	}
