@@ -990,11 +990,30 @@ impl State {
 	}
 
 	/// What the orchestrator reports to `advance_phase`.
+	///
+	/// In the merge phases `gradients_submitted` also counts the stage's members that ran no backward pass
+	/// this epoch and so have no gradient to submit (a miner that got no sample, e.g. on a loaded machine):
+	/// the chain's rule waits for `gradients_submitted ≥ members`, and without them the stage would sit out
+	/// the whole phase timeout.
 	pub fn report(&self, stage: u16) -> StageReport {
-		self.stages
-			.get(usize::from(stage))
-			.map(|s| StageReport { backward_done: s.backward_done, gradients_submitted: s.merge.submissions.len() as u32 })
-			.unwrap_or_default()
+		let Some(s) = self.stages.get(usize::from(stage)) else { return StageReport::default() };
+		let mut gradients_submitted = s.merge.submissions.len() as u32;
+		if s.phase != Phase::Training {
+			let first = u64::from(s.epoch) * u64::from(self.cfg.backward_quota);
+			let worked: BTreeSet<[u8; 32]> = self
+				.samples
+				.range(first..first.saturating_add(u64::from(self.cfg.backward_quota)))
+				.filter(|(_, r)| r.epoch == s.epoch)
+				.filter_map(|(_, r)| r.backward.get(usize::from(stage)).cloned().flatten().map(|(m, _)| m.0))
+				.collect();
+			let idle = s
+				.members
+				.iter()
+				.filter(|m| !worked.contains(&m.0) && !s.merge.submissions.contains_key(&m.0))
+				.count() as u32;
+			gradients_submitted = gradients_submitted.saturating_add(idle);
+		}
+		StageReport { backward_done: s.backward_done, gradients_submitted }
 	}
 
 	/// The epoch seed of `epoch`, if seen.
@@ -1697,6 +1716,21 @@ mod tests {
 	}
 
 	#[test]
+	fn a_member_without_backward_passes_does_not_hold_up_the_upload_phase() {
+		// Stage 1 has two miners; only miner 2 gets the epoch's one sample.
+		let mut w = World::new(1, 4, &[&[1], &[2, 4], &[3]]);
+		w.run_sample([1, 2, 3], 10);
+		assert_eq!(w.st.report(1).gradients_submitted, 0, "training: no idle accounting");
+		w.chain(1, 0, Phase::WeightsUploading, 0, &[2, 4], 20);
+		// Miner 4 has nothing to submit and is counted as done; miner 2's gradient is still awaited.
+		assert_eq!(w.st.report(1), StageReport { backward_done: 1, gradients_submitted: 1 });
+		let g = tensor(w.st.gradient_key(1, 0, &acc(2)), 20, b"g");
+		let e = w.st.check_gradient(&acc(2), 1, 0, &g, &[ContentHash::of(b"c")], 1).unwrap();
+		w.apply(e);
+		assert_eq!(w.st.report(1).gradients_submitted, 2);
+	}
+
+	#[test]
 	fn merge_bookkeeping_from_gradients_to_commit() {
 		let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
 		let (a, b) = (acc(7), acc(6));
@@ -1788,7 +1822,7 @@ mod tests {
 		assert_eq!(w.st.commit_plan(0), None);
 		// A timed-out round restarts with fresh submissions.
 		w.chain(0, 0, Phase::WeightsUploading, 1, &[7, 6], 3);
-		assert_eq!(w.st.report(0).gradients_submitted, 0);
+		assert!(w.st.stage(0).unwrap().merge.submissions.is_empty(), "fresh submissions");
 		assert_eq!(w.work(7, 0, 4), WorkPlan::UploadGradient { epoch: 0 });
 	}
 
