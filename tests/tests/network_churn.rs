@@ -82,6 +82,10 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 			continue;
 		}
 		signal(pid, "-STOP");
+		// A request the miner sent just before it froze (e.g. the submit of the very lease seen above) may
+		// still be in flight: let the orchestrator finish it before deciding, so the leases counted here
+		// are ones the frozen miner can never complete.
+		tokio::time::sleep(Duration::from_secs(2)).await;
 		if let Some(found) = busy(&watcher.status().await.unwrap()) {
 			net.miners[i].kill9();
 			break found;
