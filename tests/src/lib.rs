@@ -40,6 +40,17 @@ use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp}
 /// How long a debug node may take to answer RPC.
 pub const NODE_STARTUP: Duration = Duration::from_secs(180);
 
+/// A scenario's working directory (databases, caches, process logs), removed on drop unless
+/// `$IOTA_E2E_KEEP` is set: then it is kept and its path printed, so a failed run can be read afterwards.
+pub fn work_dir() -> tempfile::TempDir {
+	let keep = std::env::var_os("IOTA_E2E_KEEP").is_some();
+	let dir = tempfile::Builder::new().prefix("iota-e2e-").disable_cleanup(keep).tempdir().unwrap();
+	if keep {
+		eprintln!("IOTA_E2E_KEEP: logs and data stay in {}", dir.path().display());
+	}
+	dir
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
 	TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -42,7 +42,7 @@ async fn miners_reconnect_after_the_orchestrator_is_killed_and_restarted() {
 		client.register_miner(&Signer::from_uri(name).unwrap()).await.unwrap();
 	}
 
-	let dir = tempfile::tempdir().unwrap();
+	let dir = work_dir();
 	let args: Vec<String> = [
 		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "12", "--run", RUN,
 		"--lease-ms", "20000", "--s3-endpoint", &s3.server.endpoint(),

@@ -58,7 +58,7 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 	}
 	assert_eq!(by_stage.values().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 2], "{by_stage:?}");
 
-	let dir = tempfile::tempdir().unwrap();
+	let dir = work_dir();
 	let args: Vec<String> = [
 		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
 		"--lease-ms", "30000", "--s3-endpoint", &s3.server.endpoint(),

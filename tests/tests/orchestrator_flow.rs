@@ -55,7 +55,7 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	stages.sort();
 	assert_eq!(stages, vec![0, 1, 2], "one miner per stage");
 
-	let dir = tempfile::tempdir().unwrap();
+	let dir = work_dir();
 	let args: Vec<String> = [
 		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "2",
 		"--run", RUN, "--lease-ms", "3000", "--s3-endpoint", &s3.server.endpoint(),

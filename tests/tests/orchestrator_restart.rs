@@ -40,7 +40,7 @@ async fn kill_9_mid_epoch_loses_nothing_and_the_epoch_completes() {
 	let s3 = S3::start().await;
 	let spec = tiny_spec(&s3.store, RUN).await;
 	let registered = register_miners(&client, &["dave", "eve", "ferdie"]).await;
-	let dir = tempfile::tempdir().unwrap();
+	let dir = work_dir();
 	let args: Vec<String> = [
 		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "2",
 		"--run", RUN, "--lease-ms", "60000", "--s3-endpoint", &s3.server.endpoint(),

@@ -139,7 +139,7 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 	let bob = Signer::dev("bob").unwrap().account_id();
 	assert!(client.validator(&bob).await.unwrap().is_some(), "Bob is a genesis validator");
 
-	let dir = tempfile::tempdir().unwrap();
+	let dir = work_dir();
 	let args: Vec<String> = [
 		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
 		"--lease-ms", "30000", "--s3-endpoint", &s3.server.endpoint(),

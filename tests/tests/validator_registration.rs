@@ -55,7 +55,7 @@ async fn registers_with_its_stake_and_survives_a_missing_orchestrator() {
 	let min = client.run_config().await.unwrap().unwrap().min_validator_stake;
 	let stake = min + 7;
 
-	let dir = tempfile::tempdir().unwrap();
+	let dir = work_dir();
 	let log = dir.path().join("validator.log");
 	let out = std::fs::File::create(&log).unwrap();
 	let metrics = format!("127.0.0.1:{}", free_port());

@@ -75,6 +75,11 @@ impl ChainDriver {
 		Self { client, signer, orch, stages, last_registry: None }
 	}
 
+	/// The chain client the driver reads and signs with.
+	pub fn client(&self) -> &IotaClient {
+		&self.client
+	}
+
 	/// Reads every miner and validator record into a [`Registry`].
 	///
 	/// # Errors

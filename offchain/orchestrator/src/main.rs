@@ -281,6 +281,13 @@ async fn run(a: RunArgs) -> Result<()> {
 	let server_cfg = ServerConfig { window_ms: a.window_ms, presign_secs: (lease_ms / 1000 + 60).min(900), ..ServerConfig::default() };
 	let spec_json = String::from_utf8(spec_bytes)?;
 	let orch = Orchestrator::new(state, db, store, spec, spec_json, server_cfg, metrics.clone())?;
+	// Who is registered and where every stage stands, from finalized state, before the first request:
+	// a restarted orchestrator must not refuse registered miners as unknown while its first chain step
+	// is still on its way.
+	let mut driver = ChainDriver::new(client, signer, orch.clone(), cfg.stages);
+	let finalized = driver.client().finalized_number().await.context("reading the finalized block")?;
+	driver.refresh_registry(finalized).await.context("reading the registry")?;
+	driver.sync(finalized).await.context("reading the stages")?;
 	let (metrics_addr, metrics_task) = metrics.serve(a.metrics_addr).await?;
 	let (rpc_addr, handle) = serve(orch.clone(), a.listen).await?;
 	tracing::info!(%rpc_addr, %metrics_addr, run = %a.run, spec = %spec_hash, lease_ms, "orchestrator listening");
@@ -312,11 +319,8 @@ async fn run(a: RunArgs) -> Result<()> {
 		})
 	};
 	let chain_task = {
-		let orch = orch.clone();
 		let url = a.chain_rpc.clone();
-		let stages = cfg.stages;
 		tokio::spawn(async move {
-			let mut driver = ChainDriver::new(client, signer, orch, stages);
 			loop {
 				let mut events = match driver_client(&url).await {
 					Ok(c) => match c.finalized_events().await {
