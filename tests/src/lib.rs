@@ -7,10 +7,15 @@
 //! |---|---|
 //! | [`DevNode`] | `iota-node --dev` (one node, a block per second; Alice is sudo and orchestrator) |
 //! | [`S3`] | the embedded S3 server in-process (`iota_storage::EmbeddedS3`) over a temporary directory |
-//! | [`OrchestratorProcess`] | the `iota-orchestrator run` binary (kill -9 and restart with the same database) |
+//! | [`OrchestratorProcess`] | the `iota-orchestrator run` binary (kill -9 and restart with the same database); [`OrchestratorProcess::dev`] with the usual dev-chain flags |
+//! | [`Daemon`] | an `iota-miner` ([`Daemon::miner`]) or `iota-validator` ([`Daemon::validator`]) binary, its log in the scenario's folder |
 //! | [`tiny_spec`] | uploads a small run spec for the `tiny` preset with random-token data shards |
 //! | [`Miner`] | a scripted miner: signed RPC calls, presigned uploads of real wire tensors, the merge steps |
 //! | [`TestNetwork`] | a whole `iota_devnet::Network` ([`tiny_network`] options: `tiny` re-cut, Shakespeare, bf16 wire); prints every log tail on panic |
+//!
+//! Run data and accounts: [`shakespeare_options`] (the `tiny` preset on the real corpus), [`SIX_MINERS`] and
+//! [`register_seated`] (who the pallet seated where), [`verdicts`] (one validator's verdicts on chain),
+//! [`work_dir`] (kept with `$IOTA_E2E_KEEP`), [`http_get`] (`/metrics` and pages).
 //!
 //! Checks shared by the `network_*` scenarios: [`check_manifest`] (a committed merge manifest against the
 //! bucket: shards, checkpoint reproducing the attested state), [`pathway_log`] (the stored log against the
@@ -63,7 +68,9 @@ pub fn target_dir() -> PathBuf {
 	exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf()
 }
 
-fn binary(env: &str, name: &str, build: &str) -> PathBuf {
+/// The path of binary `name`: `$env` if set, else the tests' target folder. Panics with `build` (the
+/// command that builds it) when the file is missing.
+pub fn binary(env: &str, name: &str, build: &str) -> PathBuf {
 	let p = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| target_dir().join(name));
 	assert!(p.exists(), "{} not found: build it with `{build}` first (or set {env})", p.display());
 	p
@@ -210,8 +217,8 @@ pub struct OrchestratorProcess {
 	args: Vec<String>,
 	/// `ws://127.0.0.1:PORT` of its JSON-RPC server.
 	pub url: String,
-	/// `http://127.0.0.1:PORT/metrics`.
-	pub metrics_url: String,
+	/// `127.0.0.1:PORT` of its Prometheus `/metrics`.
+	pub metrics_addr: String,
 }
 
 impl OrchestratorProcess {
@@ -221,8 +228,25 @@ impl OrchestratorProcess {
 		let (rpc, metrics) = (free_port(), free_port());
 		let mut args = vec!["run".to_string(), "--listen".into(), format!("127.0.0.1:{rpc}"), "--metrics-addr".into(), format!("127.0.0.1:{metrics}")];
 		args.extend_from_slice(extra);
-		let mut p = Self { child: None, log, args, url: format!("ws://127.0.0.1:{rpc}"), metrics_url: format!("http://127.0.0.1:{metrics}/metrics") };
+		let mut p = Self { child: None, log, args, url: format!("ws://127.0.0.1:{rpc}"), metrics_addr: format!("127.0.0.1:{metrics}") };
 		p.spawn();
+		p
+	}
+
+	/// Starts it against `node` and the bucket of `s3` for `run` (whose spec is already in the bucket),
+	/// with Alice as orchestrator and sudo, `quota` micro-batches per epoch, leases of `lease_ms`, its
+	/// database (`o.db`) and log (`orchestrator.log`) in `dir`; then waits until it answers.
+	pub async fn dev(node: &DevNode, s3: &S3, run: &str, quota: u32, lease_ms: u64, dir: &Path) -> Self {
+		let db = dir.join("o.db").display().to_string();
+		let args: Vec<String> = [
+			"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", &quota.to_string(),
+			"--run", run, "--lease-ms", &lease_ms.to_string(), "--s3-endpoint", &s3.server.endpoint(), "--db", &db,
+		]
+		.iter()
+		.map(|s| s.to_string())
+		.collect();
+		let mut p = Self::start(&args, dir.join("orchestrator.log"));
+		p.wait_ready().await;
 		p
 	}
 
@@ -455,6 +479,133 @@ pub async fn register_miners(client: &IotaClient, names: &[&str]) -> Vec<(Signer
 	out
 }
 
+/// Registers each secret URI in `uris` as a miner (in order) and returns who the pallet seated at each
+/// stage.
+pub async fn register_seated(client: &IotaClient, uris: &[&'static str]) -> std::collections::BTreeMap<u16, Vec<&'static str>> {
+	let mut by_stage: std::collections::BTreeMap<u16, Vec<&'static str>> = std::collections::BTreeMap::new();
+	for uri in uris {
+		let s = Signer::from_uri(uri).unwrap();
+		client.register_miner(&s).await.unwrap();
+		let stage = client.miner(&s.account_id()).await.unwrap().unwrap().stage;
+		by_stage.entry(stage).or_default().push(*uri);
+	}
+	by_stage
+}
+
+// ---- real daemons started one by one ------------------------------------------------------------------
+
+/// Six dev miner URIs: with three stages the pallet seats them two per stage in this order.
+pub const SIX_MINERS: [&str; 6] = ["//Dave", "//Eve", "//Ferdie", "//Dave//stash", "//Eve//stash", "//Ferdie//stash"];
+
+/// Run options for the `tiny` preset (3 stages) on the Shakespeare corpus: rows of `T = 32` tokens,
+/// micro-batches of `B = 4` rows, 64 rows per shard, wire `encoding` (`u8`, `bf16`, `f32`), peak
+/// learning rate 1e-2 without warm-up (one step visibly lowers the loss).
+pub fn shakespeare_options(run: &str, model: ModelConfig, encoding: &str) -> iota_orchestrator::data::PrepareOptions {
+	let mut o = iota_orchestrator::data::PrepareOptions::new(run, corpus(), model);
+	o.seq_len = 32;
+	o.batch_rows = 4;
+	o.rows_per_shard = 64;
+	o.encoding = encoding.into();
+	o.lr = LrSchedule { peak: 1e-2, warmup_epochs: 0, total_epochs: 100, min_ratio: 0.1 };
+	o
+}
+
+/// A daemon started from its binary (`iota-miner`, `iota-validator`), logging to a file; killed on drop,
+/// the tail of its log printed if the test panics.
+pub struct Daemon {
+	child: Child,
+	log: PathBuf,
+	/// What the log tail is printed as (`iota-miner //Dave`).
+	pub name: String,
+}
+
+impl Daemon {
+	/// Starts `bin` with `args`, `RUST_LOG=rust_log`, one compute thread, stdout and stderr into `log`.
+	pub fn start(name: &str, bin: &Path, args: &[String], log: PathBuf, rust_log: &str) -> Self {
+		let out = std::fs::File::create(&log).unwrap();
+		let child = Command::new(bin)
+			.args(args)
+			.env("RUST_LOG", rust_log)
+			.env("RAYON_NUM_THREADS", "1")
+			.stdout(out.try_clone().unwrap())
+			.stderr(out)
+			.stdin(Stdio::null())
+			.spawn()
+			.unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+		Self { child, log, name: name.into() }
+	}
+
+	/// `iota-miner` for the secret URI `suri` against `chain` and `orchestrator`, one compute thread, a
+	/// metrics port of its own, cache and log (`miner-{i}.log`) in `dir`, plus `extra` arguments.
+	pub fn miner(suri: &str, chain: &str, orchestrator: &str, dir: &Path, i: usize, extra: &[&str]) -> Self {
+		let bin = binary("IOTA_MINER_BIN", "iota-miner", "cargo build -p iota-miner --features fault-injection");
+		let mut args: Vec<String> = ["--chain-rpc", chain, "--orchestrator", orchestrator, "--suri", suri, "--threads", "1"]
+			.iter()
+			.chain(extra)
+			.map(|s| s.to_string())
+			.collect();
+		args.extend(["--metrics-addr".into(), format!("127.0.0.1:{}", free_port())]);
+		args.extend(["--cache-dir".into(), dir.join(format!("cache-{i}")).display().to_string()]);
+		Self::start(&format!("iota-miner {suri}"), &bin, &args, dir.join(format!("miner-{i}.log")), "info,iota_miner=debug")
+	}
+
+	/// `iota-validator` for `suri` against `chain` and `orchestrator`, polling every second, serving
+	/// `/metrics` on `metrics_addr`, logging to `dir/validator.log`.
+	pub fn validator(suri: &str, chain: &str, orchestrator: &str, metrics_addr: &str, dir: &Path) -> Self {
+		let bin = binary("IOTA_VALIDATOR_BIN", "iota-validator", "cargo build -p iota-validator");
+		let args: Vec<String> = ["--suri", suri, "--chain-rpc", chain, "--orchestrator", orchestrator, "--poll-ms", "1000", "--metrics-addr", metrics_addr]
+			.iter()
+			.map(|s| s.to_string())
+			.collect();
+		Self::start("iota-validator", &bin, &args, dir.join("validator.log"), "info,iota_validator=debug")
+	}
+
+	/// Its log so far.
+	pub fn log_text(&self) -> String {
+		std::fs::read_to_string(&self.log).unwrap_or_default()
+	}
+
+	/// Whether the process is still running.
+	pub fn is_running(&mut self) -> bool {
+		self.child.try_wait().ok().flatten().is_none()
+	}
+
+	/// SIGTERM, then wait up to 60 s for it to exit.
+	pub fn terminate(&mut self) -> std::process::ExitStatus {
+		let pid = self.child.id().to_string();
+		assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+		for _ in 0..600 {
+			if let Some(s) = self.child.try_wait().unwrap() {
+				return s;
+			}
+			std::thread::sleep(Duration::from_millis(100));
+		}
+		panic!("{} did not exit within 60 s of SIGTERM", self.name);
+	}
+}
+
+impl Drop for Daemon {
+	fn drop(&mut self) {
+		let _ = self.child.kill();
+		let _ = self.child.wait();
+		if std::thread::panicking() {
+			print_tail(&self.name, &self.log, 30);
+		}
+	}
+}
+
+/// The verdicts `validator` put on chain on `miner` for `epoch`.
+pub async fn verdicts(client: &IotaClient, epoch: u32, miner: &iota_chain::AccountId, validator: &iota_chain::AccountId) -> Vec<iota_chain::Verdict> {
+	client
+		.spot_checks(epoch, miner)
+		.await
+		.unwrap()
+		.into_iter()
+		.filter(|c| &c.validator == validator)
+		.map(|c| c.verdict)
+		.collect()
+}
+
 // ---- whole networks (iota_devnet::Network) ----------------------------------------------------------
 
 /// The Shakespeare corpus folder (`scripts/fetch-data.sh` fetches it); panics with that hint if missing.
@@ -482,11 +633,7 @@ pub fn tiny_network(run: &str, dir: &Path, stages: usize, miners_per_stage: u32,
 	let model = iota_devnet::recut(ModelConfig::tiny(), stages).expect("tiny has enough blocks");
 	let bin_dir = std::env::var_os("IOTA_E2E_BIN_DIR").map(PathBuf::from).unwrap_or_else(target_dir);
 	let mut o = iota_devnet::NetworkOptions::new(run, dir, bin_dir, corpus(), model);
-	o.data.seq_len = 32;
-	o.data.batch_rows = 4;
-	o.data.rows_per_shard = 64;
-	o.data.encoding = "bf16".into();
-	o.data.lr = LrSchedule { peak: 1e-2, warmup_epochs: 0, total_epochs: 100, min_ratio: 0.1 };
+	o.data = shakespeare_options(run, o.data.model.clone(), "bf16");
 	o.miners_per_stage = miners_per_stage;
 	o.validators = validators;
 	o.quota = quota;
@@ -649,12 +796,17 @@ pub async fn pathway_log(net: &TestNetwork, validator: &SignedClient, store: &Ob
 	log
 }
 
-/// The body of `GET http://{addr}{path}` (HTTP/1.0, no keep-alive).
+/// The body of `GET http://{addr}{path}` (HTTP/1.0, no keep-alive); panics when it cannot be read.
 pub async fn http_get(addr: &str, path: &str) -> String {
+	try_http_get(addr, path).await.unwrap_or_else(|| panic!("GET http://{addr}{path} failed"))
+}
+
+/// [`http_get`], `None` while nothing answers (a daemon still starting).
+pub async fn try_http_get(addr: &str, path: &str) -> Option<String> {
 	use tokio::io::{AsyncReadExt, AsyncWriteExt};
-	let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-	s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+	let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+	s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.ok()?;
 	let mut out = String::new();
-	s.read_to_string(&mut out).await.unwrap();
-	out
+	s.read_to_string(&mut out).await.ok()?;
+	Some(out)
 }

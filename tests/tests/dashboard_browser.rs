@@ -22,72 +22,14 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use iota_dashboard::browser::{chromium_or_skip, Headless};
 use iota_e2e::*;
 
 const RUN: &str = "e2e-dashboard";
 const QUOTA: u32 = 8;
 const TIMEOUT: Duration = Duration::from_secs(900);
-/// Longest one Chromium run may take (a cold browser included).
-const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn chromium() -> Option<PathBuf> {
-	if let Some(p) = std::env::var_os("CHROMIUM") {
-		return Some(PathBuf::from(p));
-	}
-	let path = std::env::var_os("PATH")?;
-	["chromium", "chromium-browser", "google-chrome"]
-		.iter()
-		.flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
-		.find(|p| p.is_file())
-}
-
-/// The browser, or `None` after printing why the test is skipped; panics when `CI=true`.
-fn browser_or_skip() -> Option<PathBuf> {
-	match chromium() {
-		Some(p) => Some(p),
-		None if std::env::var("CI").is_ok_and(|v| v == "true") => {
-			panic!("chromium not found (CI=true): install Debian's `chromium` with scripts/setup.sh, or set $CHROMIUM")
-		},
-		None => {
-			eprintln!("SKIPPED: chromium not found; install Debian's `chromium` (scripts/setup.sh) or set $CHROMIUM");
-			None
-		},
-	}
-}
-
-/// Headless Chromium on `url` with `extra` flags and a fresh profile; returns stdout (the DOM with
-/// `--dump-dom`).
-async fn chromium_run(bin: &Path, url: &str, extra: &[&str]) -> String {
-	let profile = tempfile::tempdir().unwrap();
-	let mut cmd = tokio::process::Command::new(bin);
-	cmd.args([
-		"--headless",
-		"--no-sandbox",
-		"--disable-gpu",
-		"--no-first-run",
-		"--disable-background-networking",
-		"--disable-component-update",
-		"--disable-sync",
-		"--disable-dev-shm-usage",
-		"--virtual-time-budget=5000",
-	])
-	.arg(format!("--user-data-dir={}", profile.path().display()))
-	.args(extra)
-	.arg(url)
-	.stdin(Stdio::null())
-	.stdout(Stdio::piped())
-	.stderr(Stdio::piped())
-	.kill_on_drop(true);
-	let out = tokio::time::timeout(BROWSER_TIMEOUT, cmd.output())
-		.await
-		.unwrap_or_else(|_| panic!("chromium did not finish within {BROWSER_TIMEOUT:?} on {url}"))
-		.unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-	assert!(out.status.success(), "chromium failed on {url} with {}: {}", out.status, String::from_utf8_lossy(&out.stderr));
-	String::from_utf8(out.stdout).expect("the DOM is UTF-8")
-}
 
 /// The text of the element `<tag id="id">…</tag>` in `dom`, if any.
 fn by_id<'a>(dom: &'a str, tag: &str, id: &str) -> Option<&'a str> {
@@ -100,7 +42,8 @@ fn by_id<'a>(dom: &'a str, tag: &str, id: &str) -> Option<&'a str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator (with its dashboard), three iota-miner processes, iota-validator and headless Chromium (see the file's docs)"]
 async fn a_two_epoch_network_in_headless_chromium() {
-	let Some(browser) = browser_or_skip() else { return };
+	let Some(bin) = chromium_or_skip() else { return };
+	let browser = Headless::new(bin);
 	let started = Instant::now();
 	let out = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "dashboard_browser");
 	let dashboard = format!("127.0.0.1:{}", free_port());
@@ -125,7 +68,7 @@ async fn a_two_epoch_network_in_headless_chromium() {
 	let (dom, status) = net
 		.wait("the Network page to show the recorded loss", TIMEOUT, &[], || async {
 			let before = watcher.status().await.ok()?;
-			let dom = chromium_run(&browser, &format!("{base}/"), &["--dump-dom"]).await;
+			let dom = browser.dom(&format!("{base}/")).await.unwrap();
 			let after = watcher.status().await.ok()?;
 			let last = after.epochs.last()?;
 			let shown = by_id(&dom, "dd", "last-loss")?;
@@ -141,7 +84,7 @@ async fn a_two_epoch_network_in_headless_chromium() {
 	eprintln!("the page shows epoch {} loss {:.4}", last.epoch, last.loss);
 
 	// The Stages page: one panel per stage, one row per miner, every miner named.
-	let dom = chromium_run(&browser, &format!("{base}/stages"), &["--dump-dom"]).await;
+	let dom = browser.dom(&format!("{base}/stages")).await.unwrap();
 	assert_eq!(dom.matches("class=\"panel stage\"").count(), 3, "{dom}");
 	assert_eq!(dom.matches("<tr class=\"miner\">").count(), 3, "{dom}");
 	for st in &status.stages {
@@ -151,7 +94,7 @@ async fn a_two_epoch_network_in_headless_chromium() {
 	}
 
 	// The Training page lists both epochs' recorded losses.
-	let dom = chromium_run(&browser, &format!("{base}/training"), &["--dump-dom"]).await;
+	let dom = browser.dom(&format!("{base}/training")).await.unwrap();
 	for e in status.epochs.iter().take(2) {
 		let cell = format!("<td class=\"loss\">{:.4}</td>", e.loss);
 		assert!(dom.contains(&cell), "epoch {} loss {cell} on the Training page", e.epoch);
@@ -160,12 +103,7 @@ async fn a_two_epoch_network_in_headless_chromium() {
 	// Screenshots.
 	for (name, path, height) in [("dashboard", "/", 880), ("stages", "/stages", 1400), ("training", "/training", 1400)] {
 		let shot = out.join(format!("{name}.png"));
-		chromium_run(
-			&browser,
-			&format!("{base}{path}"),
-			&[&format!("--screenshot={}", shot.display()), &format!("--window-size=1280,{height}"), "--hide-scrollbars"],
-		)
-		.await;
+		browser.screenshot(&format!("{base}{path}"), &shot, 1280, height).await.unwrap();
 		let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()));
 		assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{name}: a PNG");
 		eprintln!("screenshot: {}", shot.display());

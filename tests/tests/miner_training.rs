@@ -10,68 +10,39 @@
 //! RAYON_NUM_THREADS=1 cargo test -p iota-e2e --test miner_training -- --ignored --nocapture
 //! ```
 
-mod miner_common;
-
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use iota_chain::Signer;
 use iota_e2e::*;
 use iota_model::ModelConfig;
-use iota_orchestrator::data::{prepare_data, PrepareOptions};
+use iota_orchestrator::data::prepare_data;
 use iota_primitives::ContentHash;
-use iota_rpc::{LrSchedule, SignedClient};
-use miner_common::{attested, MinerProcess};
+use iota_rpc::SignedClient;
 
 const RUN: &str = "e2e-miners";
 /// Every epoch of the whole pipeline on 2 shared cores: generous.
 const EPOCHS_TIMEOUT: Duration = Duration::from_secs(1200);
-const MINERS: [&str; 6] = ["//Dave", "//Eve", "//Ferdie", "//Dave//stash", "//Eve//stash", "//Ferdie//stash"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes (build them first; see the file's docs)"]
 async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
-	let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/shakespeare");
-	assert!(corpus.is_dir(), "{} missing: run scripts/fetch-data.sh", corpus.display());
 	let mut node = DevNode::start();
 	let client = node.client().await;
 	let s3 = S3::start().await;
 
 	// The real corpus, tokenized into hashed shards, and the spec that names them.
-	let mut opts = PrepareOptions::new(RUN, &corpus, ModelConfig::tiny());
-	opts.seq_len = 32;
-	opts.batch_rows = 4;
-	opts.rows_per_shard = 64;
-	opts.encoding = "bf16".into();
-	opts.lr = LrSchedule { peak: 1e-2, warmup_epochs: 0, total_epochs: 100, min_ratio: 0.1 };
-	let prepared = prepare_data(&s3.store, &opts).await.unwrap();
+	let prepared = prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "bf16")).await.unwrap();
 	assert!(prepared.spec.data.shards.len() > 1);
 
 	// Six miners registered up front: the pallet seats them two per stage.
-	let mut by_stage: BTreeMap<u16, Vec<&'static str>> = BTreeMap::new();
-	for name in MINERS {
-		let s = Signer::from_uri(name).unwrap();
-		client.register_miner(&s).await.unwrap();
-		let stage = client.miner(&s.account_id()).await.unwrap().unwrap().stage;
-		by_stage.entry(stage).or_default().push(name);
-	}
+	let by_stage = register_seated(&client, &SIX_MINERS).await;
 	assert_eq!(by_stage.values().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 2], "{by_stage:?}");
 
 	let dir = work_dir();
-	let args: Vec<String> = [
-		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "8", "--run", RUN,
-		"--lease-ms", "30000", "--s3-endpoint", &s3.server.endpoint(),
-	]
-	.iter()
-	.map(|s| s.to_string())
-	.chain(["--db".to_string(), dir.path().join("o.db").display().to_string()])
-	.collect();
-	let mut orch = OrchestratorProcess::start(&args, dir.path().join("orchestrator.log"));
-	orch.wait_ready().await;
-
-	let mut miners: Vec<MinerProcess> =
-		MINERS.iter().enumerate().map(|(i, n)| MinerProcess::start(n, &node.rpc_url, &orch.url, dir.path(), i)).collect();
+	let orch = OrchestratorProcess::dev(&node, &s3, RUN, 8, 30_000, dir.path()).await;
+	let mut miners: Vec<Daemon> =
+		SIX_MINERS.iter().enumerate().map(|(i, n)| Daemon::miner(n, &node.rpc_url, &orch.url, dir.path(), i, &[])).collect();
 
 	// Two epochs committed at every stage.
 	wait_for("two committed epochs at every stage", EPOCHS_TIMEOUT, || async {
@@ -85,7 +56,7 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 	.await;
 
 	// Every merge averaged both replicas, and both attested the committed state hash.
-	let logs: Vec<BTreeMap<(u16, u32), String>> = miners.iter().map(|m| attested(&m.log_text())).collect();
+	let logs: Vec<BTreeMap<(u16, u32), String>> = miners.iter().map(|m| attested_state_hashes(&m.log_text())).collect();
 	for stage in 0..3u16 {
 		for epoch in 0..2u32 {
 			let m = client.merge_manifest(epoch, stage).await.unwrap().expect("manifest committed");

@@ -32,17 +32,6 @@ fn expect_code<T: std::fmt::Debug>(r: Result<T, jsonrpsee::core::ClientError>, c
 	}
 }
 
-async fn metrics_text(url: &str) -> String {
-	use tokio::io::{AsyncReadExt, AsyncWriteExt};
-	let rest = url.strip_prefix("http://").unwrap();
-	let (host, path) = rest.split_once('/').unwrap();
-	let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-	s.write_all(format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.unwrap();
-	let mut out = String::new();
-	s.read_to_string(&mut out).await.unwrap();
-	out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node and iota-orchestrator (build both first; see the file's docs)"]
 async fn signed_flow_expiry_refusals_and_a_full_epoch() {
@@ -56,16 +45,7 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	assert_eq!(stages, vec![0, 1, 2], "one miner per stage");
 
 	let dir = work_dir();
-	let args: Vec<String> = [
-		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "2",
-		"--run", RUN, "--lease-ms", "3000", "--s3-endpoint", &s3.server.endpoint(),
-	]
-	.iter()
-	.map(|s| s.to_string())
-	.chain(["--db".to_string(), dir.path().join("o.db").display().to_string()])
-	.collect();
-	let mut orch = OrchestratorProcess::start(&args, dir.path().join("orchestrator.log"));
-	orch.wait_ready().await;
+	let orch = OrchestratorProcess::dev(&node, &s3, RUN, 2, 3_000, dir.path()).await;
 	let watcher = SignedClient::connect(&orch.url, Signer::dev("bob").unwrap().keypair().clone(), T).await.unwrap();
 	let mut phases = watcher.subscribe_phases().await.unwrap();
 	wait_for("the registry and stages in status", T, || async {
@@ -110,7 +90,7 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	let mut t = head.upload(&first.output, bytes, spec.boundary_shape().to_vec()).await;
 	t.hash = iota_primitives::ContentHash::of(b"other");
 	expect_code(head.rpc.submit_activation(first.lease, Some(t)).await, ErrorCode::HashMismatch);
-	let m = metrics_text(&orch.metrics_url).await;
+	let m = http_get(&orch.metrics_addr, "/metrics").await;
 	for code in ["nonce_reused", "bad_signature", "stale_timestamp", "not_registered", "wrong_role", "wrong_stage", "unknown", "oversize", "hash_mismatch"] {
 		assert!(m.contains(&format!("iota_orchestrator_refusals_total{{code=\"{code}\"}}")), "{code} counted:\n{m}");
 	}
@@ -121,7 +101,7 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	expect_code(head.rpc.submit_activation(first.lease, Some(out)).await, ErrorCode::LeaseExpired);
 	let s = watcher.status().await.unwrap();
 	assert!(s.miners.iter().any(|m| m.account == head.account() && m.leases_expired == 1), "{:?}", s.miners);
-	assert!(metrics_text(&orch.metrics_url).await.contains("iota_orchestrator_leases_expired_total 1"));
+	assert!(http_get(&orch.metrics_addr, "/metrics").await.contains("iota_orchestrator_leases_expired_total 1"));
 
 	// ---- two samples, forward and back ----------------------------------------------------------
 	let mut seen = Vec::new();

@@ -41,16 +41,7 @@ async fn kill_9_mid_epoch_loses_nothing_and_the_epoch_completes() {
 	let spec = tiny_spec(&s3.store, RUN).await;
 	let registered = register_miners(&client, &["dave", "eve", "ferdie"]).await;
 	let dir = work_dir();
-	let args: Vec<String> = [
-		"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", "2",
-		"--run", RUN, "--lease-ms", "60000", "--s3-endpoint", &s3.server.endpoint(),
-	]
-	.iter()
-	.map(|s| s.to_string())
-	.chain(["--db".to_string(), dir.path().join("o.db").display().to_string()])
-	.collect();
-	let mut orch = OrchestratorProcess::start(&args, dir.path().join("orchestrator.log"));
-	orch.wait_ready().await;
+	let mut orch = OrchestratorProcess::dev(&node, &s3, RUN, 2, 60_000, dir.path()).await;
 	let status_client = |url: String| async move { SignedClient::connect(&url, Signer::dev("bob").unwrap().keypair().clone(), T).await.unwrap() };
 	let watcher = status_client(orch.url.clone()).await;
 	wait_for("the stages in status", T, || async {

@@ -8,26 +8,14 @@
 //! ```
 //! (`$IOTA_VALIDATOR_BIN` overrides the binary's path.)
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use iota_chain::Signer;
 use iota_e2e::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn validator_bin() -> PathBuf {
-	let p = std::env::var_os("IOTA_VALIDATOR_BIN").map(PathBuf::from).unwrap_or_else(|| target_dir().join("iota-validator"));
-	assert!(p.exists(), "{} not found: cargo build -p iota-validator", p.display());
-	p
-}
-
-async fn scrape(addr: &str) -> Option<String> {
-	let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-	s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.ok()?;
-	let mut out = String::new();
-	s.read_to_string(&mut out).await.ok()?;
-	Some(out)
+fn validator_bin() -> std::path::PathBuf {
+	binary("IOTA_VALIDATOR_BIN", "iota-validator", "cargo build -p iota-validator")
 }
 
 #[test]
@@ -56,33 +44,26 @@ async fn registers_with_its_stake_and_survives_a_missing_orchestrator() {
 	let stake = min + 7;
 
 	let dir = work_dir();
-	let log = dir.path().join("validator.log");
-	let out = std::fs::File::create(&log).unwrap();
 	let metrics = format!("127.0.0.1:{}", free_port());
-	let mut child = Command::new(validator_bin())
-		.args(["--suri", "//Bob//stash", "--chain-rpc", &node.rpc_url, "--poll-ms", "500"])
-		.args(["--orchestrator", &format!("ws://127.0.0.1:{}", free_port())])
-		.args(["--stake", &stake.to_string(), "--metrics-addr", &metrics])
-		.env("RUST_LOG", "info")
-		.stdout(out.try_clone().unwrap())
-		.stderr(out)
-		.stdin(Stdio::null())
-		.spawn()
-		.unwrap();
+	let args: Vec<String> = [
+		"--suri", "//Bob//stash", "--chain-rpc", &node.rpc_url, "--poll-ms", "500", "--orchestrator",
+		&format!("ws://127.0.0.1:{}", free_port()), "--stake", &stake.to_string(), "--metrics-addr", &metrics,
+	]
+	.iter()
+	.map(|s| s.to_string())
+	.collect();
+	let mut validator = Daemon::start("iota-validator", &validator_bin(), &args, dir.path().join("validator.log"), "info");
 
 	let info = wait_for("the validator's registration", Duration::from_secs(120), || async {
 		client.validator(&me).await.ok().flatten()
 	})
 	.await;
 	assert_eq!(info.stake, stake);
-	let text = wait_for("/metrics", Duration::from_secs(30), || scrape(&metrics)).await;
+	let text = wait_for("/metrics", Duration::from_secs(30), || try_http_get(&metrics, "/metrics")).await;
 	assert!(text.contains("iota_validator_last_epoch"), "{text}");
 	// No epoch completes without an orchestrator; the daemon idles and stays up.
 	tokio::time::sleep(Duration::from_secs(5)).await;
-	let alive = child.try_wait().unwrap().is_none();
-	let _ = child.kill();
-	let _ = child.wait();
-	let text = std::fs::read_to_string(&log).unwrap_or_default();
-	assert!(alive, "the validator exited: {text}");
+	assert!(validator.is_running(), "the validator exited: {}", validator.log_text());
+	let text = validator.log_text();
 	assert!(text.contains("registered as validator"), "{text}");
 }

@@ -80,6 +80,7 @@
 //! shows work items/s (forwards and backwards together), not tokens/s; shard copy mismatches are not in
 //! `iota_status` and so not shown.
 
+pub mod browser;
 pub mod chart;
 pub mod pages;
 pub mod panels;
