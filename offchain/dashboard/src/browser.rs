@@ -1,7 +1,7 @@
 //! Headless Chromium on dashboard pages: the DOM a page ends with once its live script has run
 //! (`--dump-dom`), and screenshots (`--screenshot=FILE`). The browser tests (this crate's
-//! `tests/browser.rs` and iota-e2e's `dashboard_browser`) read pages through it, and it refreshes
-//! `docs/dashboard.png`.
+//! `tests/browser.rs` and iota-e2e's `dashboard_browser`, which also refreshes `docs/dashboard.png`)
+//! read and photograph pages through it.
 //!
 //! Each run gets a fresh profile folder and `--virtual-time-budget`, which fast-forwards the page's
 //! timers and waits for its fetches, so no wall-clock waiting is involved. The browser is Debian's
@@ -166,24 +166,41 @@ mod tests {
 		assert!(matches!(e, BrowserError::Spawn { .. }), "{e}");
 	}
 
+	/// An executable `/bin/sh` script in `dir` standing in for the browser (it ignores the flags).
+	fn fake_browser(dir: &Path, body: &str) -> PathBuf {
+		use std::os::unix::fs::PermissionsExt;
+		let script = dir.join("fake-chromium");
+		std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+		std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+		script
+	}
+
 	#[tokio::test]
 	async fn a_failing_binary_is_reported_with_its_stderr() {
-		// `false` ignores its arguments and exits 1.
-		let Some(f) = ["/bin/false", "/usr/bin/false"].iter().map(PathBuf::from).find(|p| p.is_file()) else { return };
-		let e = Headless::new(f).dom("http://127.0.0.1:9/").await.unwrap_err();
-		assert!(matches!(e, BrowserError::Failed { .. }), "{e}");
+		let dir = tempfile::tempdir().unwrap();
+		let e = Headless::new(fake_browser(dir.path(), "echo 'no display' >&2; exit 3")).dom("http://127.0.0.1:9/").await.unwrap_err();
+		match e {
+			BrowserError::Failed { status, stderr, .. } => {
+				assert_eq!(status.code(), Some(3));
+				assert_eq!(stderr.trim(), "no display");
+			},
+			other => panic!("expected Failed, got {other}"),
+		}
+	}
+
+	#[tokio::test]
+	async fn the_dom_is_what_the_browser_prints_and_non_utf8_is_refused() {
+		let dir = tempfile::tempdir().unwrap();
+		let h = Headless::new(fake_browser(dir.path(), "echo '<html><body>ok</body></html>'"));
+		assert_eq!(h.dom("http://127.0.0.1:9/").await.unwrap().trim(), "<html><body>ok</body></html>");
+		let h = Headless::new(fake_browser(dir.path(), "printf '\\377\\376'"));
+		assert!(matches!(h.dom("http://127.0.0.1:9/").await.unwrap_err(), BrowserError::NotUtf8 { .. }));
 	}
 
 	#[tokio::test]
 	async fn a_hanging_binary_times_out() {
-		let Some(sleep) = ["/bin/sleep", "/usr/bin/sleep"].iter().map(PathBuf::from).find(|p| p.is_file()) else { return };
-		// `sleep` refuses the flags and exits at once; a shell script that sleeps is what hangs.
 		let dir = tempfile::tempdir().unwrap();
-		let script = dir.path().join("hang.sh");
-		std::fs::write(&script, format!("#!/bin/sh\nexec {} 30\n", sleep.display())).unwrap();
-		use std::os::unix::fs::PermissionsExt;
-		std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-		let mut h = Headless::new(&script);
+		let mut h = Headless::new(fake_browser(dir.path(), "exec sleep 30"));
 		h.timeout = Duration::from_millis(300);
 		let e = h.dom("http://127.0.0.1:9/").await.unwrap_err();
 		assert!(matches!(e, BrowserError::Timeout { .. }), "{e}");
