@@ -16,7 +16,10 @@ pub mod network;
 pub mod process;
 pub mod report;
 
-pub use network::{assign_accounts, ChainTarget, Network, NetworkError, NetworkOptions, StoreTarget, DEV_ACCOUNTS, GENESIS_VALIDATORS};
+pub use network::{
+	assign_accounts, ChainTarget, Network, NetworkError, NetworkOptions, StoreTarget, DEV_ACCOUNTS,
+	GENESIS_VALIDATORS,
+};
 pub use process::{free_port, ProcessError, Supervised};
 
 use iota_model::ModelConfig;

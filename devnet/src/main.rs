@@ -11,7 +11,11 @@ use iota_devnet::{recut, report, ChainTarget, Network, NetworkOptions, StoreTarg
 use iota_model::ModelConfig;
 
 #[derive(Parser, Debug)]
-#[command(name = "iota-devnet", version, about = "Start a local iota-rs training network, train, and report from chain")]
+#[command(
+	name = "iota-devnet",
+	version,
+	about = "Start a local iota-rs training network, train, and report from chain"
+)]
 struct Cli {
 	/// Epochs to train (one optimizer step of the whole model each); stop earlier with Ctrl-C.
 	#[arg(long, env = "IOTA_EPOCHS", default_value_t = 6)]
@@ -84,7 +88,9 @@ fn stage_line(st: &iota_rpc::types::Status, quota: u32) -> String {
 			let phase = match s.phase {
 				iota_primitives::Phase::Training => format!("train {}/{quota}", s.backward_done),
 				iota_primitives::Phase::WeightsUploading => "upload".into(),
-				iota_primitives::Phase::Merging => format!("merge {}/{}", s.shards_present, s.shards_expected),
+				iota_primitives::Phase::Merging => {
+					format!("merge {}/{}", s.shards_present, s.shards_expected)
+				},
 			};
 			format!("s{} e{} {}", s.stage, s.epoch, phase)
 		})
@@ -95,7 +101,9 @@ fn stage_line(st: &iota_rpc::types::Status, quota: u32) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
 	tracing_subscriber::fmt()
-		.with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+		.with_env_filter(
+			tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+		)
 		.init();
 	let cli = Cli::parse();
 	let started = Instant::now();
@@ -104,7 +112,9 @@ async fn main() -> anyhow::Result<()> {
 		None => std::env::current_exe()?.parent().context("binary folder")?.to_path_buf(),
 	};
 	let model = ModelConfig::preset(&cli.preset).map_err(|e| anyhow::anyhow!("{e}"))?;
-	let Some(model) = recut(model, cli.stages) else { bail!("--stages {} does not fit the preset's blocks", cli.stages) };
+	let Some(model) = recut(model, cli.stages) else {
+		bail!("--stages {} does not fit the preset's blocks", cli.stages)
+	};
 	let run_id = format!("dn-{}", run_id_now());
 	let run_dir = cli.runs_dir.join(&run_id);
 	std::fs::create_dir_all(&run_dir)?;
@@ -126,10 +136,16 @@ async fn main() -> anyhow::Result<()> {
 	opts.chain = match cli.chain.as_str() {
 		"dev" => ChainTarget::Dev,
 		"zombienet" => ChainTarget::External("ws://127.0.0.1:9944".into()),
-		url if url.starts_with("ws://") || url.starts_with("wss://") => ChainTarget::External(url.into()),
+		url if url.starts_with("ws://") || url.starts_with("wss://") => {
+			ChainTarget::External(url.into())
+		},
 		other => bail!("--chain {other:?}: expected dev, zombienet or a ws:// URL"),
 	};
-	opts.store = cli.s3_endpoint.clone().map(StoreTarget::Endpoint).unwrap_or(StoreTarget::Embedded);
+	opts.store = cli
+		.s3_endpoint
+		.clone()
+		.map(StoreTarget::Endpoint)
+		.unwrap_or(StoreTarget::Embedded);
 	let tokens_per_sample = u64::from(cli.seq_len) * u64::from(cli.batch_rows);
 	let stages = opts.stages();
 
@@ -145,7 +161,10 @@ async fn main() -> anyhow::Result<()> {
 		tokens_per_sample,
 		cli.epochs
 	);
-	println!("  starting node, data, orchestrator, miners, validators (logs in {}/logs) ...", run_dir.display());
+	println!(
+		"  starting node, data, orchestrator, miners, validators (logs in {}/logs) ...",
+		run_dir.display()
+	);
 	let mut net = Network::start(opts).await.context("starting the network")?;
 	let startup_secs = started.elapsed().as_secs_f64();
 	println!(
@@ -210,7 +229,10 @@ async fn main() -> anyhow::Result<()> {
 			Err(e) => println!("  (orchestrator status unavailable: {e})"),
 		}
 		if Instant::now() > deadline {
-			println!("  timeout after {} minutes: writing the report of what completed", cli.timeout_mins);
+			println!(
+				"  timeout after {} minutes: writing the report of what completed",
+				cli.timeout_mins
+			);
 			break false;
 		}
 	};
@@ -218,14 +240,20 @@ async fn main() -> anyhow::Result<()> {
 	let completed = status.as_ref().map(|s| s.epochs.len() as u32).unwrap_or(0);
 	let chain = net.chain().await.context("connecting to the chain for the report")?;
 	if !interrupted && completed > 0 {
-		println!("  training done; waiting up to {} s for the validators to finalize the epochs ...", cli.finalize_wait_secs);
+		println!(
+			"  training done; waiting up to {} s for the validators to finalize the epochs ...",
+			cli.finalize_wait_secs
+		);
 		let wait_until = Instant::now() + Duration::from_secs(cli.finalize_wait_secs);
-		while Instant::now() < wait_until && chain.next_epoch_to_finalize().await.unwrap_or(0) < completed {
+		while Instant::now() < wait_until
+			&& chain.next_epoch_to_finalize().await.unwrap_or(0) < completed
+		{
 			tokio::time::sleep(Duration::from_secs(2)).await;
 		}
 	}
-	let (epochs_on_chain, total_minted) =
-		report::read_chain(&chain, completed, stages).await.context("reading the run back from chain")?;
+	let (epochs_on_chain, total_minted) = report::read_chain(&chain, completed, stages)
+		.await
+		.context("reading the run back from chain")?;
 	let summaries = status.as_ref().map(|s| s.epochs.clone()).unwrap_or_default();
 	let data = report::ReportData {
 		run_id: run_id.clone(),

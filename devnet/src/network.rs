@@ -46,15 +46,27 @@ pub const GENESIS_VALIDATORS: [&str; 2] = ["//Bob", "//Charlie"];
 ///
 /// # Errors
 /// [`NetworkError::TooManyAccounts`] when the dev accounts do not suffice.
-pub fn assign_accounts(miners: usize, validators: usize) -> Result<(Vec<&'static str>, Vec<&'static str>), NetworkError> {
-	let others: Vec<&'static str> = DEV_ACCOUNTS.iter().copied().filter(|a| !GENESIS_VALIDATORS.contains(a)).collect();
+pub fn assign_accounts(
+	miners: usize,
+	validators: usize,
+) -> Result<(Vec<&'static str>, Vec<&'static str>), NetworkError> {
+	let others: Vec<&'static str> = DEV_ACCOUNTS
+		.iter()
+		.copied()
+		.filter(|a| !GENESIS_VALIDATORS.contains(a))
+		.collect();
 	let wanted = miners + validators;
 	let extra_validators = validators.saturating_sub(GENESIS_VALIDATORS.len());
 	if miners + extra_validators > others.len() {
 		return Err(NetworkError::TooManyAccounts { wanted, available: DEV_ACCOUNTS.len() });
 	}
 	let m = others[..miners].to_vec();
-	let v = GENESIS_VALIDATORS.iter().copied().chain(others[miners..].iter().copied()).take(validators).collect();
+	let v = GENESIS_VALIDATORS
+		.iter()
+		.copied()
+		.chain(others[miners..].iter().copied())
+		.take(validators)
+		.collect();
 	Ok((m, v))
 }
 
@@ -121,7 +133,13 @@ pub struct NetworkOptions {
 impl NetworkOptions {
 	/// Options for `model` with the defaults the devnet uses: 2 miners per stage, 2 validators, the
 	/// dev chain and the embedded bucket, one compute thread per miner.
-	pub fn new(run_id: impl Into<String>, run_dir: impl Into<PathBuf>, bin_dir: impl Into<PathBuf>, corpus: impl Into<PathBuf>, model: ModelConfig) -> Self {
+	pub fn new(
+		run_id: impl Into<String>,
+		run_dir: impl Into<PathBuf>,
+		bin_dir: impl Into<PathBuf>,
+		corpus: impl Into<PathBuf>,
+		model: ModelConfig,
+	) -> Self {
 		let run_id = run_id.into();
 		let corpus = corpus.into();
 		NetworkOptions {
@@ -229,7 +247,12 @@ fn account_name(suri: &str) -> String {
 	suri.trim_start_matches("//").replace("//", "-").to_lowercase()
 }
 
-async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, proc: Option<&mut Supervised>, mut f: F) -> Result<T, NetworkError>
+async fn wait_until<T, F, Fut>(
+	what: &str,
+	timeout: Duration,
+	proc: Option<&mut Supervised>,
+	mut f: F,
+) -> Result<T, NetworkError>
 where
 	F: FnMut() -> Fut,
 	Fut: std::future::Future<Output = Result<T, String>>,
@@ -242,11 +265,18 @@ where
 			Err(last_error) => {
 				if let Some(p) = proc.as_deref_mut() {
 					if !p.is_running() {
-						return Err(NetworkError::Exited { name: p.name().to_owned(), tail: p.log_tail(30) });
+						return Err(NetworkError::Exited {
+							name: p.name().to_owned(),
+							tail: p.log_tail(30),
+						});
 					}
 				}
 				if start.elapsed() > timeout {
-					return Err(NetworkError::Timeout { what: what.to_owned(), secs: timeout.as_secs(), last_error });
+					return Err(NetworkError::Timeout {
+						what: what.to_owned(),
+						secs: timeout.as_secs(),
+						last_error,
+					});
 				}
 				tokio::time::sleep(Duration::from_millis(500)).await;
 			},
@@ -261,8 +291,10 @@ impl Network {
 	/// # Errors
 	/// [`NetworkError`]; whatever was started is stopped again.
 	pub async fn start(options: NetworkOptions) -> Result<Self, NetworkError> {
-		let (miner_accounts, validator_accounts) =
-			assign_accounts((options.miners_per_stage * options.stages()) as usize, options.validators as usize)?;
+		let (miner_accounts, validator_accounts) = assign_accounts(
+			(options.miners_per_stage * options.stages()) as usize,
+			options.validators as usize,
+		)?;
 		let logs = options.run_dir.join("logs");
 		std::fs::create_dir_all(&logs)?;
 		let bin = |name: &str| options.bin_dir.join(name);
@@ -287,7 +319,13 @@ impl Network {
 				.iter()
 				.map(|s| s.to_string())
 				.collect();
-				let node = Supervised::spawn("node", &bin("iota-node"), &args, &[], &logs.join("node.log"))?;
+				let node = Supervised::spawn(
+					"node",
+					&bin("iota-node"),
+					&args,
+					&[],
+					&logs.join("node.log"),
+				)?;
 				(Some(node), format!("ws://127.0.0.1:{rpc_port}"))
 			},
 			ChainTarget::External(url) => (None, url.clone()),
@@ -308,8 +346,12 @@ impl Network {
 				let mut cfg = EmbeddedConfig::new(&s3_dir);
 				let port = free_port();
 				cfg.addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-				let server = EmbeddedS3::start(cfg).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
-				let store = ObjectStore::connect(server.store_config()).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
+				let server = EmbeddedS3::start(cfg)
+					.await
+					.map_err(|e| NetworkError::Storage(e.to_string()))?;
+				let store = ObjectStore::connect(server.store_config())
+					.await
+					.map_err(|e| NetworkError::Storage(e.to_string()))?;
 				let prepared = prepare_data(&store, &options.data).await;
 				let store_config = server.store_config();
 				server.shutdown().await;
@@ -329,10 +371,21 @@ impl Network {
 					env("IOTA_S3_SECRET_KEY", "iota-dev-secret"),
 				);
 				let cfg = StoreConfig::s3_compatible(endpoint.clone(), bucket.clone(), ak, sk);
-				let store = ObjectStore::connect(cfg.clone()).await.map_err(|e| NetworkError::Storage(e.to_string()))?;
+				let store = ObjectStore::connect(cfg.clone())
+					.await
+					.map_err(|e| NetworkError::Storage(e.to_string()))?;
 				store.ensure_bucket().await.map_err(|e| NetworkError::Storage(e.to_string()))?;
 				let prepared = prepare_data(&store, &options.data).await?;
-				(vec!["--s3-endpoint".to_owned(), endpoint.clone(), "--s3-bucket".to_owned(), bucket], prepared, cfg)
+				(
+					vec![
+						"--s3-endpoint".to_owned(),
+						endpoint.clone(),
+						"--s3-bucket".to_owned(),
+						bucket,
+					],
+					prepared,
+					cfg,
+				)
 			},
 		};
 
@@ -365,21 +418,32 @@ impl Network {
 		if let Some(addr) = &options.dashboard_addr {
 			args.extend(["--dashboard-addr".to_owned(), addr.clone()]);
 		}
-		let mut orchestrator =
-			Supervised::spawn("orchestrator", &bin("iota-orchestrator"), &args, &log_env, &logs.join("orchestrator.log"))?;
+		let mut orchestrator = Supervised::spawn(
+			"orchestrator",
+			&bin("iota-orchestrator"),
+			&args,
+			&log_env,
+			&logs.join("orchestrator.log"),
+		)?;
 		let url = orchestrator_url.clone();
-		let rpc = wait_until("the orchestrator", Duration::from_secs(120), Some(&mut orchestrator), || {
-			let url = url.clone();
-			async move {
-				let c = WsClientBuilder::default()
-					.request_timeout(Duration::from_secs(30))
-					.build(&url)
-					.await
-					.map_err(|e| e.to_string())?;
-				let _: Status = c.request("iota_status", rpc_params![]).await.map_err(|e| e.to_string())?;
-				Ok(c)
-			}
-		})
+		let rpc = wait_until(
+			"the orchestrator",
+			Duration::from_secs(120),
+			Some(&mut orchestrator),
+			|| {
+				let url = url.clone();
+				async move {
+					let c = WsClientBuilder::default()
+						.request_timeout(Duration::from_secs(30))
+						.build(&url)
+						.await
+						.map_err(|e| e.to_string())?;
+					let _: Status =
+						c.request("iota_status", rpc_params![]).await.map_err(|e| e.to_string())?;
+					Ok(c)
+				}
+			},
+		)
 		.await?;
 
 		// 4. Miners and validators.
@@ -403,7 +467,13 @@ impl Network {
 			for (_, extra) in options.miner_args.iter().filter(|(j, _)| *j == i) {
 				args.extend(extra.iter().cloned());
 			}
-			miners.push(Supervised::spawn(&name, &bin("iota-miner"), &args, &miner_env, &logs.join(format!("{name}.log")))?);
+			miners.push(Supervised::spawn(
+				&name,
+				&bin("iota-miner"),
+				&args,
+				&miner_env,
+				&logs.join(format!("{name}.log")),
+			)?);
 		}
 		let mut validators = Vec::new();
 		for suri in &validator_accounts {
@@ -460,7 +530,8 @@ impl Network {
 			let url = url.clone();
 			async move {
 				let c = WsClientBuilder::default().build(&url).await.map_err(|e| e.to_string())?;
-				let _: Status = c.request("iota_status", rpc_params![]).await.map_err(|e| e.to_string())?;
+				let _: Status =
+					c.request("iota_status", rpc_params![]).await.map_err(|e| e.to_string())?;
 				Ok(c)
 			}
 		})
@@ -534,14 +605,27 @@ mod tests {
 	fn genesis_validators_never_mine() {
 		let (m, v) = assign_accounts(6, 2).unwrap();
 		assert_eq!(v, vec!["//Bob", "//Charlie"]);
-		assert_eq!(m, vec!["//Dave", "//Eve", "//Ferdie", "//Bob//stash", "//Charlie//stash", "//Dave//stash"]);
+		assert_eq!(
+			m,
+			vec![
+				"//Dave",
+				"//Eve",
+				"//Ferdie",
+				"//Bob//stash",
+				"//Charlie//stash",
+				"//Dave//stash"
+			]
+		);
 		let (m, v) = assign_accounts(3, 1).unwrap();
 		assert_eq!((m.len(), v), (3, vec!["//Bob"]));
 		assert!(m.iter().all(|a| !GENESIS_VALIDATORS.contains(a)));
 		let (m, v) = assign_accounts(8, 3).unwrap();
 		assert_eq!(v, vec!["//Bob", "//Charlie", "//Alice//stash"]);
 		assert_eq!(m.len(), 8);
-		assert!(matches!(assign_accounts(9, 3), Err(NetworkError::TooManyAccounts { wanted: 12, .. })));
+		assert!(matches!(
+			assign_accounts(9, 3),
+			Err(NetworkError::TooManyAccounts { wanted: 12, .. })
+		));
 		assert!(matches!(assign_accounts(10, 0), Err(NetworkError::TooManyAccounts { .. })));
 	}
 }

@@ -15,7 +15,9 @@ use nix::unistd::Pid;
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
 	/// The binary does not exist.
-	#[error("{name}: binary {path} not found (build it first: ./scripts/devnet.sh builds everything)")]
+	#[error(
+		"{name}: binary {path} not found (build it first: ./scripts/devnet.sh builds everything)"
+	)]
 	MissingBinary {
 		/// Process name.
 		name: String,
@@ -157,14 +159,19 @@ impl Drop for Supervised {
 	}
 }
 
-fn start(name: &str, program: &Path, args: &[String], envs: &[(String, String)], log: &Path) -> Result<Child, ProcessError> {
-	let open = || {
-		File::options().create(true).append(true).open(log).map_err(|source| ProcessError::Log {
-			name: name.to_owned(),
-			path: log.to_path_buf(),
-			source,
-		})
-	};
+fn start(
+	name: &str,
+	program: &Path,
+	args: &[String],
+	envs: &[(String, String)],
+	log: &Path,
+) -> Result<Child, ProcessError> {
+	let open =
+		|| {
+			File::options().create(true).append(true).open(log).map_err(|source| {
+				ProcessError::Log { name: name.to_owned(), path: log.to_path_buf(), source }
+			})
+		};
 	let (out, err) = (open()?, open()?);
 	Command::new(program)
 		.args(args)
@@ -173,7 +180,11 @@ fn start(name: &str, program: &Path, args: &[String], envs: &[(String, String)],
 		.stdout(out)
 		.stderr(err)
 		.spawn()
-		.map_err(|source| ProcessError::Spawn { name: name.to_owned(), path: program.to_path_buf(), source })
+		.map_err(|source| ProcessError::Spawn {
+			name: name.to_owned(),
+			path: program.to_path_buf(),
+			source,
+		})
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; a race with another process is possible but rare).
@@ -193,8 +204,12 @@ mod tests {
 		let dir = tempfile::tempdir().unwrap();
 		let log = dir.path().join("sh.log");
 		// A shell that prints, traps TERM and exits 7: proves SIGTERM (not SIGKILL) reached it.
-		let script = "trap 'echo got-term; exit 7' TERM; echo started; while true; do sleep 0.05; done".to_string();
-		let mut p = Supervised::spawn("sh", Path::new("/bin/sh"), &["-c".into(), script], &[], &log).unwrap();
+		let script =
+			"trap 'echo got-term; exit 7' TERM; echo started; while true; do sleep 0.05; done"
+				.to_string();
+		let mut p =
+			Supervised::spawn("sh", Path::new("/bin/sh"), &["-c".into(), script], &[], &log)
+				.unwrap();
 		let start = Instant::now();
 		while !std::fs::read_to_string(&log).unwrap_or_default().contains("started") {
 			assert!(start.elapsed() < Duration::from_secs(10), "never started");
@@ -214,7 +229,14 @@ mod tests {
 	#[test]
 	fn a_missing_binary_is_a_clear_error() {
 		let dir = tempfile::tempdir().unwrap();
-		let err = Supervised::spawn("x", Path::new("/nonexistent/iota-x"), &[], &[], &dir.path().join("l")).unwrap_err();
+		let err = Supervised::spawn(
+			"x",
+			Path::new("/nonexistent/iota-x"),
+			&[],
+			&[],
+			&dir.path().join("l"),
+		)
+		.unwrap_err();
 		assert!(matches!(err, ProcessError::MissingBinary { .. }));
 		assert!(err.to_string().contains("scripts/devnet.sh"));
 	}

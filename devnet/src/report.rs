@@ -77,14 +77,22 @@ pub struct ReportData {
 ///
 /// # Errors
 /// The chain client's error.
-pub async fn read_chain(chain: &IotaClient, epochs: u32, stages: u32) -> Result<(Vec<EpochOnChain>, Balance), iota_chain::Error> {
+pub async fn read_chain(
+	chain: &IotaClient,
+	epochs: u32,
+	stages: u32,
+) -> Result<(Vec<EpochOnChain>, Balance), iota_chain::Error> {
 	let mut out = Vec::new();
 	for epoch in 0..epochs {
 		let mut manifests = Vec::new();
 		for stage in 0..stages as u16 {
 			manifests.push((stage, chain.merge_manifest(epoch, stage).await?));
 		}
-		let split = chain.emission_split(epoch).await?.map(|s| Payout { miners: s.miners.0, validators: s.validators.0, unallocated: s.unallocated });
+		let split = chain.emission_split(epoch).await?.map(|s| Payout {
+			miners: s.miners.0,
+			validators: s.validators.0,
+			unallocated: s.unallocated,
+		});
 		out.push(EpochOnChain {
 			epoch,
 			manifests,
@@ -183,7 +191,10 @@ pub fn render_markdown(d: &ReportData) -> String {
 			o * 100.0
 		);
 	}
-	let _ = writeln!(s, "| epoch | loss | samples | tokens | wire bytes | wall s | merge s (all stages) |");
+	let _ = writeln!(
+		s,
+		"| epoch | loss | samples | tokens | wire bytes | wall s | merge s (all stages) |"
+	);
 	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
 	for e in &d.epochs {
 		let _ = writeln!(
@@ -199,7 +210,10 @@ pub fn render_markdown(d: &ReportData) -> String {
 		);
 	}
 	let _ = writeln!(s, "\n## Merge manifests (on chain)\n");
-	let _ = writeln!(s, "| epoch | stage | members | samples | parameters | shards | state hash | checkpoint |");
+	let _ = writeln!(
+		s,
+		"| epoch | stage | members | samples | parameters | shards | state hash | checkpoint |"
+	);
 	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---|---|");
 	for e in &d.chain {
 		for (stage, m) in &e.manifests {
@@ -239,7 +253,14 @@ pub fn render_markdown(d: &ReportData) -> String {
 					Verdict::Pass => "pass",
 					Verdict::Fail => "**FAIL**",
 				};
-				let _ = writeln!(s, "- epoch {}: miner `{}` — {} by validator `{}`", e.epoch, miner, v, short(&c.validator));
+				let _ = writeln!(
+					s,
+					"- epoch {}: miner `{}` — {} by validator `{}`",
+					e.epoch,
+					miner,
+					v,
+					short(&c.validator)
+				);
 			}
 		}
 	}
@@ -263,7 +284,11 @@ pub fn render_markdown(d: &ReportData) -> String {
 				let _ = writeln!(s, "| account | role | consensus score (ppb) | paid |");
 				let _ = writeln!(s, "|---|---|---:|---:|");
 				for (a, score) in scores {
-					let paid = miners.iter().find(|(m, _)| m == a).map(|(_, b)| units(*b)).unwrap_or_else(|| "0".into());
+					let paid = miners
+						.iter()
+						.find(|(m, _)| m == a)
+						.map(|(_, b)| units(*b))
+						.unwrap_or_else(|| "0".into());
 					let _ = writeln!(s, "| `{a}` | miner | {score} | {paid} |");
 				}
 				for (a, b) in validators {
@@ -272,7 +297,11 @@ pub fn render_markdown(d: &ReportData) -> String {
 				let _ = writeln!(s, "\nUnallocated (not minted): {}.\n", units(*unallocated));
 			},
 			_ => {
-				let _ = writeln!(s, "Epoch {}: not finalized yet (scoring window still open when the run ended).\n", e.epoch);
+				let _ = writeln!(
+					s,
+					"Epoch {}: not finalized yet (scoring window still open when the run ended).\n",
+					e.epoch
+				);
 			},
 		}
 		for (a, b) in &e.slashes {
@@ -291,7 +320,11 @@ pub fn render_markdown(d: &ReportData) -> String {
 pub fn write(dir: &Path, d: &ReportData) -> std::io::Result<PathBuf> {
 	std::fs::create_dir_all(dir)?;
 	std::fs::write(dir.join("loss.csv"), loss_csv(&d.epochs))?;
-	let series: Vec<(f64, f64)> = d.epochs.iter().map(|e| (e.tokens_cumulative as f64, f64::from(e.loss))).collect();
+	let series: Vec<(f64, f64)> = d
+		.epochs
+		.iter()
+		.map(|e| (e.tokens_cumulative as f64, f64::from(e.loss)))
+		.collect();
 	let mut md = render_markdown(d);
 	if let Err(e) = iota_model::plot::plot_png(
 		dir.join("loss.png"),
@@ -337,7 +370,14 @@ mod tests {
 			wall_secs: 10.0,
 			startup_secs: 2.0,
 			epochs,
-			chain: vec![EpochOnChain { epoch: 0, manifests: vec![(0, None)], verdicts: vec![], scores: None, split: None, slashes: vec![] }],
+			chain: vec![EpochOnChain {
+				epoch: 0,
+				manifests: vec![(0, None)],
+				verdicts: vec![],
+				scores: None,
+				split: None,
+				slashes: vec![],
+			}],
 			total_minted: 2_000_000_000_000,
 			command: "./scripts/devnet.sh --epochs 2".into(),
 		}

@@ -39,10 +39,13 @@ impl ChainView for IotaClient {
 	}
 
 	async fn committed(&self, epoch: u32, stage: u16) -> Result<Option<Committed>> {
-		let Some(m) = self.merge_manifest(epoch, stage).await.map_err(chain_err)? else { return Ok(None) };
+		let Some(m) = self.merge_manifest(epoch, stage).await.map_err(chain_err)? else {
+			return Ok(None);
+		};
 		let checkpoint = match m.checkpoint {
 			Some(o) => Some((
-				String::from_utf8(o.key.0).map_err(|_| MinerError::Chain("checkpoint key is not UTF-8".into()))?,
+				String::from_utf8(o.key.0)
+					.map_err(|_| MinerError::Chain("checkpoint key is not UTF-8".into()))?,
 				ContentHash(o.hash.0),
 			)),
 			None => None,
@@ -65,11 +68,9 @@ pub async fn register(chain: &IotaClient, signer: &Signer) -> Result<u16> {
 	}
 	tracing::info!(account = %me, "registering as a miner");
 	chain.register_miner(signer).await.map_err(chain_err)?;
-	let info = chain
-		.miner(&me)
-		.await
-		.map_err(chain_err)?
-		.ok_or_else(|| MinerError::Chain("register_miner was included but no miner record exists".into()))?;
+	let info = chain.miner(&me).await.map_err(chain_err)?.ok_or_else(|| {
+		MinerError::Chain("register_miner was included but no miner record exists".into())
+	})?;
 	tracing::info!(account = %me, stage = info.stage, "registered");
 	Ok(info.stage)
 }
@@ -79,6 +80,10 @@ pub async fn register(chain: &IotaClient, signer: &Signer) -> Result<u16> {
 /// # Errors
 /// [`MinerError::Chain`] when unreadable or no run is configured.
 pub async fn model_hash(chain: &IotaClient) -> Result<ContentHash> {
-	let cfg = chain.run_config().await.map_err(chain_err)?.ok_or_else(|| MinerError::Chain("no run config on chain".into()))?;
+	let cfg = chain
+		.run_config()
+		.await
+		.map_err(chain_err)?
+		.ok_or_else(|| MinerError::Chain("no run config on chain".into()))?;
 	Ok(ContentHash(cfg.model_hash.0))
 }

@@ -56,17 +56,18 @@ impl DataCache {
 		device: &Device,
 	) -> Result<(Tensor, Tensor)> {
 		let d = &spec.data;
-		let listed = d
-			.shards
-			.get(slice.shard as usize)
-			.ok_or_else(|| MinerError::BadInput(format!("data shard {} is not in the run spec", slice.shard)))?;
+		let listed = d.shards.get(slice.shard as usize).ok_or_else(|| {
+			MinerError::BadInput(format!("data shard {} is not in the run spec", slice.shard))
+		})?;
 		if listed.hash != slice.object.hash {
 			return Err(MinerError::BadInput(format!(
 				"data shard {}: offered hash {}, the run spec lists {}",
 				slice.shard, slice.object.hash, listed.hash
 			)));
 		}
-		let loc = d.locate(sample).ok_or_else(|| MinerError::BadInput("the run spec's data manifest is empty".into()))?;
+		let loc = d
+			.locate(sample)
+			.ok_or_else(|| MinerError::BadInput("the run spec's data manifest is empty".into()))?;
 		if (loc.shard, loc.row_offset, loc.rows) != (slice.shard, slice.row_offset, slice.rows) {
 			return Err(MinerError::BadInput(format!(
 				"sample {sample}: offered shard {} rows {}+{}, the spec places it at shard {} rows {}+{}",
@@ -74,9 +75,9 @@ impl DataCache {
 			)));
 		}
 		let tokens = self.shard(spec, io, slice).await?;
-		let rows = d
-			.sample_tokens(&tokens, loc)
-			.ok_or_else(|| MinerError::BadInput(format!("sample {sample}: rows beyond its shard")))?;
+		let rows = d.sample_tokens(&tokens, loc).ok_or_else(|| {
+			MinerError::BadInput(format!("sample {sample}: rows beyond its shard"))
+		})?;
 		let (b, t) = (loc.rows as usize, d.seq_len as usize);
 		let mut x = Vec::with_capacity(b * t);
 		let mut y = Vec::with_capacity(b * t);
@@ -87,7 +88,12 @@ impl DataCache {
 		Ok((Tensor::from_vec(x, (b, t), device)?, Tensor::from_vec(y, (b, t), device)?))
 	}
 
-	async fn shard(&mut self, spec: &RunSpec, io: &dyn ObjectIo, slice: &DataSlice) -> Result<Arc<Vec<u32>>> {
+	async fn shard(
+		&mut self,
+		spec: &RunSpec,
+		io: &dyn ObjectIo,
+		slice: &DataSlice,
+	) -> Result<Arc<Vec<u32>>> {
 		if let Some(t) = self.shards.get(&slice.shard) {
 			return Ok(t.clone());
 		}
@@ -106,7 +112,11 @@ impl DataCache {
 		let bytes = match bytes {
 			Some(b) => b,
 			None => {
-				let b = io.get(&slice.object.get, &hash).await.map_err(|e| MinerError::storage("data shard", e))?.to_vec();
+				let b = io
+					.get(&slice.object.get, &hash)
+					.await
+					.map_err(|e| MinerError::storage("data shard", e))?
+					.to_vec();
 				self.downloaded += b.len() as u64;
 				if let Some(p) = &path {
 					if let Err(e) = std::fs::write(p, &b) {
@@ -114,9 +124,10 @@ impl DataCache {
 					}
 				}
 				b
-			}
+			},
 		};
-		let tokens = Arc::new(spec.data.decode_shard(slice.shard, &bytes, spec.model.vocab_size)?);
+		let tokens =
+			Arc::new(spec.data.decode_shard(slice.shard, &bytes, spec.model.vocab_size)?);
 		if self.shards.len() >= MEMORY_SHARDS {
 			self.shards.clear();
 		}

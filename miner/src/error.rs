@@ -102,7 +102,7 @@ impl MinerError {
 		match (&e, iota_rpc::code_of(&e)) {
 			(jsonrpsee::core::ClientError::Call(obj), Some(code)) => {
 				MinerError::Refused { method, code, message: obj.message().to_string() }
-			}
+			},
 			_ => MinerError::Rpc { method, message: e.to_string() },
 		}
 	}

@@ -50,7 +50,9 @@ pub enum MergeError {
 		got: u64,
 	},
 	/// A submission lists the wrong number of chunk hashes for `P`.
-	#[error("submission {index}: {got} chunk hashes, expected {expected} for {param_count} elements")]
+	#[error(
+		"submission {index}: {got} chunk hashes, expected {expected} for {param_count} elements"
+	)]
 	ChunkCount {
 		/// Position of the submission in the list.
 		index: usize,
@@ -94,7 +96,9 @@ pub enum MergeError {
 		got: u64,
 	},
 	/// The shards' ranges do not tile `0..P` in order.
-	#[error("shards do not tile 0..{param_count}: shard {shard} starts at {start}, expected {expected}")]
+	#[error(
+		"shards do not tile 0..{param_count}: shard {shard} starts at {start}, expected {expected}"
+	)]
 	NotTiling {
 		/// `P`.
 		param_count: u64,
@@ -158,7 +162,10 @@ fn f32_at(bytes: &[u8], i: usize) -> f32 {
 /// [`MergeError::NonFinite`]: a miner never uploads NaN/Inf.
 pub fn submission_bytes(sum: &[f32]) -> Result<Vec<u8>, MergeError> {
 	if let Some(index) = sum.iter().position(|x| !x.is_finite()) {
-		return Err(MergeError::NonFinite { what: "gradient to upload".into(), index: index as u64 });
+		return Err(MergeError::NonFinite {
+			what: "gradient to upload".into(),
+			index: index as u64,
+		});
 	}
 	Ok(sum.iter().flat_map(|x| x.to_le_bytes()).collect())
 }
@@ -176,12 +183,22 @@ pub fn chunk_count(param_count: u64) -> usize {
 /// [`MergeError::ChunkCount`], [`MergeError::SpanLength`], [`MergeError::ChunkHash`] (checked for every
 /// chunk of every span before any value is used), [`MergeError::NonFinite`] for NaN/Inf in a submission
 /// or a mean that rounds to ±Inf in f32.
-pub fn reduce_shard(inputs: &[SpanInput<'_>], start: u64, end: u64, param_count: u64) -> Result<Vec<f32>, MergeError> {
+pub fn reduce_shard(
+	inputs: &[SpanInput<'_>],
+	start: u64,
+	end: u64,
+	param_count: u64,
+) -> Result<Vec<f32>, MergeError> {
 	reduce_shard_chunked(inputs, start, end, param_count, gradient_chunk_elems(param_count))
 }
 
 /// [`chunk_span`] for another chunk size (`chunk_elems` f32 per hashed chunk).
-pub fn chunk_span_with(start: u64, end: u64, param_count: u64, chunk_elems: u64) -> (usize, std::ops::Range<u64>) {
+pub fn chunk_span_with(
+	start: u64,
+	end: u64,
+	param_count: u64,
+	chunk_elems: u64,
+) -> (usize, std::ops::Range<u64>) {
 	let first = start / chunk_elems;
 	let last_end = end.div_ceil(chunk_elems).saturating_mul(chunk_elems).min(param_count);
 	(first as usize, first * chunk_elems * 4..last_end * 4)
@@ -221,16 +238,30 @@ pub fn reduce_shard_chunked(
 	let expected = param_count.div_ceil(chunk_elems) as usize;
 	for (index, s) in inputs.iter().enumerate() {
 		if s.chunk_hashes.len() != expected {
-			return Err(MergeError::ChunkCount { index, expected, got: s.chunk_hashes.len(), param_count });
+			return Err(MergeError::ChunkCount {
+				index,
+				expected,
+				got: s.chunk_hashes.len(),
+				param_count,
+			});
 		}
 		if s.span.len() as u64 != span_len {
-			return Err(MergeError::SpanLength { index, expected: span_len, got: s.span.len() as u64 });
+			return Err(MergeError::SpanLength {
+				index,
+				expected: span_len,
+				got: s.span.len() as u64,
+			});
 		}
 		for (k, chunk) in s.span.chunks(chunk_bytes).enumerate() {
 			let got = ContentHash::of(chunk);
 			let listed = &s.chunk_hashes[first_chunk + k];
 			if &got != listed {
-				return Err(MergeError::ChunkHash { index, chunk: first_chunk + k, expected: *listed, got });
+				return Err(MergeError::ChunkHash {
+					index,
+					chunk: first_chunk + k,
+					expected: *listed,
+					got,
+				});
 			}
 		}
 	}
@@ -242,7 +273,10 @@ pub fn reduce_shard_chunked(
 		for (j, a) in acc.iter_mut().enumerate() {
 			let x = f32_at(s.span, offset + j);
 			if !x.is_finite() {
-				return Err(MergeError::NonFinite { what: "gradient submission".into(), index: start + j as u64 });
+				return Err(MergeError::NonFinite {
+					what: "gradient submission".into(),
+					index: start + j as u64,
+				});
 			}
 			*a += x as f64;
 		}
@@ -252,7 +286,10 @@ pub fn reduce_shard_chunked(
 	for (j, a) in acc.into_iter().enumerate() {
 		let v = (a / denom) as f32;
 		if !v.is_finite() {
-			return Err(MergeError::NonFinite { what: "reduced mean".into(), index: start + j as u64 });
+			return Err(MergeError::NonFinite {
+				what: "reduced mean".into(),
+				index: start + j as u64,
+			});
 		}
 		out.push(v);
 	}
@@ -286,14 +323,23 @@ pub fn assemble_mean(shards: &[ShardInput<'_>], param_count: u64) -> Result<Vec<
 		next = end;
 	}
 	if next != param_count {
-		return Err(MergeError::NotTiling { param_count, shard: shards.len(), start: param_count, expected: next });
+		return Err(MergeError::NotTiling {
+			param_count,
+			shard: shards.len(),
+			start: param_count,
+			expected: next,
+		});
 	}
 	let mut mean = Vec::with_capacity(param_count as usize);
 	for s in shards {
 		let [start, end] = s.range;
 		let expected = 4 * (end - start);
 		if s.bytes.len() as u64 != expected {
-			return Err(MergeError::ShardLength { shard: s.shard, expected, got: s.bytes.len() as u64 });
+			return Err(MergeError::ShardLength {
+				shard: s.shard,
+				expected,
+				got: s.bytes.len() as u64,
+			});
 		}
 		let got = ContentHash::of(s.bytes);
 		if &got != s.hash {
@@ -302,7 +348,10 @@ pub fn assemble_mean(shards: &[ShardInput<'_>], param_count: u64) -> Result<Vec<
 		for i in 0..(end - start) as usize {
 			let v = f32_at(s.bytes, i);
 			if !v.is_finite() {
-				return Err(MergeError::NonFinite { what: format!("reduced shard {}", s.shard), index: start + i as u64 });
+				return Err(MergeError::NonFinite {
+					what: format!("reduced shard {}", s.shard),
+					index: start + i as u64,
+				});
 			}
 			mean.push(v);
 		}
@@ -340,10 +389,16 @@ mod tests {
 		for p in [100u64, 70_000, 3 * 1_024 * 1_024, 3_156_480] {
 			let c = gradient_chunk_elems(p);
 			for (s, e) in [(0, 10), (c + 5, c + 6), (c - 1, c + 1), (p - 7, p)] {
-				assert_eq!(chunk_span_with(s.min(p), e.min(p), p, c), chunk_span(s.min(p), e.min(p), p));
+				assert_eq!(
+					chunk_span_with(s.min(p), e.min(p), p, c),
+					chunk_span(s.min(p), e.min(p), p)
+				);
 			}
 		}
-		assert_eq!(chunk_hashes_with(&[1u8; 4 * 70_000], gradient_chunk_elems(70_000)), chunk_hashes(&[1u8; 4 * 70_000]));
+		assert_eq!(
+			chunk_hashes_with(&[1u8; 4 * 70_000], gradient_chunk_elems(70_000)),
+			chunk_hashes(&[1u8; 4 * 70_000])
+		);
 		assert_eq!(chunk_span_with(5, 9, 100, 4), (1, 16..48));
 	}
 
@@ -376,6 +431,9 @@ mod tests {
 		assert!(matches!(decode_f32("x", &[0; 7]), Err(MergeError::NotF32 { len: 7, .. })));
 		let nan: Vec<u8> = [0.0f32, f32::NAN].iter().flat_map(|x| x.to_le_bytes()).collect();
 		assert!(matches!(decode_f32("x", &nan), Err(MergeError::NonFinite { index: 1, .. })));
-		assert!(matches!(submission_bytes(&[f32::INFINITY]), Err(MergeError::NonFinite { index: 0, .. })));
+		assert!(matches!(
+			submission_bytes(&[f32::INFINITY]),
+			Err(MergeError::NonFinite { index: 0, .. })
+		));
 	}
 }

@@ -2,7 +2,9 @@
 
 use std::net::SocketAddr;
 
-use prometheus::{Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+	Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
 
 /// The miner's metrics, registered in their own registry. Cheap to clone (shared counters).
 #[derive(Clone)]
@@ -33,11 +35,19 @@ impl Metrics {
 	/// A prometheus registration error (only for duplicate names, which this code does not create).
 	pub fn new() -> Result<Self, prometheus::Error> {
 		let registry = Registry::new();
-		let samples = IntCounterVec::new(Opts::new("iota_miner_samples_total", "Work items completed, by kind"), &["kind"])?;
+		let samples = IntCounterVec::new(
+			Opts::new("iota_miner_samples_total", "Work items completed, by kind"),
+			&["kind"],
+		)?;
 		let bytes_up = IntCounter::new("iota_miner_bytes_up_total", "Payload bytes uploaded")?;
-		let bytes_down = IntCounter::new("iota_miner_bytes_down_total", "Payload bytes downloaded")?;
-		let errors = IntCounterVec::new(Opts::new("iota_miner_errors_total", "Errors, by kind"), &["kind"])?;
-		let expired = IntCounter::new("iota_miner_leases_expired_total", "Work items dropped after their lease expired")?;
+		let bytes_down =
+			IntCounter::new("iota_miner_bytes_down_total", "Payload bytes downloaded")?;
+		let errors =
+			IntCounterVec::new(Opts::new("iota_miner_errors_total", "Errors, by kind"), &["kind"])?;
+		let expired = IntCounter::new(
+			"iota_miner_leases_expired_total",
+			"Work items dropped after their lease expired",
+		)?;
 		let loss = Gauge::new("iota_miner_loss", "Last reported loss (tail stage), nats")?;
 		let epoch = IntGauge::new("iota_miner_epoch", "Epoch of the global weights held")?;
 		let merges = IntCounter::new("iota_miner_merges_total", "Merges applied")?;
@@ -49,7 +59,17 @@ impl Metrics {
 		registry.register(Box::new(loss.clone()))?;
 		registry.register(Box::new(epoch.clone()))?;
 		registry.register(Box::new(merges.clone()))?;
-		Ok(Metrics { registry, samples, bytes_up, bytes_down, errors, expired, loss, epoch, merges })
+		Ok(Metrics {
+			registry,
+			samples,
+			bytes_up,
+			bytes_down,
+			errors,
+			expired,
+			loss,
+			epoch,
+			merges,
+		})
 	}
 
 	/// The text exposition of every metric.
@@ -65,7 +85,10 @@ impl Metrics {
 ///
 /// # Errors
 /// The bind error when `addr` cannot be listened on.
-pub async fn serve(addr: SocketAddr, metrics: Metrics) -> std::io::Result<tokio::task::JoinHandle<()>> {
+pub async fn serve(
+	addr: SocketAddr,
+	metrics: Metrics,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
 	let app = axum::Router::new().route(
 		"/metrics",
 		axum::routing::get(move || {

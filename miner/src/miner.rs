@@ -200,7 +200,11 @@ pub struct Miner {
 
 impl std::fmt::Debug for Miner {
 	fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-		f.debug_struct("Miner").field("stage", &self.index).field("epoch", &self.epoch).field("phase", &self.phase).finish()
+		f.debug_struct("Miner")
+			.field("stage", &self.index)
+			.field("epoch", &self.epoch)
+			.field("phase", &self.phase)
+			.finish()
 	}
 }
 
@@ -227,10 +231,14 @@ impl Miner {
 		spec.validate()?;
 		let encoding = spec.wire_encoding()?;
 		if usize::from(index) >= spec.model.n_stages() {
-			return Err(bad(format!("stage {index} does not exist ({} stages)", spec.model.n_stages())));
+			return Err(bad(format!(
+				"stage {index} does not exist ({} stages)",
+				spec.model.n_stages()
+			)));
 		}
 		let run_id = keys::Id::new(spec.run.clone()).map_err(|e| bad(e.to_string()))?;
-		let stage = Stage::new(&spec.model, usize::from(index), spec.seed, DType::F32, &cfg.device)?;
+		let stage =
+			Stage::new(&spec.model, usize::from(index), spec.seed, DType::F32, &cfg.device)?;
 		let me = orch.account();
 		Ok(Miner {
 			orch,
@@ -309,16 +317,17 @@ impl Miner {
 				Some(Ok(Outcome::Worked)) => {
 					failures = 0;
 					continue;
-				}
+				},
 				Some(Ok(Outcome::Idle(d))) => {
 					failures = 0;
 					d
-				}
+				},
 				Some(Err(e)) => {
 					failures = failures.saturating_add(1);
 					self.record_error(&e);
-					Duration::from_millis(250u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(10))
-				}
+					Duration::from_millis(250u64.saturating_mul(1 << failures.min(6)))
+						.min(Duration::from_secs(10))
+				},
 			};
 			tokio::select! {
 				_ = tokio::time::sleep(wait) => {}
@@ -331,7 +340,8 @@ impl Miner {
 	/// Log and count an error of [`step`](Self::step).
 	pub fn record_error(&self, e: &MinerError) {
 		self.metrics.errors.with_label_values(&[e.kind()]).inc();
-		if matches!(e, MinerError::LeaseExpired { .. }) || e.code() == Some(ErrorCode::LeaseExpired) {
+		if matches!(e, MinerError::LeaseExpired { .. }) || e.code() == Some(ErrorCode::LeaseExpired)
+		{
 			self.metrics.expired.inc();
 		}
 		tracing::warn!(stage = self.index, epoch = self.epoch, kind = e.kind(), "{e}");
@@ -342,7 +352,9 @@ impl Miner {
 		if let Some(lease) = self.lease.take() {
 			match self.orch.release_lease(lease).await {
 				Ok(()) => tracing::info!(lease, "released the lease held at shutdown"),
-				Err(e) => tracing::warn!(lease, error = %e, "could not release the lease at shutdown (it will expire)"),
+				Err(e) => {
+					tracing::warn!(lease, error = %e, "could not release the lease at shutdown (it will expire)")
+				},
 			}
 		}
 	}
@@ -353,14 +365,25 @@ impl Miner {
 		let e = self.chain.stage_epoch(self.index).await?;
 		if e == 0 {
 			if self.stage.adam_state().step != 0 {
-				self.stage = Stage::new(&self.spec.model, usize::from(self.index), self.spec.seed, DType::F32, &self.cfg.device)?;
+				self.stage = Stage::new(
+					&self.spec.model,
+					usize::from(self.index),
+					self.spec.seed,
+					DType::F32,
+					&self.cfg.device,
+				)?;
 			}
 			tracing::info!(stage = self.index, "epoch 0: weights initialised from the run seed");
 			self.enter_training(0);
 			return Ok(Outcome::Worked);
 		}
 		let Some(c) = self.chain.committed(e - 1, self.index).await? else {
-			tracing::warn!(stage = self.index, epoch = e, "no committed manifest for epoch {} yet; waiting", e - 1);
+			tracing::warn!(
+				stage = self.index,
+				epoch = e,
+				"no committed manifest for epoch {} yet; waiting",
+				e - 1
+			);
 			return Ok(Outcome::Idle(self.cfg.resync_wait));
 		};
 		if self.epoch == e && ContentHash(self.stage.state_hash()?) == c.state_hash {
@@ -376,14 +399,20 @@ impl Miner {
 			return Ok(Outcome::Idle(self.cfg.resync_wait));
 		};
 		let get = match self.orch.presign_get(vec![key.clone()]).await {
-			Ok(v) if v.len() == 1 => v.into_iter().next().ok_or_else(|| bad("empty presign answer"))?,
+			Ok(v) if v.len() == 1 => {
+				v.into_iter().next().ok_or_else(|| bad("empty presign answer"))?
+			},
 			Ok(v) => return Err(bad(format!("presignGet answered {} URLs for one key", v.len()))),
 			Err(err) => {
 				tracing::warn!(stage = self.index, epoch = e, %key, error = %err, "no GET for the checkpoint; not training, retrying later");
 				return Ok(Outcome::Idle(self.cfg.resync_wait));
-			}
+			},
 		};
-		let bytes = self.io.get(&get, &hash).await.map_err(|err| MinerError::storage("stage checkpoint", err))?;
+		let bytes = self
+			.io
+			.get(&get, &hash)
+			.await
+			.map_err(|err| MinerError::storage("stage checkpoint", err))?;
 		self.metrics.bytes_down.inc_by(bytes.len() as u64);
 		self.stage.load_checkpoint(&bytes, &c.state_hash.0)?;
 		tracing::info!(stage = self.index, epoch = e, state = %c.state_hash, "loaded the attested checkpoint");
@@ -413,18 +442,18 @@ impl Miner {
 					return Ok(Outcome::Worked);
 				}
 				Ok(Outcome::Idle(Duration::from_millis(retry_after_ms.clamp(20, 5_000))))
-			}
+			},
 			Work::UploadGradient { epoch, output } => self.upload_gradient(epoch, output).await,
 			Work::Forward(f) => {
 				self.lease = Some(f.lease);
 				let r = self.forward(f).await;
 				self.finish_item(r).await
-			}
+			},
 			Work::Backward(b) => {
 				self.lease = Some(b.lease);
 				let r = self.backward(b).await;
 				self.finish_item(r).await
-			}
+			},
 		}
 	}
 
@@ -434,7 +463,7 @@ impl Miner {
 			Ok(()) => {
 				self.lease = None;
 				Ok(Outcome::Worked)
-			}
+			},
 			Err(e) => {
 				if let Some(lease) = self.lease.take() {
 					let gone = matches!(e, MinerError::LeaseExpired { .. })
@@ -446,18 +475,24 @@ impl Miner {
 					}
 				}
 				Err(e)
-			}
+			},
 		}
 	}
 
 	fn check_item(&mut self, stage: u16, epoch: u32) -> Result<()> {
 		if stage != self.index {
-			return Err(bad(format!("work item for stage {stage}, this miner holds stage {}", self.index)));
+			return Err(bad(format!(
+				"work item for stage {stage}, this miner holds stage {}",
+				self.index
+			)));
 		}
 		if epoch > self.epoch {
 			// A merge went by without this miner: its weights are stale.
 			self.phase = Phase::Unsynced;
-			return Err(bad(format!("work item of epoch {epoch}, weights held are of epoch {}; resynchronising", self.epoch)));
+			return Err(bad(format!(
+				"work item of epoch {epoch}, weights held are of epoch {}; resynchronising",
+				self.epoch
+			)));
 		}
 		if epoch < self.epoch {
 			return Err(bad(format!("stale work item of epoch {epoch} (now {})", self.epoch)));
@@ -468,7 +503,10 @@ impl Miner {
 	fn check_deadline(&self, lease: LeaseId, expires_at_ms: u64) -> Result<()> {
 		let now = now_ms();
 		if now.saturating_add(self.cfg.lease_margin_ms) > expires_at_ms {
-			return Err(MinerError::LeaseExpired { lease, late_ms: now.saturating_sub(expires_at_ms) });
+			return Err(MinerError::LeaseExpired {
+				lease,
+				late_ms: now.saturating_sub(expires_at_ms),
+			});
 		}
 		Ok(())
 	}
@@ -488,10 +526,17 @@ impl Miner {
 	async fn fetch_tensor(&mut self, obj: &ObjectGet, kind: Kind) -> Result<Tensor> {
 		let max = self.max_wire_bytes();
 		if obj.size > max as u64 {
-			return Err(bad(format!("{} is {} bytes, over the {max}-byte limit for a [B, T, w] tensor", obj.key, obj.size)));
+			return Err(bad(format!(
+				"{} is {} bytes, over the {max}-byte limit for a [B, T, w] tensor",
+				obj.key, obj.size
+			)));
 		}
 		let what = if kind == Kind::Activation { "input activation" } else { "output gradient" };
-		let bytes = self.io.get(&obj.get, &obj.hash).await.map_err(|e| MinerError::storage(what, e))?;
+		let bytes = self
+			.io
+			.get(&obj.get, &obj.hash)
+			.await
+			.map_err(|e| MinerError::storage(what, e))?;
 		self.metrics.bytes_down.inc_by(bytes.len() as u64);
 		let [b, t, w] = self.boundary();
 		let mut expect = Expect::btw(kind, w, max);
@@ -500,28 +545,53 @@ impl Miner {
 	}
 
 	/// Encode (refusing NaN/Inf), upload and describe a boundary tensor.
-	async fn upload_tensor(&mut self, t: &Tensor, kind: Kind, put: &ObjectPut) -> Result<TensorRef> {
+	async fn upload_tensor(
+		&mut self,
+		t: &Tensor,
+		kind: Kind,
+		put: &ObjectPut,
+	) -> Result<TensorRef> {
 		let bytes = wire::encode(t, kind, self.encoding)?;
 		let size = bytes.len() as u64;
 		let what = if kind == Kind::Activation { "output activation" } else { "input gradient" };
-		let hash = self.io.put(&put.put, Bytes::from(bytes)).await.map_err(|e| MinerError::storage(what, e))?;
+		let hash = self
+			.io
+			.put(&put.put, Bytes::from(bytes))
+			.await
+			.map_err(|e| MinerError::storage(what, e))?;
 		self.metrics.bytes_up.inc_by(size);
-		Ok(TensorRef { key: put.key.clone(), hash, size, shape: t.dims().iter().map(|&d| d as u64).collect() })
+		Ok(TensorRef {
+			key: put.key.clone(),
+			hash,
+			size,
+			shape: t.dims().iter().map(|&d| d as u64).collect(),
+		})
 	}
 
 	async fn tokens(&mut self, sample: u64, data: Option<&DataSlice>) -> Result<(Tensor, Tensor)> {
-		let slice = data.ok_or_else(|| bad(format!("sample {sample}: no data slice for a stage that reads tokens")))?;
+		let slice = data.ok_or_else(|| {
+			bad(format!("sample {sample}: no data slice for a stage that reads tokens"))
+		})?;
 		let before = self.data.downloaded;
-		let r = self.data.sample(&self.spec, self.io.as_ref(), sample, slice, &self.cfg.device).await;
+		let r = self
+			.data
+			.sample(&self.spec, self.io.as_ref(), sample, slice, &self.cfg.device)
+			.await;
 		self.metrics.bytes_down.inc_by(self.data.downloaded - before);
 		r
 	}
 
-	async fn stage_input(&mut self, sample: u64, input: Option<&ObjectGet>, data: Option<&DataSlice>) -> Result<Tensor> {
+	async fn stage_input(
+		&mut self,
+		sample: u64,
+		input: Option<&ObjectGet>,
+		data: Option<&DataSlice>,
+	) -> Result<Tensor> {
 		if self.stage.is_first() {
 			Ok(self.tokens(sample, data).await?.0)
 		} else {
-			let input = input.ok_or_else(|| bad(format!("sample {sample}: no input activation")))?;
+			let input =
+				input.ok_or_else(|| bad(format!("sample {sample}: no input activation")))?;
 			self.fetch_tensor(input, Kind::Activation).await
 		}
 	}
@@ -535,9 +605,15 @@ impl Miner {
 			let lf = self.stage.forward_loss(&input, &targets)?;
 			let loss = lf.value;
 			if !loss.is_finite() {
-				return Err(MinerError::Model(iota_model::Error::NonFinite { what: "loss".into(), index: 0 }));
+				return Err(MinerError::Model(iota_model::Error::NonFinite {
+					what: "loss".into(),
+					index: 0,
+				}));
 			}
-			let grad_in = self.stage.backward_loss(lf)?.ok_or_else(|| bad("a single-stage model has no input gradient"))?;
+			let grad_in = self
+				.stage
+				.backward_loss(lf)?
+				.ok_or_else(|| bad("a single-stage model has no input gradient"))?;
 			let (g, n) = self.stage.take_gradient()?;
 			self.check_deadline(f.lease, f.expires_at_ms)?;
 			self.orch.report_loss(f.lease, loss).await?;
@@ -589,7 +665,10 @@ impl Miner {
 		}
 		let grad_out = self.fetch_tensor(&b.grad_output, Kind::Gradient).await?;
 		let kept = if b.forward_by == self.me {
-			self.kept.iter().position(|(e, s, _)| *e == b.epoch && *s == b.sample).and_then(|i| self.kept.remove(i))
+			self.kept
+				.iter()
+				.position(|(e, s, _)| *e == b.epoch && *s == b.sample)
+				.and_then(|i| self.kept.remove(i))
 		} else {
 			None
 		};
@@ -598,13 +677,17 @@ impl Miner {
 			None => {
 				let input = self.stage_input(b.sample, b.input.as_ref(), b.data.as_ref()).await?;
 				self.stage.backward_from_input(&input, &grad_out)?
-			}
+			},
 		};
 		let (g, n) = self.stage.take_gradient()?;
 		let output = match (self.stage.is_first(), &b.output, grad_in) {
 			(true, _, _) => None,
-			(false, Some(put), Some(gi)) => Some(self.upload_tensor(&gi, Kind::Gradient, put).await?),
-			(false, None, _) => return Err(bad(format!("sample {}: no PUT for the input gradient", b.sample))),
+			(false, Some(put), Some(gi)) => {
+				Some(self.upload_tensor(&gi, Kind::Gradient, put).await?)
+			},
+			(false, None, _) => {
+				return Err(bad(format!("sample {}: no PUT for the input gradient", b.sample)))
+			},
 			(false, Some(_), None) => return Err(bad("no input gradient from a non-head stage")),
 		};
 		self.check_deadline(b.lease, b.expires_at_ms)?;
@@ -619,8 +702,7 @@ impl Miner {
 
 	fn enter_merge(&mut self, epoch: u32, member: bool) {
 		self.kept.clear();
-		self.phase =
-			Phase::Merging(MergeState {
+		self.phase = Phase::Merging(MergeState {
 			epoch,
 			member,
 			round: None,
@@ -636,33 +718,55 @@ impl Miner {
 			if epoch > self.epoch {
 				self.phase = Phase::Unsynced;
 			}
-			return Err(bad(format!("gradient upload for epoch {epoch}, weights held are of epoch {}", self.epoch)));
+			return Err(bad(format!(
+				"gradient upload for epoch {epoch}, weights held are of epoch {}",
+				self.epoch
+			)));
 		}
 		if self.acc.count == 0 {
-			tracing::info!(stage = self.index, epoch, "no samples this epoch: not a merge member, will apply the step");
+			tracing::info!(
+				stage = self.index,
+				epoch,
+				"no samples this epoch: not a merge member, will apply the step"
+			);
 			self.enter_merge(epoch, false);
 			return Ok(Outcome::Worked);
 		}
 		let bytes = merge::submission_bytes(&self.acc.sum)?;
 		let chunk_hashes = merge::chunk_hashes(&bytes);
 		let size = bytes.len() as u64;
-		let hash = self.io.put(&output.put, Bytes::from(bytes)).await.map_err(|e| MinerError::storage("gradient submission", e))?;
+		let hash = self
+			.io
+			.put(&output.put, Bytes::from(bytes))
+			.await
+			.map_err(|e| MinerError::storage("gradient submission", e))?;
 		self.metrics.bytes_up.inc_by(size);
 		let submission = GradientSubmission {
 			epoch,
-			gradient: TensorRef { key: output.key, hash, size, shape: vec![self.stage.param_count() as u64] },
+			gradient: TensorRef {
+				key: output.key,
+				hash,
+				size,
+				shape: vec![self.stage.param_count() as u64],
+			},
 			chunk_hashes,
 			samples: self.acc.count,
 		};
 		match self.orch.submit_gradient(submission).await {
-			Ok(()) => {}
+			Ok(()) => {},
 			// Already accepted this round (a retried call whose first answer was lost).
 			Err(e) if e.code() == Some(ErrorCode::Invalid) => {
 				tracing::warn!(stage = self.index, epoch, error = %e, "gradient submission refused as invalid");
-			}
+			},
 			Err(e) => return Err(e),
 		}
-		tracing::info!(stage = self.index, epoch, samples = self.acc.count, bytes = size, "gradient submitted");
+		tracing::info!(
+			stage = self.index,
+			epoch,
+			samples = self.acc.count,
+			bytes = size,
+			"gradient submitted"
+		);
 		// The sum is kept until the epoch ends: a merge round that times out restarts with fresh submissions.
 		self.enter_merge(epoch, true);
 		Ok(Outcome::Worked)
@@ -675,17 +779,22 @@ impl Miner {
 		}
 		match self.orch.get_work(self.index).await? {
 			Work::UploadGradient { epoch, output } if epoch == m.epoch => {
-				tracing::info!(stage = self.index, epoch, "the merge restarted; submitting the gradient again");
+				tracing::info!(
+					stage = self.index,
+					epoch,
+					"the merge restarted; submitting the gradient again"
+				);
 				self.upload_gradient(epoch, output).await?;
 				m.member = true;
 				m.round = None;
 				m.reduced.clear();
-			}
-			Work::Forward(ForwardWork { lease, .. }) | Work::Backward(BackwardWork { lease, .. }) => {
+			},
+			Work::Forward(ForwardWork { lease, .. })
+			| Work::Backward(BackwardWork { lease, .. }) => {
 				// The stage moved on while this miner was merging; hand the item back.
 				let _ = self.orch.release_lease(lease).await;
-			}
-			_ => {}
+			},
+			_ => {},
 		}
 		Ok(())
 	}
@@ -695,7 +804,7 @@ impl Miner {
 			Ok(v) => v,
 			Err(e) if matches!(e.code(), Some(ErrorCode::Unknown | ErrorCode::WrongPhase)) => {
 				return Ok(Outcome::Idle(self.cfg.merge_poll));
-			}
+			},
 			Err(e) => return Err(e),
 		};
 		let outcome = match view {
@@ -713,17 +822,19 @@ impl Miner {
 							self.phase = Phase::Merging(m);
 							return Err(e);
 						}
-					}
+					},
 					// Still uploading, or this miner is not in the round (it joined late, had no samples,
 					// or the round restarted and wants fresh submissions).
-					Err(e) if matches!(e.code(), Some(ErrorCode::WrongPhase | ErrorCode::Invalid)) => {
+					Err(e)
+						if matches!(e.code(), Some(ErrorCode::WrongPhase | ErrorCode::Invalid)) =>
+					{
 						self.resubmit_if_asked(&mut m).await?;
-					}
+					},
 					Err(e) => return Err(e),
 				}
 				self.phase = Phase::Merging(m);
 				return Ok(Outcome::Idle(self.cfg.merge_poll));
-			}
+			},
 			MergeView::Ready { shards, samples, checkpoint } => {
 				if m.applied.is_none() {
 					// Downloads and checks first; the step itself is synchronous, and recorded before the
@@ -737,37 +848,45 @@ impl Miner {
 				}
 				if !m.attested {
 					let state_hash = m.applied.ok_or_else(|| bad("no state after the step"))?;
-					let attest = SubmitStateHash { epoch: m.epoch, state_hash, checkpoint: m.checkpoint.clone() };
+					let attest = SubmitStateHash {
+						epoch: m.epoch,
+						state_hash,
+						checkpoint: m.checkpoint.clone(),
+					};
 					match self.orch.submit_state_hash(attest).await {
-						Ok(()) => {}
+						Ok(()) => {},
 						Err(e) if e.code() == Some(ErrorCode::Invalid) => {
 							tracing::debug!(error = %e, "attestation refused as invalid (a non-member or a repeat)");
-						}
+						},
 						Err(e) => {
 							self.phase = Phase::Merging(m);
 							return Err(e);
-						}
+						},
 					}
 					m.attested = true;
 				}
 				Outcome::Idle(self.cfg.merge_poll)
-			}
+			},
 			MergeView::Committed { state_hash } => {
 				match m.applied {
 					Some(h) if h == state_hash => {
 						self.finish_epoch(m.epoch);
 						return Ok(Outcome::Worked);
-					}
+					},
 					Some(h) => {
 						tracing::error!(stage = self.index, epoch = m.epoch, ours = %h, committed = %state_hash, "this replica's state differs from the committed one; resynchronising from the checkpoint");
-					}
+					},
 					None => {
-						tracing::warn!(stage = self.index, epoch = m.epoch, "the merge was committed before this miner applied it; resynchronising");
-					}
+						tracing::warn!(
+							stage = self.index,
+							epoch = m.epoch,
+							"the merge was committed before this miner applied it; resynchronising"
+						);
+					},
 				}
 				self.phase = Phase::Unsynced;
 				return Ok(Outcome::Worked);
-			}
+			},
 		};
 		self.phase = Phase::Merging(m);
 		Ok(outcome)
@@ -820,7 +939,12 @@ impl Miner {
 		}
 		for s in &a.submissions {
 			if s.object.size != 4 * p {
-				return Err(bad(format!("submission of {} is {} bytes, expected {}", s.miner, s.object.size, 4 * p)));
+				return Err(bad(format!(
+					"submission of {} is {} bytes, expected {}",
+					s.miner,
+					s.object.size,
+					4 * p
+				)));
 			}
 		}
 		for task in &a.shards {
@@ -834,7 +958,11 @@ impl Miner {
 			let (_, span) = chunk_span(start, end, p);
 			let mut spans = Vec::with_capacity(a.submissions.len());
 			for s in &a.submissions {
-				let b = self.io.get_range(&s.object.get, span.clone()).await.map_err(|e| MinerError::storage("submission span", e))?;
+				let b = self
+					.io
+					.get_range(&s.object.get, span.clone())
+					.await
+					.map_err(|e| MinerError::storage("submission span", e))?;
 				self.metrics.bytes_down.inc_by(b.len() as u64);
 				spans.push(b);
 			}
@@ -842,20 +970,39 @@ impl Miner {
 				.submissions
 				.iter()
 				.zip(&spans)
-				.map(|(s, b)| SpanInput { samples: s.samples, chunk_hashes: &s.chunk_hashes, span: b })
+				.map(|(s, b)| SpanInput {
+					samples: s.samples,
+					chunk_hashes: &s.chunk_hashes,
+					span: b,
+				})
 				.collect();
 			let values = merge::reduce_shard(&inputs, start, end, p)?;
 			let (bytes, _) = merge::shard_bytes(&values);
 			let size = bytes.len() as u64;
-			let hash = self.io.put(&task.output.put, Bytes::from(bytes)).await.map_err(|e| MinerError::storage("reduced shard", e))?;
+			let hash = self
+				.io
+				.put(&task.output.put, Bytes::from(bytes))
+				.await
+				.map_err(|e| MinerError::storage("reduced shard", e))?;
 			self.metrics.bytes_up.inc_by(size);
-			let reduced = TensorRef { key: task.output.key.clone(), hash, size, shape: vec![end - start] };
-			match self.orch.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced }).await {
-				Ok(()) => tracing::debug!(stage = self.index, epoch, round = a.round, shard = task.shard, "shard reduced"),
+			let reduced =
+				TensorRef { key: task.output.key.clone(), hash, size, shape: vec![end - start] };
+			match self
+				.orch
+				.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced })
+				.await
+			{
+				Ok(()) => tracing::debug!(
+					stage = self.index,
+					epoch,
+					round = a.round,
+					shard = task.shard,
+					"shard reduced"
+				),
 				// Already accepted (an answer lost in a retry) or no longer ours: do not send it again.
 				Err(e) if e.code() == Some(ErrorCode::Invalid) => {
 					tracing::warn!(stage = self.index, epoch, shard = task.shard, error = %e, "shard refused as invalid")
-				}
+				},
 				Err(e) => return Err(e),
 			}
 			done.push(task.shard);
@@ -876,23 +1023,40 @@ impl Miner {
 		let mut blobs = Vec::with_capacity(shards.len());
 		for s in shards {
 			if !self.is_own_shard_key(&s.object.key, epoch) {
-				return Err(bad(format!("reduced shard key {:?} is not of this run, stage {} and epoch {epoch}", s.object.key, self.index)));
+				return Err(bad(format!(
+					"reduced shard key {:?} is not of this run, stage {} and epoch {epoch}",
+					s.object.key, self.index
+				)));
 			}
 			let [start, end] = s.range;
 			if s.object.size != 4 * end.saturating_sub(start) || end > p {
-				return Err(bad(format!("reduced shard {} announces {} bytes for range [{start}, {end}) of P = {p}", s.shard, s.object.size)));
+				return Err(bad(format!(
+					"reduced shard {} announces {} bytes for range [{start}, {end}) of P = {p}",
+					s.shard, s.object.size
+				)));
 			}
-			let b = self.io.get(&s.object.get, &s.object.hash).await.map_err(|e| MinerError::storage("reduced shard", e))?;
+			let b = self
+				.io
+				.get(&s.object.get, &s.object.hash)
+				.await
+				.map_err(|e| MinerError::storage("reduced shard", e))?;
 			self.metrics.bytes_down.inc_by(b.len() as u64);
 			blobs.push(b);
 		}
 		let inputs: Vec<ShardInput<'_>> = shards
 			.iter()
 			.zip(&blobs)
-			.map(|(s, b)| ShardInput { shard: s.shard, range: s.range, hash: &s.object.hash, bytes: b })
+			.map(|(s, b)| ShardInput {
+				shard: s.shard,
+				range: s.range,
+				hash: &s.object.hash,
+				bytes: b,
+			})
 			.collect();
 		let mean = merge::assemble_mean(&inputs, p)?;
-		let report = self.stage.apply_gradient(&mean, &self.spec.step_options(epoch), samples as usize)?;
+		let report =
+			self.stage
+				.apply_gradient(&mean, &self.spec.step_options(epoch), samples as usize)?;
 		let state = ContentHash(self.stage.state_hash()?);
 		tracing::info!(stage = self.index, epoch, samples, grad_norm = report.grad_norm, state = %state, "AdamW step applied");
 		Ok(state)
@@ -902,7 +1066,11 @@ impl Miner {
 	async fn upload_checkpoint(&mut self, put: ObjectPut) -> Result<TensorRef> {
 		let bytes = self.stage.to_checkpoint()?;
 		let size = bytes.len() as u64;
-		let hash = self.io.put(&put.put, Bytes::from(bytes)).await.map_err(|e| MinerError::storage("stage checkpoint", e))?;
+		let hash = self
+			.io
+			.put(&put.put, Bytes::from(bytes))
+			.await
+			.map_err(|e| MinerError::storage("stage checkpoint", e))?;
 		self.metrics.bytes_up.inc_by(size);
 		Ok(TensorRef { key: put.key, hash, size, shape: vec![size] })
 	}

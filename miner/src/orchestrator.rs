@@ -96,7 +96,10 @@ impl RpcOrchestrator {
 			}
 			tracing::warn!(url = %self.url, "orchestrator connection lost; reconnecting");
 		}
-		let c = Arc::new(SignedClient::connect(&self.url, self.keypair.clone(), self.retry.request_timeout).await?);
+		let c = Arc::new(
+			SignedClient::connect(&self.url, self.keypair.clone(), self.retry.request_timeout)
+				.await?,
+		);
 		*guard = Some(c.clone());
 		Ok(c)
 	}
@@ -122,7 +125,9 @@ impl RpcOrchestrator {
 					let code = iota_rpc::code_of(&e);
 					let transport = matches!(
 						e,
-						ClientError::Transport(_) | ClientError::RestartNeeded(_) | ClientError::RequestTimeout
+						ClientError::Transport(_)
+							| ClientError::RestartNeeded(_)
+							| ClientError::RequestTimeout
 					);
 					if transport {
 						self.drop_client().await;
@@ -131,11 +136,12 @@ impl RpcOrchestrator {
 					if !retry || attempt >= self.retry.attempts {
 						return Err(MinerError::rpc(method, e));
 					}
-					let wait = (self.retry.base * 2u32.saturating_pow(attempt - 1)).min(self.retry.max);
+					let wait =
+						(self.retry.base * 2u32.saturating_pow(attempt - 1)).min(self.retry.max);
 					tracing::debug!(method, attempt, ?wait, error = %e, "retrying orchestrator call");
 					tokio::time::sleep(wait).await;
 					attempt += 1;
-				}
+				},
 			}
 		}
 	}
@@ -147,7 +153,9 @@ impl Orchestrator for RpcOrchestrator {
 		self.keypair.public_key().to_account_id()
 	}
 	async fn run_spec(&self) -> Result<Vec<u8>> {
-		self.with("iota_runSpec", |c| async move { c.run_spec().await }).await.map(|t| t.json.into_bytes())
+		self.with("iota_runSpec", |c| async move { c.run_spec().await })
+			.await
+			.map(|t| t.json.into_bytes())
 	}
 	async fn get_work(&self, stage: u16) -> Result<Work> {
 		self.with("iota_getWork", |c| async move { c.get_work(stage).await }).await
@@ -160,10 +168,12 @@ impl Orchestrator for RpcOrchestrator {
 		.await
 	}
 	async fn report_loss(&self, lease: LeaseId, loss: f32) -> Result<()> {
-		self.with("iota_reportLoss", |c| async move { c.report_loss(lease, loss).await }).await
+		self.with("iota_reportLoss", |c| async move { c.report_loss(lease, loss).await })
+			.await
 	}
 	async fn release_lease(&self, lease: LeaseId) -> Result<()> {
-		self.with("iota_releaseLease", |c| async move { c.release_lease(lease).await }).await
+		self.with("iota_releaseLease", |c| async move { c.release_lease(lease).await })
+			.await
 	}
 	async fn submit_gradient(&self, submission: GradientSubmission) -> Result<()> {
 		self.with("iota_submitGradient", |c| {
@@ -183,7 +193,8 @@ impl Orchestrator for RpcOrchestrator {
 		.await
 	}
 	async fn get_manifest(&self, epoch: u32) -> Result<MergeView> {
-		self.with("iota_getManifest", |c| async move { c.get_manifest(epoch).await }).await
+		self.with("iota_getManifest", |c| async move { c.get_manifest(epoch).await })
+			.await
 	}
 	async fn submit_state_hash(&self, attest: SubmitStateHash) -> Result<()> {
 		self.with("iota_submitStateHash", |c| {

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use iota_storage::{ContentHash, Method, PresignedHttp, PresignedRequest, RetryPolicy, StorageError};
+use iota_storage::{
+	ContentHash, Method, PresignedHttp, PresignedRequest, RetryPolicy, StorageError,
+};
 
 /// Object transfers through presigned requests.
 #[async_trait]
@@ -24,13 +26,21 @@ pub trait ObjectIo: Send + Sync {
 	///
 	/// # Errors
 	/// [`StorageError::HashMismatch`], `NotFound`, `UrlExpired`, `TooLarge`, `Truncated`, transport errors.
-	async fn get(&self, req: &PresignedRequest, expected: &ContentHash) -> Result<Bytes, StorageError>;
+	async fn get(
+		&self,
+		req: &PresignedRequest,
+		expected: &ContentHash,
+	) -> Result<Bytes, StorageError>;
 	/// Bytes `range` (end exclusive) of the object, exactly `range.end − range.start` of them. A range has
 	/// no hash of its own: the caller checks it (chunk hashes).
 	///
 	/// # Errors
 	/// [`StorageError::InvalidRange`], `Truncated`, `NotFound`, `UrlExpired`, transport errors.
-	async fn get_range(&self, req: &PresignedRequest, range: Range<u64>) -> Result<Bytes, StorageError>;
+	async fn get_range(
+		&self,
+		req: &PresignedRequest,
+		range: Range<u64>,
+	) -> Result<Bytes, StorageError>;
 	/// Upload `data`; returns its BLAKE3.
 	///
 	/// # Errors
@@ -77,7 +87,11 @@ impl HttpIo {
 	///
 	/// # Errors
 	/// [`StorageError::Config`] if the HTTP client cannot be built.
-	pub fn new(retry: RetryPolicy, attempt_timeout: Duration, max_object_size: u64) -> Result<Self, StorageError> {
+	pub fn new(
+		retry: RetryPolicy,
+		attempt_timeout: Duration,
+		max_object_size: u64,
+	) -> Result<Self, StorageError> {
 		let presigned = PresignedHttp::new(retry.clone(), attempt_timeout, max_object_size)?;
 		let raw = reqwest::Client::builder()
 			.timeout(attempt_timeout)
@@ -86,9 +100,16 @@ impl HttpIo {
 		Ok(HttpIo { presigned, raw, retry, bytes: ByteCounter::default() })
 	}
 
-	async fn range_once(&self, req: &PresignedRequest, range: &Range<u64>) -> Result<Bytes, StorageError> {
+	async fn range_once(
+		&self,
+		req: &PresignedRequest,
+		range: &Range<u64>,
+	) -> Result<Bytes, StorageError> {
 		let what = req.redacted_url().to_owned();
-		let mut rb = self.raw.get(&req.url).header("range", format!("bytes={}-{}", range.start, range.end - 1));
+		let mut rb = self
+			.raw
+			.get(&req.url)
+			.header("range", format!("bytes={}-{}", range.start, range.end - 1));
 		for (k, v) in &req.headers {
 			rb = rb.header(k, v);
 		}
@@ -102,30 +123,54 @@ impl HttpIo {
 		let status = resp.status().as_u16();
 		let want = range.end - range.start;
 		match status {
-			206 => {}
+			206 => {},
 			// A server that ignores Range answers 200 with the whole object: refuse rather than slice a
 			// body we have not bounded.
 			200 => {
-				return Err(StorageError::Transport { key: what, message: "server ignored the Range header".into() })
-			}
-			416 => return Err(StorageError::InvalidRange { key: what, start: range.start, end: range.end }),
+				return Err(StorageError::Transport {
+					key: what,
+					message: "server ignored the Range header".into(),
+				})
+			},
+			416 => {
+				return Err(StorageError::InvalidRange {
+					key: what,
+					start: range.start,
+					end: range.end,
+				})
+			},
 			404 => return Err(StorageError::NotFound { key: what }),
 			403 => {
 				let body = resp.text().await.unwrap_or_default();
 				return Err(if body.contains("expired") {
 					StorageError::UrlExpired { message: "Request has expired".into() }
 				} else {
-					StorageError::AccessDenied { key: what, message: body.chars().take(200).collect() }
+					StorageError::AccessDenied {
+						key: what,
+						message: body.chars().take(200).collect(),
+					}
 				});
-			}
+			},
 			s if s == 429 || s >= 500 => {
-				return Err(StorageError::Unavailable { key: what, status: s, message: String::new(), attempts: 1 })
-			}
+				return Err(StorageError::Unavailable {
+					key: what,
+					status: s,
+					message: String::new(),
+					attempts: 1,
+				})
+			},
 			s => return Err(StorageError::Transport { key: what, message: format!("HTTP {s}") }),
 		}
-		let data = resp.bytes().await.map_err(|e| StorageError::Transport { key: what.clone(), message: e.to_string() })?;
+		let data = resp
+			.bytes()
+			.await
+			.map_err(|e| StorageError::Transport { key: what.clone(), message: e.to_string() })?;
 		if data.len() as u64 != want {
-			return Err(StorageError::Truncated { key: what, expected: want, received: data.len() as u64 });
+			return Err(StorageError::Truncated {
+				key: what,
+				expected: want,
+				received: data.len() as u64,
+			});
 		}
 		Ok(data)
 	}
@@ -133,15 +178,26 @@ impl HttpIo {
 
 #[async_trait]
 impl ObjectIo for HttpIo {
-	async fn get(&self, req: &PresignedRequest, expected: &ContentHash) -> Result<Bytes, StorageError> {
+	async fn get(
+		&self,
+		req: &PresignedRequest,
+		expected: &ContentHash,
+	) -> Result<Bytes, StorageError> {
 		let b = self.presigned.get(req, expected).await?;
 		self.bytes.add_down(b.len());
 		Ok(b)
 	}
 
-	async fn get_range(&self, req: &PresignedRequest, range: Range<u64>) -> Result<Bytes, StorageError> {
+	async fn get_range(
+		&self,
+		req: &PresignedRequest,
+		range: Range<u64>,
+	) -> Result<Bytes, StorageError> {
 		if req.method != Method::Get {
-			return Err(StorageError::Config(format!("{}: expected a presigned GET", req.redacted_url())));
+			return Err(StorageError::Config(format!(
+				"{}: expected a presigned GET",
+				req.redacted_url()
+			)));
 		}
 		if range.start >= range.end {
 			return Err(StorageError::InvalidRange {
@@ -156,11 +212,11 @@ impl ObjectIo for HttpIo {
 				Ok(b) => {
 					self.bytes.add_down(b.len());
 					return Ok(b);
-				}
+				},
 				Err(e) if e.is_retryable() && n < self.retry.max_attempts => {
 					tokio::time::sleep(self.retry.backoff(n)).await;
 					n += 1;
-				}
+				},
 				Err(e) => return Err(e),
 			}
 		}

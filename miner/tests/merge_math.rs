@@ -4,7 +4,8 @@
 
 use candle_core::{DType, Device, Tensor};
 use iota_miner::merge::{
-	assemble_mean, chunk_count, chunk_hashes, reduce_shard, shard_bytes, submission_bytes, MergeError, ShardInput, SpanInput,
+	assemble_mean, chunk_count, chunk_hashes, reduce_shard, shard_bytes, submission_bytes,
+	MergeError, ShardInput, SpanInput,
 };
 use iota_model::{ModelConfig, Stage, StepOptions};
 use iota_primitives::butterfly::butterfly_shards;
@@ -31,7 +32,9 @@ fn random_subs(n: usize, p: usize, seed: u64) -> Vec<Sub> {
 		.map(|_| {
 			let samples = rng.random_range(1..20u32);
 			// Sums of `samples` micro-batch gradients, with a wide dynamic range.
-			let v = (0..p).map(|_| rng.random_range(-1.0f32..1.0) * 10f32.powi(rng.random_range(-6..3))).collect();
+			let v = (0..p)
+				.map(|_| rng.random_range(-1.0f32..1.0) * 10f32.powi(rng.random_range(-6..3)))
+				.collect();
 			submission(v, samples)
 		})
 		.collect()
@@ -46,7 +49,9 @@ fn span(sub: &Sub, start: u64, end: u64, p: u64) -> &[u8] {
 /// The reference weighted mean, element by element over whole vectors (not spans).
 fn exact_mean(subs: &[Sub], p: usize) -> Vec<f32> {
 	let total: f64 = subs.iter().map(|s| f64::from(s.samples)).sum();
-	(0..p).map(|j| (subs.iter().map(|s| f64::from(s.values[j])).sum::<f64>() / total) as f32).collect()
+	(0..p)
+		.map(|j| (subs.iter().map(|s| f64::from(s.values[j])).sum::<f64>() / total) as f32)
+		.collect()
 }
 
 /// Reduce every butterfly shard (as a reducer would, from spans) and publish it.
@@ -57,7 +62,11 @@ fn reduce_all(subs: &[Sub], p: u64, seed: &[u8; 32]) -> Vec<([u64; 2], Vec<u8>, 
 		.map(|d| {
 			let inputs: Vec<SpanInput<'_>> = subs
 				.iter()
-				.map(|s| SpanInput { samples: s.samples, chunk_hashes: &s.hashes, span: span(s, d.start, d.end, p) })
+				.map(|s| SpanInput {
+					samples: s.samples,
+					chunk_hashes: &s.hashes,
+					span: span(s, d.start, d.end, p),
+				})
 				.collect();
 			let v = reduce_shard(&inputs, d.start, d.end, p).unwrap();
 			let (b, h) = shard_bytes(&v);
@@ -67,7 +76,11 @@ fn reduce_all(subs: &[Sub], p: u64, seed: &[u8; 32]) -> Vec<([u64; 2], Vec<u8>, 
 }
 
 fn shard_inputs(shards: &[([u64; 2], Vec<u8>, ContentHash)]) -> Vec<ShardInput<'_>> {
-	shards.iter().enumerate().map(|(i, (r, b, h))| ShardInput { shard: i as u32, range: *r, hash: h, bytes: b }).collect()
+	shards
+		.iter()
+		.enumerate()
+		.map(|(i, (r, b, h))| ShardInput { shard: i as u32, range: *r, hash: h, bytes: b })
+		.collect()
 }
 
 #[test]
@@ -82,7 +95,11 @@ fn reduced_shards_equal_the_exact_weighted_mean_for_n_2_to_6() {
 		let mean = assemble_mean(&shard_inputs(&shards), p as u64).unwrap();
 		assert_eq!(mean.len(), p);
 		let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-		assert_eq!(bits(&mean), bits(&want), "n = {n}: reduced mean differs from the exact weighted mean");
+		assert_eq!(
+			bits(&mean),
+			bits(&want),
+			"n = {n}: reduced mean differs from the exact weighted mean"
+		);
 		// And the exact mean is the mean: within f32 rounding of the f64 value.
 		let total: f64 = subs.iter().map(|s| f64::from(s.samples)).sum();
 		for j in (0..p).step_by(997) {
@@ -98,7 +115,10 @@ fn both_reducers_of_a_shard_produce_the_same_bytes() {
 	let subs = random_subs(4, p as usize, 9);
 	let a = reduce_all(&subs, p, &[1; 32]);
 	let b = reduce_all(&subs, p, &[1; 32]);
-	assert_eq!(a.iter().map(|s| s.2).collect::<Vec<_>>(), b.iter().map(|s| s.2).collect::<Vec<_>>());
+	assert_eq!(
+		a.iter().map(|s| s.2).collect::<Vec<_>>(),
+		b.iter().map(|s| s.2).collect::<Vec<_>>()
+	);
 }
 
 #[test]
@@ -107,7 +127,8 @@ fn replicas_stepping_with_the_merged_mean_stay_bit_identical() {
 	let dev = Device::Cpu;
 	let w = cfg.wire_width();
 	for n in 2..=4usize {
-		let mut replicas: Vec<Stage> = (0..n).map(|_| Stage::new(&cfg, 1, 21, DType::F32, &dev).unwrap()).collect();
+		let mut replicas: Vec<Stage> =
+			(0..n).map(|_| Stage::new(&cfg, 1, 21, DType::F32, &dev).unwrap()).collect();
 		for epoch in 0..2u64 {
 			// Each replica accumulates real gradients of its own micro-batches.
 			let mut subs = Vec::new();
@@ -116,8 +137,11 @@ fn replicas_stepping_with_the_merged_mean_stay_bit_identical() {
 				for _ in 0..=k {
 					let x: Vec<f32> = (0..2 * 8 * w).map(|_| rng.random_range(-1.0..1.0)).collect();
 					let g: Vec<f32> = (0..2 * 8 * w).map(|_| rng.random_range(-1.0..1.0)).collect();
-					st.backward_from_input(&Tensor::from_vec(x, (2, 8, w), &dev).unwrap(), &Tensor::from_vec(g, (2, 8, w), &dev).unwrap())
-						.unwrap();
+					st.backward_from_input(
+						&Tensor::from_vec(x, (2, 8, w), &dev).unwrap(),
+						&Tensor::from_vec(g, (2, 8, w), &dev).unwrap(),
+					)
+					.unwrap();
 				}
 				let (sum, count) = st.take_gradient().unwrap();
 				subs.push(submission(sum, count as u32));
@@ -130,7 +154,10 @@ fn replicas_stepping_with_the_merged_mean_stay_bit_identical() {
 				st.apply_gradient(&mean, &StepOptions::default(), samples as usize).unwrap();
 			}
 			let h0 = replicas[0].state_hash().unwrap();
-			assert!(replicas.iter().all(|r| r.state_hash().unwrap() == h0), "n = {n}, epoch {epoch}: replicas diverged");
+			assert!(
+				replicas.iter().all(|r| r.state_hash().unwrap() == h0),
+				"n = {n}, epoch {epoch}: replicas diverged"
+			);
 		}
 		assert_eq!(replicas[0].adam_state().step, 2);
 	}
@@ -142,7 +169,10 @@ fn a_tampered_shard_or_chunk_is_detected_by_hash() {
 	let subs = random_subs(3, p as usize, 5);
 	let mut shards = reduce_all(&subs, p, &[2; 32]);
 	shards[1].1[10] ^= 0x01;
-	assert!(matches!(assemble_mean(&shard_inputs(&shards), p), Err(MergeError::ShardHash { shard: 1, .. })));
+	assert!(matches!(
+		assemble_mean(&shard_inputs(&shards), p),
+		Err(MergeError::ShardHash { shard: 1, .. })
+	));
 
 	// One flipped bit in one chunk of one submission's span.
 	let (start, end) = (MAX_GRADIENT_CHUNK_ELEMS - 3, MAX_GRADIENT_CHUNK_ELEMS + 3);
@@ -150,8 +180,16 @@ fn a_tampered_shard_or_chunk_is_detected_by_hash() {
 	let last = bad.len() - 1;
 	bad[last] ^= 0x80;
 	let inputs = [
-		SpanInput { samples: subs[0].samples, chunk_hashes: &subs[0].hashes, span: span(&subs[0], start, end, p) },
-		SpanInput { samples: subs[1].samples, chunk_hashes: &subs[1].hashes, span: span(&subs[1], start, end, p) },
+		SpanInput {
+			samples: subs[0].samples,
+			chunk_hashes: &subs[0].hashes,
+			span: span(&subs[0], start, end, p),
+		},
+		SpanInput {
+			samples: subs[1].samples,
+			chunk_hashes: &subs[1].hashes,
+			span: span(&subs[1], start, end, p),
+		},
 		SpanInput { samples: subs[2].samples, chunk_hashes: &subs[2].hashes, span: &bad },
 	];
 	let last_chunk = ((end - 1) / gradient_chunk_elems(p)) as usize;
@@ -173,12 +211,17 @@ fn malformed_reduce_inputs_are_refused() {
 	let inputs = [ok(&subs[0], p), SpanInput { chunk_hashes: short, ..ok(&subs[1], p) }];
 	let want = chunk_count(p);
 	assert!(want > 1);
-	assert!(matches!(reduce_shard(&inputs, 0, 5, p), Err(MergeError::ChunkCount { index: 1, expected, got: 1, .. }) if expected == want));
+	assert!(
+		matches!(reduce_shard(&inputs, 0, 5, p), Err(MergeError::ChunkCount { index: 1, expected, got: 1, .. }) if expected == want)
+	);
 
 	// A span of the wrong length (cut short, as a truncated ranged read).
 	let cut = &span(&subs[1], 0, 5, p)[..100];
 	let inputs = [ok(&subs[0], p), SpanInput { span: cut, ..ok(&subs[1], p) }];
-	assert!(matches!(reduce_shard(&inputs, 0, 5, p), Err(MergeError::SpanLength { index: 1, got: 100, .. })));
+	assert!(matches!(
+		reduce_shard(&inputs, 0, 5, p),
+		Err(MergeError::SpanLength { index: 1, got: 100, .. })
+	));
 
 	// NaN in a submission whose chunk hashes are honest about it.
 	let mut v = subs[0].values.clone();
@@ -186,7 +229,11 @@ fn malformed_reduce_inputs_are_refused() {
 	let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
 	let hashes = chunk_hashes(&bytes);
 	let (_, r) = chunk_span(0, 5, p);
-	let nan = [SpanInput { samples: 1, chunk_hashes: &hashes, span: &bytes[r.start as usize..r.end as usize] }];
+	let nan = [SpanInput {
+		samples: 1,
+		chunk_hashes: &hashes,
+		span: &bytes[r.start as usize..r.end as usize],
+	}];
 	assert!(matches!(reduce_shard(&nan, 0, 5, p), Err(MergeError::NonFinite { index: 3, .. })));
 
 	// A mean that overflows f32.
@@ -220,7 +267,10 @@ fn shards_that_do_not_tile_or_have_the_wrong_length_are_refused() {
 	let short = &shards[0].1[..8];
 	let short_hash = ContentHash::of(short);
 	let wrong = [ShardInput { bytes: short, hash: &short_hash, ..good[0] }, good[1], good[2]];
-	assert!(matches!(assemble_mean(&wrong, p), Err(MergeError::ShardLength { shard: 0, got: 8, .. })));
+	assert!(matches!(
+		assemble_mean(&wrong, p),
+		Err(MergeError::ShardLength { shard: 0, got: 8, .. })
+	));
 	// NaN in a shard whose hash is honest about it.
 	let mut nan = shards[2].1.clone();
 	nan[0..4].copy_from_slice(&f32::NAN.to_le_bytes());

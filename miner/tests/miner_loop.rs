@@ -20,7 +20,16 @@ use iota_storage::keys::Direction;
 fn miner(world: &Arc<World>, chain: &Arc<FakeChain>, me: &AccountId, stage: u16) -> Miner {
 	let spec = common::spec(&world.io);
 	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
-	Miner::new(orch, world.io.clone(), chain.clone(), spec, stage, MinerConfig::default(), Metrics::new().unwrap()).unwrap()
+	Miner::new(
+		orch,
+		world.io.clone(),
+		chain.clone(),
+		spec,
+		stage,
+		MinerConfig::default(),
+		Metrics::new().unwrap(),
+	)
+	.unwrap()
 }
 
 /// A synced miner at epoch 0.
@@ -32,7 +41,14 @@ async fn synced(world: &Arc<World>, me: &AccountId, stage: u16) -> Miner {
 	m
 }
 
-fn forward_item(lease: LeaseId, stage: u16, sample: u64, input: Option<ObjectGet>, data: Option<DataSlice>, out: String) -> Work {
+fn forward_item(
+	lease: LeaseId,
+	stage: u16,
+	sample: u64,
+	input: Option<ObjectGet>,
+	data: Option<DataSlice>,
+	out: String,
+) -> Work {
 	Work::Forward(ForwardWork {
 		lease,
 		epoch: 0,
@@ -60,12 +76,20 @@ async fn body_stage_forward_then_backward_uploads_checked_tensors_and_accumulate
 	let Call::Submit(1, Some(r)) = &calls[0] else { panic!("{calls:?}") };
 	assert_eq!(r.key, out_key);
 	assert_eq!(r.shape, vec![ROWS as u64, SEQ as u64, 8]);
-	let w = wire::decode(&world.io.get_obj(&out_key).unwrap(), &Expect::btw(Kind::Activation, 8, 1 << 20), DType::F32, &Device::Cpu)
-		.unwrap();
+	let w = wire::decode(
+		&world.io.get_obj(&out_key).unwrap(),
+		&Expect::btw(Kind::Activation, 8, 1 << 20),
+		DType::F32,
+		&Device::Cpu,
+	)
+	.unwrap();
 	let spec = common::spec(&world.io);
 	let reference = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
 	let want = reference.forward(&input).unwrap().output();
-	assert_eq!(w.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+	assert_eq!(
+		w.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+		want.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+	);
 
 	// Backward by the miner that ran the forward: uses the kept graph.
 	let grad = boundary(2);
@@ -100,7 +124,8 @@ async fn body_stage_forward_then_backward_uploads_checked_tensors_and_accumulate
 	let mut r2 = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
 	r2.backward_from_input(&input, &grad).unwrap();
 	let (g, _) = r2.take_gradient().unwrap();
-	let uploaded = iota_miner::merge::decode_f32("g", &world.io.get_obj(&s.gradient.key).unwrap()).unwrap();
+	let uploaded =
+		iota_miner::merge::decode_f32("g", &world.io.get_obj(&s.gradient.key).unwrap()).unwrap();
 	assert_eq!(uploaded, g);
 	assert!(matches!(m.phase(), Phase::Merging(_)));
 }
@@ -112,7 +137,10 @@ async fn head_reads_its_tokens_and_backward_from_another_miner_recomputes() {
 	let mut m = synced(&world, &me, 0).await;
 	let spec = common::spec(&world.io);
 	let out_key = act_key(0, 5, Direction::Forward, &me);
-	world.push_work(&me, forward_item(1, 0, 5, None, Some(slice(&spec, &world.io, 5)), out_key.clone()));
+	world.push_work(
+		&me,
+		forward_item(1, 0, 5, None, Some(slice(&spec, &world.io, 5)), out_key.clone()),
+	);
 	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
 	assert!(matches!(&world.calls(&me)[0], Call::Submit(1, Some(_))));
 
@@ -145,7 +173,10 @@ async fn tail_reports_the_loss_before_submitting_its_input_gradient() {
 	let spec = common::spec(&world.io);
 	let input = store_tensor(&world.io, "in", &boundary(4), Kind::Activation);
 	let out_key = act_key(2, 4, Direction::Backward, &me);
-	world.push_work(&me, forward_item(7, 2, 4, Some(input), Some(slice(&spec, &world.io, 4)), out_key.clone()));
+	world.push_work(
+		&me,
+		forward_item(7, 2, 4, Some(input), Some(slice(&spec, &world.io, 4)), out_key.clone()),
+	);
 	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
 	let calls = world.calls(&me);
 	let Call::Loss(7, loss) = calls[0] else { panic!("{calls:?}") };
@@ -188,7 +219,8 @@ async fn bad_items_are_released_with_a_reason_and_the_miner_keeps_running() {
 	let payload = nan_t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
 	let n = msg.len();
 	for (i, x) in payload.iter().enumerate() {
-		msg[n - payload.len() * 4 + 4 * i..n - payload.len() * 4 + 4 * i + 4].copy_from_slice(&x.to_le_bytes());
+		msg[n - payload.len() * 4 + 4 * i..n - payload.len() * 4 + 4 * i + 4]
+			.copy_from_slice(&x.to_le_bytes());
 	}
 	let nan = world.io.insert("nan", msg);
 	world.push_work(&me, forward_item(4, 1, 1, Some(nan), None, out()));
@@ -213,9 +245,17 @@ async fn bad_items_are_released_with_a_reason_and_the_miner_keeps_running() {
 	world.push_work(&me, forward_item(8, 1, 1, Some(huge), None, out()));
 	assert!(matches!(m.step().await, Err(MinerError::BadInput(_))));
 
-	let released: Vec<_> = world.calls(&me).into_iter().filter(|c| matches!(c, Call::Release(_))).collect();
-	assert_eq!(released, (1..=8).map(Call::Release).collect::<Vec<_>>(), "every bad item's lease handed back");
-	assert!(!world.calls(&me).iter().any(|c| matches!(c, Call::Submit(..))), "nothing bad was submitted");
+	let released: Vec<_> =
+		world.calls(&me).into_iter().filter(|c| matches!(c, Call::Release(_))).collect();
+	assert_eq!(
+		released,
+		(1..=8).map(Call::Release).collect::<Vec<_>>(),
+		"every bad item's lease handed back"
+	);
+	assert!(
+		!world.calls(&me).iter().any(|c| matches!(c, Call::Submit(..))),
+		"nothing bad was submitted"
+	);
 
 	// And it keeps working.
 	world.push_work(&me, forward_item(9, 1, 1, Some(good), None, out()));
@@ -230,7 +270,8 @@ async fn expired_work_is_dropped_not_submitted_and_later_epochs_trigger_a_resync
 	let me = account(1);
 	let mut m = synced(&world, &me, 1).await;
 	let input = store_tensor(&world.io, "in", &boundary(1), Kind::Activation);
-	let mut w = forward_item(1, 1, 1, Some(input.clone()), None, act_key(1, 1, Direction::Forward, &me));
+	let mut w =
+		forward_item(1, 1, 1, Some(input.clone()), None, act_key(1, 1, Direction::Forward, &me));
 	if let Work::Forward(f) = &mut w {
 		f.expires_at_ms = now_ms().saturating_sub(1);
 	}
@@ -286,8 +327,18 @@ async fn three_replicas_with(restart: bool, fail_puts: &[&str]) {
 	for (k, a) in who.iter().enumerate() {
 		for _ in 0..=k {
 			sample += 1;
-			let inp = store_tensor(&world.io, &format!("in{sample}"), &boundary(sample), Kind::Activation);
-			let g = store_tensor(&world.io, &format!("g{sample}"), &boundary(100 + sample), Kind::Gradient);
+			let inp = store_tensor(
+				&world.io,
+				&format!("in{sample}"),
+				&boundary(sample),
+				Kind::Activation,
+			);
+			let g = store_tensor(
+				&world.io,
+				&format!("g{sample}"),
+				&boundary(100 + sample),
+				Kind::Gradient,
+			);
 			world.push_work(
 				a,
 				Work::Backward(BackwardWork {
@@ -306,7 +357,12 @@ async fn three_replicas_with(restart: bool, fail_puts: &[&str]) {
 		}
 	}
 	let p = miners[0].stage().param_count() as u64;
-	world.io.fail_puts.lock().unwrap().extend(fail_puts.iter().map(|s| s.to_string()));
+	world
+		.io
+		.fail_puts
+		.lock()
+		.unwrap()
+		.extend(fail_puts.iter().map(|s| s.to_string()));
 	{
 		let mut mw = world.merge.lock().unwrap();
 		mw.expected = 3;
@@ -317,8 +373,11 @@ async fn three_replicas_with(restart: bool, fail_puts: &[&str]) {
 	for _ in 0..200 {
 		for m in miners.iter_mut() {
 			match m.step().await {
-				Ok(_) => {}
-				Err(MinerError::Storage { source: iota_storage::StorageError::Unavailable { .. }, .. }) => failed += 1,
+				Ok(_) => {},
+				Err(MinerError::Storage {
+					source: iota_storage::StorageError::Unavailable { .. },
+					..
+				}) => failed += 1,
 				Err(e) => panic!("{e}"),
 			}
 		}
@@ -340,12 +399,19 @@ async fn three_replicas_with(restart: bool, fail_puts: &[&str]) {
 	let sums: Vec<(Vec<f32>, u32)> = mw
 		.submissions
 		.values()
-		.map(|(_, s)| (iota_miner::merge::decode_f32("g", &world.io.get_obj(&s.gradient.key).unwrap()).unwrap(), s.samples))
+		.map(|(_, s)| {
+			(
+				iota_miner::merge::decode_f32("g", &world.io.get_obj(&s.gradient.key).unwrap())
+					.unwrap(),
+				s.samples,
+			)
+		})
 		.collect();
 	let total: u32 = sums.iter().map(|s| s.1).sum();
 	assert_eq!(total, 6);
-	let mean: Vec<f32> =
-		(0..p as usize).map(|j| (sums.iter().map(|s| f64::from(s.0[j])).sum::<f64>() / f64::from(total)) as f32).collect();
+	let mean: Vec<f32> = (0..p as usize)
+		.map(|j| (sums.iter().map(|s| f64::from(s.0[j])).sum::<f64>() / f64::from(total)) as f32)
+		.collect();
 	let spec = common::spec(&world.io);
 	let mut by_hand = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
 	by_hand.apply_gradient(&mean, &spec.step_options(0), total as usize).unwrap();
@@ -364,7 +430,10 @@ async fn three_replicas_with(restart: bool, fail_puts: &[&str]) {
 	assert!(miners[0].metrics.render().contains("iota_miner_merges_total 1"));
 	let submitted = if restart { 2 } else { 1 };
 	for a in &who {
-		assert_eq!(world.calls(a).iter().filter(|c| matches!(c, Call::Gradient(_))).count(), submitted);
+		assert_eq!(
+			world.calls(a).iter().filter(|c| matches!(c, Call::Gradient(_))).count(),
+			submitted
+		);
 	}
 	assert_eq!(mw.round, u32::from(restart));
 }
@@ -387,9 +456,19 @@ async fn a_tampered_reduced_shard_is_never_applied() {
 				stage: 1,
 				sample: s,
 				forward_by: account(9),
-				input: Some(store_tensor(&world.io, &format!("in{s}"), &boundary(s), Kind::Activation)),
+				input: Some(store_tensor(
+					&world.io,
+					&format!("in{s}"),
+					&boundary(s),
+					Kind::Activation,
+				)),
 				data: None,
-				grad_output: store_tensor(&world.io, &format!("g{s}"), &boundary(50 + s), Kind::Gradient),
+				grad_output: store_tensor(
+					&world.io,
+					&format!("g{s}"),
+					&boundary(50 + s),
+					Kind::Gradient,
+				),
 				output: Some(put(act_key(1, s, Direction::Backward, a))),
 				expires_at_ms: far(),
 			}),
@@ -407,14 +486,21 @@ async fn a_tampered_reduced_shard_is_never_applied() {
 	for _ in 0..40 {
 		for m in miners.iter_mut() {
 			match m.step().await {
-				Err(MinerError::Storage { source: iota_storage::StorageError::HashMismatch { .. }, .. }) => refused += 1,
+				Err(MinerError::Storage {
+					source: iota_storage::StorageError::HashMismatch { .. },
+					..
+				}) => refused += 1,
 				Err(e) => panic!("{e}"),
-				Ok(_) => {}
+				Ok(_) => {},
 			}
 		}
 	}
 	assert!(refused > 0, "the tampered shard was detected");
-	assert_eq!(miners.iter().map(|m| m.stage().state_hash().unwrap()).collect::<Vec<_>>(), before, "nothing applied");
+	assert_eq!(
+		miners.iter().map(|m| m.stage().state_hash().unwrap()).collect::<Vec<_>>(),
+		before,
+		"nothing applied"
+	);
 	assert!(miners.iter().all(|m| m.epoch() == 0 && matches!(m.phase(), Phase::Merging(_))));
 }
 
@@ -424,7 +510,8 @@ async fn a_joining_miner_loads_only_the_attested_checkpoint_and_never_trains_wit
 	let spec = common::spec(&world.io);
 	// The stage's state after epoch 0's merge, as the replicas attested it.
 	let mut src = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
-	src.apply_gradient(&vec![1e-3; src.param_count()], &StepOptions::default(), 4).unwrap();
+	src.apply_gradient(&vec![1e-3; src.param_count()], &StepOptions::default(), 4)
+		.unwrap();
 	let attested = ContentHash(src.state_hash().unwrap());
 	let good = world.io.insert("ck-good", src.to_checkpoint().unwrap());
 	let other = Stage::new(&spec.model, 1, 7, DType::F32, &Device::Cpu).unwrap();
@@ -437,24 +524,40 @@ async fn a_joining_miner_loads_only_the_attested_checkpoint_and_never_trains_wit
 
 	// No manifest yet, then a manifest without checkpoint: wait, never train.
 	assert!(matches!(m.step().await.unwrap(), Outcome::Idle(_)));
-	chain.committed.lock().unwrap().insert(0, Committed { epoch: 0, state_hash: attested, checkpoint: None });
+	chain
+		.committed
+		.lock()
+		.unwrap()
+		.insert(0, Committed { epoch: 0, state_hash: attested, checkpoint: None });
 	assert!(matches!(m.step().await.unwrap(), Outcome::Idle(_)));
 	assert_eq!(m.phase(), &Phase::Unsynced);
 
 	// A checkpoint whose state is not the attested one (its object hash is honest).
-	chain.committed.lock().unwrap().insert(0, Committed { epoch: 0, state_hash: attested, checkpoint: Some((forged.key, forged.hash)) });
-	assert!(matches!(m.step().await, Err(MinerError::Model(iota_model::Error::StateHashMismatch { .. }))));
+	chain.committed.lock().unwrap().insert(
+		0,
+		Committed { epoch: 0, state_hash: attested, checkpoint: Some((forged.key, forged.hash)) },
+	);
+	assert!(matches!(
+		m.step().await,
+		Err(MinerError::Model(iota_model::Error::StateHashMismatch { .. }))
+	));
 	assert_eq!(m.phase(), &Phase::Unsynced);
 
 	// The checkpoint object altered after its hash was committed.
-	chain.committed.lock().unwrap().insert(0, Committed {
-		epoch: 0,
-		state_hash: attested,
-		checkpoint: Some((good.key.clone(), ContentHash::of(b"x"))),
-	});
+	chain.committed.lock().unwrap().insert(
+		0,
+		Committed {
+			epoch: 0,
+			state_hash: attested,
+			checkpoint: Some((good.key.clone(), ContentHash::of(b"x"))),
+		},
+	);
 	assert!(matches!(m.step().await, Err(MinerError::Storage { .. })));
 
-	chain.committed.lock().unwrap().insert(0, Committed { epoch: 0, state_hash: attested, checkpoint: Some((good.key, good.hash)) });
+	chain.committed.lock().unwrap().insert(
+		0,
+		Committed { epoch: 0, state_hash: attested, checkpoint: Some((good.key, good.hash)) },
+	);
 	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
 	assert_eq!(m.phase(), &Phase::Training);
 	assert_eq!(m.epoch(), 1);
@@ -478,7 +581,9 @@ async fn head_refuses_data_slices_the_run_spec_does_not_back() {
 	let mut s = slice(&spec, &world.io, 2);
 	s.object = world.io.insert("other-shard", vec![0; 4 * ROWS_PER_SHARD * (SEQ + 1)]);
 	world.push_work(&me, forward_item(2, 0, 2, None, Some(s), out.clone()));
-	assert!(matches!(m.step().await, Err(MinerError::BadInput(msg)) if msg.contains("run spec lists")));
+	assert!(
+		matches!(m.step().await, Err(MinerError::BadInput(msg)) if msg.contains("run spec lists"))
+	);
 	// No data at all.
 	world.push_work(&me, forward_item(3, 0, 2, None, None, out.clone()));
 	assert!(matches!(m.step().await, Err(MinerError::BadInput(_))));
@@ -506,15 +611,31 @@ async fn perturb_fault_adds_noise_to_uploaded_activations() {
 	let mut outs = Vec::new();
 	for (k, fault) in [None, Some(iota_miner::Fault::Perturb(0.5))].into_iter().enumerate() {
 		let me = account(10 + k as u8);
-		let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
+		let orch =
+			Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
 		let cfg = MinerConfig { fault, ..MinerConfig::default() };
-		let mut m = Miner::new(orch, world.io.clone(), chain.clone(), spec.clone(), 1, cfg, Metrics::new().unwrap()).unwrap();
+		let mut m = Miner::new(
+			orch,
+			world.io.clone(),
+			chain.clone(),
+			spec.clone(),
+			1,
+			cfg,
+			Metrics::new().unwrap(),
+		)
+		.unwrap();
 		m.step().await.unwrap();
 		let input = store_tensor(&world.io, "in", &boundary(1), Kind::Activation);
 		let key = act_key(1, 1, Direction::Forward, &me);
 		world.push_work(&me, forward_item(1, 1, 1, Some(input), None, key.clone()));
 		m.step().await.unwrap();
-		let t = wire::decode(&world.io.get_obj(&key).unwrap(), &Expect::btw(Kind::Activation, 8, 1 << 20), DType::F32, &Device::Cpu).unwrap();
+		let t = wire::decode(
+			&world.io.get_obj(&key).unwrap(),
+			&Expect::btw(Kind::Activation, 8, 1 << 20),
+			DType::F32,
+			&Device::Cpu,
+		)
+		.unwrap();
 		outs.push(t.flatten_all().unwrap().to_vec1::<f32>().unwrap());
 	}
 	let max_diff = outs[0].iter().zip(&outs[1]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);

@@ -7,7 +7,8 @@ use polkadot_sdk::{sc_service::ChainType, sp_genesis_builder};
 pub type ChainSpec = polkadot_sdk::sc_service::GenericChainSpec;
 
 fn wasm() -> Result<&'static [u8], String> {
-	WASM_BINARY.ok_or_else(|| "the runtime WASM blob was not built (was SKIP_WASM_BUILD set?)".to_string())
+	WASM_BINARY
+		.ok_or_else(|| "the runtime WASM blob was not built (was SKIP_WASM_BUILD set?)".to_string())
 }
 
 /// Properties wallets show: token symbol and decimals.

@@ -43,7 +43,9 @@ impl SubstrateCli for Cli {
 		Ok(match id {
 			"dev" => Box::new(chain_spec::development_chain_spec()?),
 			"" | "local" => Box::new(chain_spec::local_chain_spec()?),
-			path => Box::new(chain_spec::ChainSpec::from_json_file(std::path::PathBuf::from(path))?),
+			path => {
+				Box::new(chain_spec::ChainSpec::from_json_file(std::path::PathBuf::from(path))?)
+			},
 		})
 	}
 }
@@ -61,7 +63,8 @@ pub fn run() -> sc_cli::Result<()> {
 		Some(Subcommand::CheckBlock(cmd)) => {
 			let runner = cli.create_runner(cmd)?;
 			runner.async_run(|config| {
-				let PartialComponents { client, task_manager, import_queue, .. } = service::new_partial(&config)?;
+				let PartialComponents { client, task_manager, import_queue, .. } =
+					service::new_partial(&config)?;
 				Ok((cmd.run(client, import_queue), task_manager))
 			})
 		},
@@ -82,7 +85,8 @@ pub fn run() -> sc_cli::Result<()> {
 		Some(Subcommand::ImportBlocks(cmd)) => {
 			let runner = cli.create_runner(cmd)?;
 			runner.async_run(|config| {
-				let PartialComponents { client, task_manager, import_queue, .. } = service::new_partial(&config)?;
+				let PartialComponents { client, task_manager, import_queue, .. } =
+					service::new_partial(&config)?;
 				Ok((cmd.run(client, import_queue), task_manager))
 			})
 		},
@@ -93,7 +97,8 @@ pub fn run() -> sc_cli::Result<()> {
 		Some(Subcommand::Revert(cmd)) => {
 			let runner = cli.create_runner(cmd)?;
 			runner.async_run(|config| {
-				let PartialComponents { client, task_manager, backend, .. } = service::new_partial(&config)?;
+				let PartialComponents { client, task_manager, backend, .. } =
+					service::new_partial(&config)?;
 				let aux_revert = Box::new(|client, _, blocks| {
 					sc_consensus_grandpa::revert(client, blocks)?;
 					Ok(())
@@ -106,11 +111,15 @@ pub fn run() -> sc_cli::Result<()> {
 			runner.sync_run(|config| match cmd {
 				BenchmarkCmd::Pallet(cmd) => {
 					if !cfg!(feature = "runtime-benchmarks") {
-						return Err("runtime benchmarks are not built into this node: rebuild it with \
+						return Err(
+							"runtime benchmarks are not built into this node: rebuild it with \
 						            `cargo build -p iota-node --features runtime-benchmarks`"
-							.into());
+								.into(),
+						);
 					}
-					cmd.run_with_spec::<sp_runtime::traits::HashingFor<Block>, ()>(Some(config.chain_spec))
+					cmd.run_with_spec::<sp_runtime::traits::HashingFor<Block>, ()>(Some(
+						config.chain_spec,
+					))
 				},
 				BenchmarkCmd::Block(cmd) => {
 					let PartialComponents { client, .. } = service::new_partial(&config)?;
@@ -128,11 +137,15 @@ pub fn run() -> sc_cli::Result<()> {
 			runner.run_node_until_exit(|config| async move {
 				match config.network.network_backend {
 					sc_network::config::NetworkBackendType::Libp2p => service::new_full::<
-						sc_network::NetworkWorker<Block, <Block as sp_runtime::traits::Block>::Hash>,
+						sc_network::NetworkWorker<
+							Block,
+							<Block as sp_runtime::traits::Block>::Hash,
+						>,
 					>(config)
 					.map_err(sc_cli::Error::Service),
 					sc_network::config::NetworkBackendType::Litep2p => {
-						service::new_full::<sc_network::Litep2pNetworkBackend>(config).map_err(sc_cli::Error::Service)
+						service::new_full::<sc_network::Litep2pNetworkBackend>(config)
+							.map_err(sc_cli::Error::Service)
 					},
 				}
 			})

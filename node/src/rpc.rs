@@ -3,7 +3,9 @@
 use iota_runtime::{opaque::Block, AccountId, Balance, Nonce};
 use jsonrpsee::RpcModule;
 use polkadot_sdk::{
-	pallet_transaction_payment_rpc, sc_transaction_pool_api::TransactionPool, sp_api::ProvideRuntimeApi,
+	pallet_transaction_payment_rpc,
+	sc_transaction_pool_api::TransactionPool,
+	sp_api::ProvideRuntimeApi,
 	sp_block_builder::BlockBuilder,
 	sp_blockchain::{Error as BlockChainError, HeaderBackend, HeaderMetadata},
 	substrate_frame_rpc_system,
@@ -19,7 +21,9 @@ pub struct FullDeps<C, P> {
 }
 
 /// The RPC module with the system and transaction-payment extensions.
-pub fn create_full<C, P>(deps: FullDeps<C, P>) -> Result<RpcModule<()>, Box<dyn std::error::Error + Send + Sync>>
+pub fn create_full<C, P>(
+	deps: FullDeps<C, P>,
+) -> Result<RpcModule<()>, Box<dyn std::error::Error + Send + Sync>>
 where
 	C: ProvideRuntimeApi<Block>
 		+ HeaderBackend<Block>

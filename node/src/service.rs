@@ -2,7 +2,9 @@
 
 use iota_runtime::{apis::RuntimeApi, opaque::Block};
 use polkadot_sdk::{
-	sc_basic_authorship, sc_client_api::BlockBackend, sc_consensus, sc_consensus_aura,
+	sc_basic_authorship,
+	sc_client_api::BlockBackend,
+	sc_consensus, sc_consensus_aura,
 	sc_consensus_aura::{ImportQueueParams, SlotProportion, StartAuraParams},
 	sc_consensus_grandpa,
 	sc_consensus_grandpa::SharedVoterState,
@@ -17,8 +19,11 @@ use polkadot_sdk::{
 use std::{sync::Arc, time::Duration};
 
 /// The full client.
-pub(crate) type FullClient =
-	sc_service::TFullClient<Block, RuntimeApi, sc_executor::WasmExecutor<sp_io::SubstrateHostFunctions>>;
+pub(crate) type FullClient = sc_service::TFullClient<
+	Block,
+	RuntimeApi,
+	sc_executor::WasmExecutor<sp_io::SubstrateHostFunctions>,
+>;
 type FullBackend = sc_service::TFullBackend<Block>;
 type FullSelectChain = sc_consensus::LongestChain<FullBackend, Block>;
 
@@ -65,13 +70,14 @@ pub fn new_partial(config: &Configuration) -> Result<Service, ServiceError> {
 		.transpose()?;
 
 	let executor = sc_service::new_wasm_executor::<sp_io::SubstrateHostFunctions>(&config.executor);
-	let (client, backend, keystore_container, task_manager) = sc_service::new_full_parts::<Block, RuntimeApi, _>(
-		config,
-		telemetry.as_ref().map(|(_, telemetry)| telemetry.handle()),
-		executor,
-		// No pruning filters: keep every block body the pruning mode keeps.
-		Vec::new(),
-	)?;
+	let (client, backend, keystore_container, task_manager) =
+		sc_service::new_full_parts::<Block, RuntimeApi, _>(
+			config,
+			telemetry.as_ref().map(|(_, telemetry)| telemetry.handle()),
+			executor,
+			// No pruning filters: keep every block body the pruning mode keeps.
+			Vec::new(),
+		)?;
 	let client = Arc::new(client);
 
 	let telemetry = telemetry.map(|(worker, telemetry)| {
@@ -101,23 +107,27 @@ pub fn new_partial(config: &Configuration) -> Result<Service, ServiceError> {
 	)?;
 
 	let cidp_client = client.clone();
-	let import_queue = sc_consensus_aura::import_queue::<AuraPair, _, _, _, _, _>(ImportQueueParams {
-		block_import: grandpa_block_import.clone(),
-		justification_import: Some(Box::new(grandpa_block_import.clone())),
-		client: client.clone(),
-		create_inherent_data_providers: move |parent_hash, _| {
-			let cidp_client = cidp_client.clone();
-			async move {
-				let slot_duration = sc_consensus_aura::standalone::slot_duration_at(&*cidp_client, parent_hash)?;
-				Ok(slot_inherents(slot_duration))
-			}
-		},
-		spawner: &task_manager.spawn_essential_handle(),
-		registry: config.prometheus_registry(),
-		check_for_equivocation: Default::default(),
-		telemetry: telemetry.as_ref().map(|x| x.handle()),
-		compatibility_mode: Default::default(),
-	})?;
+	let import_queue =
+		sc_consensus_aura::import_queue::<AuraPair, _, _, _, _, _>(ImportQueueParams {
+			block_import: grandpa_block_import.clone(),
+			justification_import: Some(Box::new(grandpa_block_import.clone())),
+			client: client.clone(),
+			create_inherent_data_providers: move |parent_hash, _| {
+				let cidp_client = cidp_client.clone();
+				async move {
+					let slot_duration = sc_consensus_aura::standalone::slot_duration_at(
+						&*cidp_client,
+						parent_hash,
+					)?;
+					Ok(slot_inherents(slot_duration))
+				}
+			},
+			spawner: &task_manager.spawn_essential_handle(),
+			registry: config.prometheus_registry(),
+			check_for_equivocation: Default::default(),
+			telemetry: telemetry.as_ref().map(|x| x.handle()),
+			compatibility_mode: Default::default(),
+		})?;
 
 	Ok(sc_service::PartialComponents {
 		client,
@@ -132,7 +142,9 @@ pub fn new_partial(config: &Configuration) -> Result<Service, ServiceError> {
 }
 
 /// The full node: networking, RPC, aura authoring (if an authority) and the grandpa voter.
-pub fn new_full<N: sc_network::NetworkBackend<Block, <Block as sp_runtime::traits::Block>::Hash>>(
+pub fn new_full<
+	N: sc_network::NetworkBackend<Block, <Block as sp_runtime::traits::Block>::Hash>,
+>(
 	config: Configuration,
 ) -> Result<TaskManager, ServiceError> {
 	let sc_service::PartialComponents {
@@ -228,24 +240,30 @@ pub fn new_full<N: sc_network::NetworkBackend<Block, <Block as sp_runtime::trait
 			telemetry.as_ref().map(|x| x.handle()),
 		);
 		let slot_duration = sc_consensus_aura::slot_duration(&*client)?;
-		let aura = sc_consensus_aura::start_aura::<AuraPair, _, _, _, _, _, _, _, _, _, _>(StartAuraParams {
-			slot_duration,
-			client,
-			select_chain,
-			block_import,
-			proposer_factory,
-			create_inherent_data_providers: move |_, ()| async move { Ok(slot_inherents(slot_duration)) },
-			force_authoring,
-			backoff_authoring_blocks: Option::<()>::None,
-			keystore: keystore_container.keystore(),
-			sync_oracle: sync_service.clone(),
-			justification_sync_link: sync_service.clone(),
-			block_proposal_slot_portion: SlotProportion::new(2f32 / 3f32),
-			max_block_proposal_slot_portion: None,
-			telemetry: telemetry.as_ref().map(|x| x.handle()),
-			compatibility_mode: Default::default(),
-		})?;
-		task_manager.spawn_essential_handle().spawn_blocking("aura", Some("block-authoring"), aura);
+		let aura = sc_consensus_aura::start_aura::<AuraPair, _, _, _, _, _, _, _, _, _, _>(
+			StartAuraParams {
+				slot_duration,
+				client,
+				select_chain,
+				block_import,
+				proposer_factory,
+				create_inherent_data_providers: move |_, ()| async move {
+					Ok(slot_inherents(slot_duration))
+				},
+				force_authoring,
+				backoff_authoring_blocks: Option::<()>::None,
+				keystore: keystore_container.keystore(),
+				sync_oracle: sync_service.clone(),
+				justification_sync_link: sync_service.clone(),
+				block_proposal_slot_portion: SlotProportion::new(2f32 / 3f32),
+				max_block_proposal_slot_portion: None,
+				telemetry: telemetry.as_ref().map(|x| x.handle()),
+				compatibility_mode: Default::default(),
+			},
+		)?;
+		task_manager
+			.spawn_essential_handle()
+			.spawn_blocking("aura", Some("block-authoring"), aura);
 	}
 
 	if enable_grandpa {

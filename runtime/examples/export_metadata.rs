@@ -9,7 +9,9 @@
 const METADATA_VERSION: u32 = 16;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-	let path = std::env::args().nth(1).unwrap_or_else(|| "offchain/chain/metadata/iota.scale".into());
+	let path = std::env::args()
+		.nth(1)
+		.unwrap_or_else(|| "offchain/chain/metadata/iota.scale".into());
 	let metadata = iota_runtime::Runtime::metadata_at_version(METADATA_VERSION)
 		.ok_or_else(|| format!("the runtime offers no metadata V{METADATA_VERSION}"))?;
 	std::fs::write(&path, &*metadata)?;

@@ -3,7 +3,10 @@
 //! validators, the dev accounts are funded, and the run is configured for the `small` model
 //! ([`small_run_config`]).
 
-use crate::{AccountId, Balance, BalancesConfig, BlockNumber, IotaConfig, RuntimeGenesisConfig, SudoConfig, MINUTES, UNIT};
+use crate::{
+	AccountId, Balance, BalancesConfig, BlockNumber, IotaConfig, RuntimeGenesisConfig, SudoConfig,
+	MINUTES, UNIT,
+};
 use alloc::{vec, vec::Vec};
 use iota_primitives::{ContentHash, RunConfig, PPB};
 use polkadot_sdk::{
@@ -57,10 +60,23 @@ pub fn small_run_config() -> RunConfig<Balance, BlockNumber> {
 /// The dev accounts funded at genesis: Alice to Ferdie and their stashes.
 pub fn endowed_accounts() -> Vec<AccountId> {
 	use Sr25519Keyring::*;
-	[Alice, Bob, Charlie, Dave, Eve, Ferdie, AliceStash, BobStash, CharlieStash, DaveStash, EveStash, FerdieStash]
-		.iter()
-		.map(|k| k.to_account_id())
-		.collect()
+	[
+		Alice,
+		Bob,
+		Charlie,
+		Dave,
+		Eve,
+		Ferdie,
+		AliceStash,
+		BobStash,
+		CharlieStash,
+		DaveStash,
+		EveStash,
+		FerdieStash,
+	]
+	.iter()
+	.map(|k| k.to_account_id())
+	.collect()
 }
 
 fn authority(k: Sr25519Keyring, g: Ed25519Keyring) -> (AuraId, GrandpaId) {
@@ -73,7 +89,9 @@ fn testnet_genesis(authorities: Vec<(AuraId, GrandpaId)>) -> Value {
 		balances: BalancesConfig {
 			balances: endowed_accounts().into_iter().map(|a| (a, ENDOWMENT)).collect::<Vec<_>>(),
 		},
-		aura: pallet_aura::GenesisConfig { authorities: authorities.iter().map(|x| x.0.clone()).collect::<Vec<_>>() },
+		aura: pallet_aura::GenesisConfig {
+			authorities: authorities.iter().map(|x| x.0.clone()).collect::<Vec<_>>()
+		},
 		grandpa: pallet_grandpa::GenesisConfig {
 			authorities: authorities.iter().map(|x| (x.1.clone(), 1)).collect::<Vec<_>>(),
 		},

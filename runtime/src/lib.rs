@@ -132,7 +132,8 @@ pub type TxExtension = (
 );
 
 /// Extrinsic format of this runtime.
-pub type UncheckedExtrinsic = generic::UncheckedExtrinsic<Address, RuntimeCall, Signature, TxExtension>;
+pub type UncheckedExtrinsic =
+	generic::UncheckedExtrinsic<Address, RuntimeCall, Signature, TxExtension>;
 /// The payload being signed in a transaction.
 pub type SignedPayload = generic::SignedPayload<RuntimeCall, TxExtension>;
 

@@ -2,16 +2,19 @@
 //! pallet-iota's run config, orchestrator and validators (whose stakes the genesis build holds).
 
 use iota_runtime::{
-	genesis_config_presets::{get_preset, preset_names, small_run_config, ENDOWMENT, GENESIS_VALIDATOR_STAKE},
+	genesis_config_presets::{
+		get_preset, preset_names, small_run_config, ENDOWMENT, GENESIS_VALIDATOR_STAKE,
+	},
 	AccountId, Runtime, RuntimeGenesisConfig,
 };
-use serde_json::Value;
 use polkadot_sdk::{
-	frame_support::genesis_builder_helper::build_state, pallet_aura, pallet_balances, pallet_grandpa, pallet_sudo,
+	frame_support::genesis_builder_helper::build_state,
+	pallet_aura, pallet_balances, pallet_grandpa, pallet_sudo,
 	sp_genesis_builder::{DEV_RUNTIME_PRESET, LOCAL_TESTNET_RUNTIME_PRESET},
 	sp_io::TestExternalities,
 	sp_keyring::Sr25519Keyring,
 };
+use serde_json::Value;
 
 fn account(k: Sr25519Keyring) -> AccountId {
 	k.to_account_id()
@@ -36,7 +39,8 @@ fn with_preset(name: &str, check: impl FnOnce()) {
 	merge(&mut config, serde_json::from_slice(&patch).unwrap());
 	let json = serde_json::to_vec(&config).unwrap();
 	TestExternalities::default().execute_with(|| {
-		build_state::<RuntimeGenesisConfig>(json).unwrap_or_else(|e| panic!("preset {name} builds: {e}"));
+		build_state::<RuntimeGenesisConfig>(json)
+			.unwrap_or_else(|e| panic!("preset {name} builds: {e}"));
 		check();
 	});
 }
@@ -77,7 +81,10 @@ fn common_checks() {
 		let info = pallet_iota::Validators::<Runtime>::get(account(v)).expect("genesis validator");
 		assert_eq!(info.stake, GENESIS_VALIDATOR_STAKE);
 		// The stake is held out of the endowment.
-		assert_eq!(pallet_balances::Pallet::<Runtime>::free_balance(account(v)), ENDOWMENT - GENESIS_VALIDATOR_STAKE);
+		assert_eq!(
+			pallet_balances::Pallet::<Runtime>::free_balance(account(v)),
+			ENDOWMENT - GENESIS_VALIDATOR_STAKE
+		);
 	}
 	assert_eq!(pallet_iota::Validators::<Runtime>::count(), 2);
 	assert_eq!(pallet_balances::Pallet::<Runtime>::free_balance(alice), ENDOWMENT);

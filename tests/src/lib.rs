@@ -39,7 +39,9 @@ use iota_model::wire::{self, Kind};
 use iota_model::ModelConfig;
 use iota_primitives::ContentHash;
 use iota_rpc::types::*;
-use iota_rpc::{code_of, DataManifest, ErrorCode, LrSchedule, PathwayLog, RunSpec, SignedClient, SpecObject};
+use iota_rpc::{
+	code_of, DataManifest, ErrorCode, LrSchedule, PathwayLog, RunSpec, SignedClient, SpecObject,
+};
 use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp};
 
 /// How long a debug node may take to answer RPC.
@@ -49,7 +51,11 @@ pub const NODE_STARTUP: Duration = Duration::from_secs(180);
 /// `$IOTA_E2E_KEEP` is set: then it is kept and its path printed, so a failed run can be read afterwards.
 pub fn work_dir() -> tempfile::TempDir {
 	let keep = std::env::var_os("IOTA_E2E_KEEP").is_some();
-	let dir = tempfile::Builder::new().prefix("iota-e2e-").disable_cleanup(keep).tempdir().unwrap();
+	let dir = tempfile::Builder::new()
+		.prefix("iota-e2e-")
+		.disable_cleanup(keep)
+		.tempdir()
+		.unwrap();
 	if keep {
 		eprintln!("IOTA_E2E_KEEP: logs and data stay in {}", dir.path().display());
 	}
@@ -71,7 +77,9 @@ pub fn target_dir() -> PathBuf {
 /// The path of binary `name`: `$env` if set, else the tests' target folder. Panics with `build` (the
 /// command that builds it) when the file is missing.
 pub fn binary(env: &str, name: &str, build: &str) -> PathBuf {
-	let p = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| target_dir().join(name));
+	let p = std::env::var_os(env)
+		.map(PathBuf::from)
+		.unwrap_or_else(|| target_dir().join(name));
 	assert!(p.exists(), "{} not found: build it with `{build}` first (or set {env})", p.display());
 	p
 }
@@ -135,7 +143,9 @@ impl DevNode {
 			}
 			match IotaClient::connect(&self.rpc_url).await {
 				Ok(c) => return c,
-				Err(e) if start.elapsed() > NODE_STARTUP => panic!("node did not answer within {NODE_STARTUP:?}: {e}"),
+				Err(e) if start.elapsed() > NODE_STARTUP => {
+					panic!("node did not answer within {NODE_STARTUP:?}: {e}")
+				},
 				Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
 			}
 		}
@@ -193,7 +203,10 @@ pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
 		})
 		.collect();
 	let shard = store.put(&keys::data_shard(&id, 0), Bytes::from(tokens)).await.unwrap();
-	let tok = store.put(&keys::tokenizer(&id), Bytes::from_static(b"{\"placeholder\":true}")).await.unwrap();
+	let tok = store
+		.put(&keys::tokenizer(&id), Bytes::from_static(b"{\"placeholder\":true}"))
+		.await
+		.unwrap();
 	let obj = |r: iota_storage::ObjectRef| SpecObject { key: r.key, hash: r.hash, size: r.size };
 	let spec = RunSpec {
 		run: run.into(),
@@ -203,7 +216,13 @@ pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
 		adamw: iota_model::optim::AdamW::default(),
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: Some(1.0),
-		data: DataManifest { tokenizer: obj(tok), seq_len, batch_rows, rows_per_shard: rows, shards: vec![obj(shard)] },
+		data: DataManifest {
+			tokenizer: obj(tok),
+			seq_len,
+			batch_rows,
+			rows_per_shard: rows,
+			shards: vec![obj(shard)],
+		},
 	};
 	spec.validate().unwrap();
 	store.put(&keys::run_spec(&id), Bytes::from(spec.to_bytes())).await.unwrap();
@@ -226,9 +245,21 @@ impl OrchestratorProcess {
 	/// goes to `log`.
 	pub fn start(extra: &[String], log: PathBuf) -> Self {
 		let (rpc, metrics) = (free_port(), free_port());
-		let mut args = vec!["run".to_string(), "--listen".into(), format!("127.0.0.1:{rpc}"), "--metrics-addr".into(), format!("127.0.0.1:{metrics}")];
+		let mut args = vec![
+			"run".to_string(),
+			"--listen".into(),
+			format!("127.0.0.1:{rpc}"),
+			"--metrics-addr".into(),
+			format!("127.0.0.1:{metrics}"),
+		];
 		args.extend_from_slice(extra);
-		let mut p = Self { child: None, log, args, url: format!("ws://127.0.0.1:{rpc}"), metrics_addr: format!("127.0.0.1:{metrics}") };
+		let mut p = Self {
+			child: None,
+			log,
+			args,
+			url: format!("ws://127.0.0.1:{rpc}"),
+			metrics_addr: format!("127.0.0.1:{metrics}"),
+		};
 		p.spawn();
 		p
 	}
@@ -236,11 +267,32 @@ impl OrchestratorProcess {
 	/// Starts it against `node` and the bucket of `s3` for `run` (whose spec is already in the bucket),
 	/// with Alice as orchestrator and sudo, `quota` micro-batches per epoch, leases of `lease_ms`, its
 	/// database (`o.db`) and log (`orchestrator.log`) in `dir`; then waits until it answers.
-	pub async fn dev(node: &DevNode, s3: &S3, run: &str, quota: u32, lease_ms: u64, dir: &Path) -> Self {
+	pub async fn dev(
+		node: &DevNode,
+		s3: &S3,
+		run: &str,
+		quota: u32,
+		lease_ms: u64,
+		dir: &Path,
+	) -> Self {
 		let db = dir.join("o.db").display().to_string();
 		let args: Vec<String> = [
-			"--chain-rpc", &node.rpc_url, "--suri", "//Alice", "--sudo-suri", "//Alice", "--backward-quota", &quota.to_string(),
-			"--run", run, "--lease-ms", &lease_ms.to_string(), "--s3-endpoint", &s3.server.endpoint(), "--db", &db,
+			"--chain-rpc",
+			&node.rpc_url,
+			"--suri",
+			"//Alice",
+			"--sudo-suri",
+			"//Alice",
+			"--backward-quota",
+			&quota.to_string(),
+			"--run",
+			run,
+			"--lease-ms",
+			&lease_ms.to_string(),
+			"--s3-endpoint",
+			&s3.server.endpoint(),
+			"--db",
+			&db,
 		]
 		.iter()
 		.map(|s| s.to_string())
@@ -251,7 +303,11 @@ impl OrchestratorProcess {
 	}
 
 	fn spawn(&mut self) {
-		let bin = binary("IOTA_ORCHESTRATOR_BIN", "iota-orchestrator", "cargo build -p iota-orchestrator");
+		let bin = binary(
+			"IOTA_ORCHESTRATOR_BIN",
+			"iota-orchestrator",
+			"cargo build -p iota-orchestrator",
+		);
 		let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
 		let child = Command::new(&bin)
 			.args(&self.args)
@@ -287,14 +343,22 @@ impl OrchestratorProcess {
 		let url = self.url.clone();
 		let start = Instant::now();
 		loop {
-			assert!(self.is_running(), "iota-orchestrator exited; log:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+			assert!(
+				self.is_running(),
+				"iota-orchestrator exited; log:\n{}",
+				std::fs::read_to_string(&self.log).unwrap_or_default()
+			);
 			if let Ok(c) = jsonrpsee::ws_client::WsClientBuilder::default().build(&url).await {
 				use jsonrpsee::core::client::ClientT;
-				if let Ok(s) = c.request::<Status, _>("iota_status", jsonrpsee::rpc_params![]).await {
+				if let Ok(s) = c.request::<Status, _>("iota_status", jsonrpsee::rpc_params![]).await
+				{
 					return s;
 				}
 			}
-			assert!(start.elapsed() < Duration::from_secs(120), "orchestrator did not answer within 120 s");
+			assert!(
+				start.elapsed() < Duration::from_secs(120),
+				"orchestrator did not answer within 120 s"
+			);
 			tokio::time::sleep(Duration::from_millis(300)).await;
 		}
 	}
@@ -326,8 +390,16 @@ pub struct Miner {
 
 impl Miner {
 	/// Connects `signer` (holding `stage`) to the orchestrator at `url`.
-	pub async fn connect(url: &str, signer: Signer, stage: u16, spec: RunSpec, http: PresignedHttp) -> Self {
-		let rpc = SignedClient::connect(url, signer.keypair().clone(), Duration::from_secs(30)).await.unwrap();
+	pub async fn connect(
+		url: &str,
+		signer: Signer,
+		stage: u16,
+		spec: RunSpec,
+		http: PresignedHttp,
+	) -> Self {
+		let rpc = SignedClient::connect(url, signer.keypair().clone(), Duration::from_secs(30))
+			.await
+			.unwrap();
 		Self { signer, rpc, http, stage, spec }
 	}
 
@@ -338,7 +410,10 @@ impl Miner {
 
 	/// `iota_getWork` (panics on a refusal).
 	pub async fn work(&self) -> Work {
-		self.rpc.get_work(self.stage).await.unwrap_or_else(|e| panic!("getWork at stage {}: {e}", self.stage))
+		self.rpc
+			.get_work(self.stage)
+			.await
+			.unwrap_or_else(|e| panic!("getWork at stage {}: {e}", self.stage))
 	}
 
 	/// Polls `iota_getWork` until it is not `Idle`.
@@ -356,8 +431,15 @@ impl Miner {
 	pub fn tensor(&self, kind: Kind, seed: u64) -> Bytes {
 		let [b, t, w] = self.spec.boundary_shape();
 		let n = (b * t * w) as usize;
-		let v: Vec<f32> = (0..n).map(|i| ((i as u64 * 31 + seed * 17) % 101) as f32 / 101.0 - 0.5).collect();
-		let x = candle_core::Tensor::from_vec(v, (b as usize, t as usize, w as usize), &candle_core::Device::Cpu).unwrap();
+		let v: Vec<f32> = (0..n)
+			.map(|i| ((i as u64 * 31 + seed * 17) % 101) as f32 / 101.0 - 0.5)
+			.collect();
+		let x = candle_core::Tensor::from_vec(
+			v,
+			(b as usize, t as usize, w as usize),
+			&candle_core::Device::Cpu,
+		)
+		.unwrap();
 		let enc = self.spec.wire_encoding().unwrap();
 		Bytes::from(wire::encode(&x, kind, enc).unwrap())
 	}
@@ -388,7 +470,9 @@ impl Miner {
 			self.rpc.report_loss(f.lease, loss).await.unwrap();
 		}
 		let kind = if tail { Kind::Gradient } else { Kind::Activation };
-		let t = self.upload(&f.output, self.tensor(kind, f.sample), self.spec.boundary_shape().to_vec()).await;
+		let t = self
+			.upload(&f.output, self.tensor(kind, f.sample), self.spec.boundary_shape().to_vec())
+			.await;
 		self.rpc.submit_activation(f.lease, Some(t)).await.unwrap()
 	}
 
@@ -396,7 +480,14 @@ impl Miner {
 	pub async fn backward(&self, b: &BackwardWork) -> Ack {
 		self.download(&b.grad_output).await;
 		let out = match &b.output {
-			Some(put) => Some(self.upload(put, self.tensor(Kind::Gradient, b.sample + 1000), self.spec.boundary_shape().to_vec()).await),
+			Some(put) => Some(
+				self.upload(
+					put,
+					self.tensor(Kind::Gradient, b.sample + 1000),
+					self.spec.boundary_shape().to_vec(),
+				)
+				.await,
+			),
 			None => None,
 		};
 		self.rpc.submit_activation(b.lease, out).await.unwrap()
@@ -410,10 +501,20 @@ impl Miner {
 	/// Uploads a gradient (`P` f32, element `j` = `(j mod 7 + stage) · samples`) to `put` and submits it.
 	pub async fn submit_gradient(&self, epoch: u32, put: &ObjectPut, samples: u32) {
 		let p = self.param_count();
-		let bytes: Vec<u8> = (0..p).flat_map(|j| (((j % 7) as f32 + f32::from(self.stage)) * samples as f32).to_le_bytes()).collect();
+		let bytes: Vec<u8> = (0..p)
+			.flat_map(|j| (((j % 7) as f32 + f32::from(self.stage)) * samples as f32).to_le_bytes())
+			.collect();
 		let chunks = chunk_hashes(&bytes);
 		let t = self.upload(put, Bytes::from(bytes), vec![p]).await;
-		self.rpc.submit_gradient(GradientSubmission { epoch, gradient: t, chunk_hashes: chunks, samples }).await.unwrap();
+		self.rpc
+			.submit_gradient(GradientSubmission {
+				epoch,
+				gradient: t,
+				chunk_hashes: chunks,
+				samples,
+			})
+			.await
+			.unwrap();
 	}
 
 	/// The merge after the gradient: reduce this miner's shards exactly (brief §7), submit them, wait for
@@ -423,7 +524,14 @@ impl Miner {
 		let a = wait_for("the shard assignment", timeout, || async {
 			match self.rpc.get_shards(epoch).await {
 				Ok(a) => Some(a),
-				Err(e) if matches!(code_of(&e), Some(ErrorCode::WrongPhase | ErrorCode::Unavailable)) => None,
+				Err(e)
+					if matches!(
+						code_of(&e),
+						Some(ErrorCode::WrongPhase | ErrorCode::Unavailable)
+					) =>
+				{
+					None
+				},
 				Err(e) => panic!("getShards: {e}"),
 			}
 		})
@@ -439,12 +547,22 @@ impl Miner {
 			let [start, end] = task.range;
 			let out: Vec<u8> = (start..end)
 				.flat_map(|j| {
-					let sum: f64 = subs.iter().map(|(_, b)| f64::from(f32::from_le_bytes(b[j as usize * 4..j as usize * 4 + 4].try_into().unwrap()))).sum();
+					let sum: f64 = subs
+						.iter()
+						.map(|(_, b)| {
+							f64::from(f32::from_le_bytes(
+								b[j as usize * 4..j as usize * 4 + 4].try_into().unwrap(),
+							))
+						})
+						.sum();
 					((sum / total as f64) as f32).to_le_bytes()
 				})
 				.collect();
 			let t = self.upload(&task.output, Bytes::from(out), vec![end - start]).await;
-			self.rpc.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced: t }).await.unwrap();
+			self.rpc
+				.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced: t })
+				.await
+				.unwrap();
 		}
 		let (shards, checkpoint) = wait_for("the merge to be ready", timeout, || async {
 			match self.rpc.get_manifest(epoch).await.unwrap() {
@@ -459,10 +577,15 @@ impl Miner {
 		}
 		let state_hash = ContentHash::of(&mean);
 		let checkpoint = match checkpoint {
-			Some(put) => Some(self.upload(&put, Bytes::from(mean.clone()), vec![mean.len() as u64 / 4]).await),
+			Some(put) => Some(
+				self.upload(&put, Bytes::from(mean.clone()), vec![mean.len() as u64 / 4]).await,
+			),
 			None => None,
 		};
-		self.rpc.submit_state_hash(SubmitStateHash { epoch, state_hash, checkpoint }).await.unwrap();
+		self.rpc
+			.submit_state_hash(SubmitStateHash { epoch, state_hash, checkpoint })
+			.await
+			.unwrap();
 		state_hash
 	}
 }
@@ -481,8 +604,12 @@ pub async fn register_miners(client: &IotaClient, names: &[&str]) -> Vec<(Signer
 
 /// Registers each secret URI in `uris` as a miner (in order) and returns who the pallet seated at each
 /// stage.
-pub async fn register_seated(client: &IotaClient, uris: &[&'static str]) -> std::collections::BTreeMap<u16, Vec<&'static str>> {
-	let mut by_stage: std::collections::BTreeMap<u16, Vec<&'static str>> = std::collections::BTreeMap::new();
+pub async fn register_seated(
+	client: &IotaClient,
+	uris: &[&'static str],
+) -> std::collections::BTreeMap<u16, Vec<&'static str>> {
+	let mut by_stage: std::collections::BTreeMap<u16, Vec<&'static str>> =
+		std::collections::BTreeMap::new();
 	for uri in uris {
 		let s = Signer::from_uri(uri).unwrap();
 		client.register_miner(&s).await.unwrap();
@@ -495,12 +622,17 @@ pub async fn register_seated(client: &IotaClient, uris: &[&'static str]) -> std:
 // ---- real daemons started one by one ------------------------------------------------------------------
 
 /// Six dev miner URIs: with three stages the pallet seats them two per stage in this order.
-pub const SIX_MINERS: [&str; 6] = ["//Dave", "//Eve", "//Ferdie", "//Dave//stash", "//Eve//stash", "//Ferdie//stash"];
+pub const SIX_MINERS: [&str; 6] =
+	["//Dave", "//Eve", "//Ferdie", "//Dave//stash", "//Eve//stash", "//Ferdie//stash"];
 
 /// Run options for the `tiny` preset (3 stages) on the Shakespeare corpus: rows of `T = 32` tokens,
 /// micro-batches of `B = 4` rows, 64 rows per shard, wire `encoding` (`u8`, `bf16`, `f32`), peak
 /// learning rate 1e-2 without warm-up (one step visibly lowers the loss).
-pub fn shakespeare_options(run: &str, model: ModelConfig, encoding: &str) -> iota_orchestrator::data::PrepareOptions {
+pub fn shakespeare_options(
+	run: &str,
+	model: ModelConfig,
+	encoding: &str,
+) -> iota_orchestrator::data::PrepareOptions {
 	let mut o = iota_orchestrator::data::PrepareOptions::new(run, corpus(), model);
 	o.seq_len = 32;
 	o.batch_rows = 4;
@@ -537,27 +669,76 @@ impl Daemon {
 
 	/// `iota-miner` for the secret URI `suri` against `chain` and `orchestrator`, one compute thread, a
 	/// metrics port of its own, cache and log (`miner-{i}.log`) in `dir`, plus `extra` arguments.
-	pub fn miner(suri: &str, chain: &str, orchestrator: &str, dir: &Path, i: usize, extra: &[&str]) -> Self {
-		let bin = binary("IOTA_MINER_BIN", "iota-miner", "cargo build -p iota-miner --features fault-injection");
-		let mut args: Vec<String> = ["--chain-rpc", chain, "--orchestrator", orchestrator, "--suri", suri, "--threads", "1"]
-			.iter()
-			.chain(extra)
-			.map(|s| s.to_string())
-			.collect();
+	pub fn miner(
+		suri: &str,
+		chain: &str,
+		orchestrator: &str,
+		dir: &Path,
+		i: usize,
+		extra: &[&str],
+	) -> Self {
+		let bin = binary(
+			"IOTA_MINER_BIN",
+			"iota-miner",
+			"cargo build -p iota-miner --features fault-injection",
+		);
+		let mut args: Vec<String> = [
+			"--chain-rpc",
+			chain,
+			"--orchestrator",
+			orchestrator,
+			"--suri",
+			suri,
+			"--threads",
+			"1",
+		]
+		.iter()
+		.chain(extra)
+		.map(|s| s.to_string())
+		.collect();
 		args.extend(["--metrics-addr".into(), format!("127.0.0.1:{}", free_port())]);
 		args.extend(["--cache-dir".into(), dir.join(format!("cache-{i}")).display().to_string()]);
-		Self::start(&format!("iota-miner {suri}"), &bin, &args, dir.join(format!("miner-{i}.log")), "info,iota_miner=debug")
+		Self::start(
+			&format!("iota-miner {suri}"),
+			&bin,
+			&args,
+			dir.join(format!("miner-{i}.log")),
+			"info,iota_miner=debug",
+		)
 	}
 
 	/// `iota-validator` for `suri` against `chain` and `orchestrator`, polling every second, serving
 	/// `/metrics` on `metrics_addr`, logging to `dir/validator.log`.
-	pub fn validator(suri: &str, chain: &str, orchestrator: &str, metrics_addr: &str, dir: &Path) -> Self {
+	pub fn validator(
+		suri: &str,
+		chain: &str,
+		orchestrator: &str,
+		metrics_addr: &str,
+		dir: &Path,
+	) -> Self {
 		let bin = binary("IOTA_VALIDATOR_BIN", "iota-validator", "cargo build -p iota-validator");
-		let args: Vec<String> = ["--suri", suri, "--chain-rpc", chain, "--orchestrator", orchestrator, "--poll-ms", "1000", "--metrics-addr", metrics_addr]
-			.iter()
-			.map(|s| s.to_string())
-			.collect();
-		Self::start("iota-validator", &bin, &args, dir.join("validator.log"), "info,iota_validator=debug")
+		let args: Vec<String> = [
+			"--suri",
+			suri,
+			"--chain-rpc",
+			chain,
+			"--orchestrator",
+			orchestrator,
+			"--poll-ms",
+			"1000",
+			"--metrics-addr",
+			metrics_addr,
+		]
+		.iter()
+		.map(|s| s.to_string())
+		.collect();
+		Self::start(
+			"iota-validator",
+			&bin,
+			&args,
+			dir.join("validator.log"),
+			"info,iota_validator=debug",
+		)
 	}
 
 	/// Its log so far.
@@ -595,7 +776,12 @@ impl Drop for Daemon {
 }
 
 /// The verdicts `validator` put on chain on `miner` for `epoch`.
-pub async fn verdicts(client: &IotaClient, epoch: u32, miner: &iota_chain::AccountId, validator: &iota_chain::AccountId) -> Vec<iota_chain::Verdict> {
+pub async fn verdicts(
+	client: &IotaClient,
+	epoch: u32,
+	miner: &iota_chain::AccountId,
+	validator: &iota_chain::AccountId,
+) -> Vec<iota_chain::Verdict> {
 	client
 		.spot_checks(epoch, miner)
 		.await
@@ -629,9 +815,18 @@ pub fn output_dir(base: &Path, name: &str) -> PathBuf {
 /// wire, peak learning rate 1e-2 without warm-up (so one step visibly lowers the loss), `quota`
 /// micro-batches per epoch, one compute thread per miner, the dashboard on a free port. Binaries come from the tests' target folder
 /// (`$IOTA_E2E_BIN_DIR` overrides it).
-pub fn tiny_network(run: &str, dir: &Path, stages: usize, miners_per_stage: u32, validators: u32, quota: u32) -> iota_devnet::NetworkOptions {
+pub fn tiny_network(
+	run: &str,
+	dir: &Path,
+	stages: usize,
+	miners_per_stage: u32,
+	validators: u32,
+	quota: u32,
+) -> iota_devnet::NetworkOptions {
 	let model = iota_devnet::recut(ModelConfig::tiny(), stages).expect("tiny has enough blocks");
-	let bin_dir = std::env::var_os("IOTA_E2E_BIN_DIR").map(PathBuf::from).unwrap_or_else(target_dir);
+	let bin_dir = std::env::var_os("IOTA_E2E_BIN_DIR")
+		.map(PathBuf::from)
+		.unwrap_or_else(target_dir);
 	let mut o = iota_devnet::NetworkOptions::new(run, dir, bin_dir, corpus(), model);
 	o.data = shakespeare_options(run, o.data.model.clone(), "bf16");
 	o.miners_per_stage = miners_per_stage;
@@ -666,13 +861,20 @@ impl TestNetwork {
 	/// Panics (with every log tail) if a process other than those named in `allowed` has exited.
 	pub fn assert_alive(&mut self, allowed: &[&str]) {
 		let (_, _, dead) = self.0.liveness();
-		let dead: Vec<String> = dead.into_iter().filter(|d| !allowed.contains(&d.as_str())).collect();
+		let dead: Vec<String> =
+			dead.into_iter().filter(|d| !allowed.contains(&d.as_str())).collect();
 		assert!(dead.is_empty(), "processes exited: {dead:?}");
 	}
 
 	/// Polls `f` every 500 ms until it returns `Some`, failing fast when a process (other than `allowed`)
 	/// exits and after `timeout`.
-	pub async fn wait<T, F, Fut>(&mut self, what: &str, timeout: Duration, allowed: &[&str], mut f: F) -> T
+	pub async fn wait<T, F, Fut>(
+		&mut self,
+		what: &str,
+		timeout: Duration,
+		allowed: &[&str],
+		mut f: F,
+	) -> T
 	where
 		F: FnMut() -> Fut,
 		Fut: std::future::Future<Output = Option<T>>,
@@ -696,13 +898,21 @@ impl TestNetwork {
 	/// A signed orchestrator client for the dev account `suri`.
 	pub async fn client_as(&self, suri: &str) -> SignedClient {
 		let signer = Signer::from_uri(suri).unwrap();
-		SignedClient::connect(&self.0.orchestrator_url, signer.keypair().clone(), Duration::from_secs(30)).await.unwrap()
+		SignedClient::connect(
+			&self.0.orchestrator_url,
+			signer.keypair().clone(),
+			Duration::from_secs(30),
+		)
+		.await
+		.unwrap()
 	}
 
 	/// The index (in start order) of the miner process holding `account`, if the network started one.
 	pub fn miner_index(&self, account: &iota_rpc::AccountId) -> Option<usize> {
 		let (miners, _) = self.accounts();
-		miners.iter().position(|s| Signer::from_uri(s).is_ok_and(|x| &x.account_id() == account))
+		miners
+			.iter()
+			.position(|s| Signer::from_uri(s).is_ok_and(|x| &x.account_id() == account))
 	}
 
 	/// The secret URIs of the network's miners and validators, in start order.
@@ -712,7 +922,11 @@ impl TestNetwork {
 
 	/// The text of every miner's log, in start order.
 	pub fn miner_logs(&self) -> Vec<String> {
-		self.0.miners.iter().map(|m| std::fs::read_to_string(m.log()).unwrap_or_default()).collect()
+		self.0
+			.miners
+			.iter()
+			.map(|m| std::fs::read_to_string(m.log()).unwrap_or_default())
+			.collect()
 	}
 }
 
@@ -734,7 +948,10 @@ impl Drop for TestNetwork {
 		if std::thread::panicking() {
 			let n = &self.0;
 			eprintln!("--- logs under {} ---", n.run_dir().display());
-			for p in std::iter::once(&n.orchestrator).chain(n.miners.iter()).chain(n.validators.iter()) {
+			for p in std::iter::once(&n.orchestrator)
+				.chain(n.miners.iter())
+				.chain(n.validators.iter())
+			{
 				eprintln!("--- {} (last 25 lines) ---\n{}", p.name(), p.log_tail(25));
 			}
 		}
@@ -750,7 +967,12 @@ pub fn attested_state_hashes(log: &str) -> std::collections::BTreeMap<(u16, u32)
 	};
 	log.lines()
 		.filter(|l| l.contains("AdamW step applied"))
-		.filter_map(|l| Some(((field(l, "stage")?.parse().ok()?, field(l, "epoch")?.parse().ok()?), field(l, "state")?)))
+		.filter_map(|l| {
+			Some((
+				(field(l, "stage")?.parse().ok()?, field(l, "epoch")?.parse().ok()?),
+				field(l, "state")?,
+			))
+		})
 		.collect()
 }
 
@@ -758,7 +980,14 @@ pub fn attested_state_hashes(log: &str) -> std::collections::BTreeMap<(u16, u32)
 /// `shard_count(members)` reduced shards tiling the stage's `P` parameters, every shard object and the
 /// checkpoint are in the bucket with the hashes on chain, and the checkpoint, loaded into a fresh stage,
 /// reproduces the attested state hash (`Stage::load_checkpoint`). Returns the state hash.
-pub async fn check_manifest(store: &ObjectStore, spec: &RunSpec, stage: u16, epoch: u32, m: &iota_chain::MergeManifest, members: u32) -> ContentHash {
+pub async fn check_manifest(
+	store: &ObjectStore,
+	spec: &RunSpec,
+	stage: u16,
+	epoch: u32,
+	m: &iota_chain::MergeManifest,
+	members: u32,
+) -> ContentHash {
 	let what = format!("stage {stage} epoch {epoch}");
 	assert_eq!(m.members, members, "{what}: members averaged");
 	let p = spec.model.stage_param_count(usize::from(stage)).unwrap() as u64;
@@ -768,29 +997,68 @@ pub async fn check_manifest(store: &ObjectStore, spec: &RunSpec, stage: u16, epo
 	let mut elems = 0u64;
 	for s in &m.shards.0 {
 		let key = String::from_utf8(s.key.0.clone()).unwrap();
-		let bytes = store.get(&key, &ContentHash(s.hash.0)).await.unwrap_or_else(|e| panic!("{what}: shard {key}: {e}"));
-		assert!(bytes.chunks_exact(4).all(|c| f32::from_le_bytes(c.try_into().unwrap()).is_finite()), "{what}: finite shard");
+		let bytes = store
+			.get(&key, &ContentHash(s.hash.0))
+			.await
+			.unwrap_or_else(|e| panic!("{what}: shard {key}: {e}"));
+		assert!(
+			bytes
+				.chunks_exact(4)
+				.all(|c| f32::from_le_bytes(c.try_into().unwrap()).is_finite()),
+			"{what}: finite shard"
+		);
 		elems += bytes.len() as u64 / 4;
 	}
 	assert_eq!(elems, p, "{what}: the shards tile the gradient");
 	let state = ContentHash(m.state_hash.0);
-	let ck = m.checkpoint.as_ref().unwrap_or_else(|| panic!("{what}: a checkpoint every epoch"));
+	let ck = m
+		.checkpoint
+		.as_ref()
+		.unwrap_or_else(|| panic!("{what}: a checkpoint every epoch"));
 	let key = String::from_utf8(ck.key.0.clone()).unwrap();
-	let bytes = store.get(&key, &ContentHash(ck.hash.0)).await.unwrap_or_else(|e| panic!("{what}: checkpoint {key}: {e}"));
-	let mut st = iota_model::Stage::new(&spec.model, usize::from(stage), spec.seed, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
-	st.load_checkpoint(&bytes, &state.0).unwrap_or_else(|e| panic!("{what}: the checkpoint is not the attested state: {e}"));
+	let bytes = store
+		.get(&key, &ContentHash(ck.hash.0))
+		.await
+		.unwrap_or_else(|e| panic!("{what}: checkpoint {key}: {e}"));
+	let mut st = iota_model::Stage::new(
+		&spec.model,
+		usize::from(stage),
+		spec.seed,
+		candle_core::DType::F32,
+		&candle_core::Device::Cpu,
+	)
+	.unwrap();
+	st.load_checkpoint(&bytes, &state.0)
+		.unwrap_or_else(|e| panic!("{what}: the checkpoint is not the attested state: {e}"));
 	state
 }
 
 /// The pathway log of `epoch`, read through a validator's `iota_epochRecord` and then from the bucket
 /// directly: the object's BLAKE3 must be the hash the orchestrator reports and its key the protocol's.
-pub async fn pathway_log(net: &TestNetwork, validator: &SignedClient, store: &ObjectStore, epoch: u32) -> PathwayLog {
-	let record = validator.epoch_record(epoch).await.unwrap_or_else(|e| panic!("epochRecord({epoch}): {e}"));
-	let obj = record.pathway_log.unwrap_or_else(|| panic!("epoch {epoch}: no pathway log recorded"));
+pub async fn pathway_log(
+	net: &TestNetwork,
+	validator: &SignedClient,
+	store: &ObjectStore,
+	epoch: u32,
+) -> PathwayLog {
+	let record = validator
+		.epoch_record(epoch)
+		.await
+		.unwrap_or_else(|e| panic!("epochRecord({epoch}): {e}"));
+	let obj = record
+		.pathway_log
+		.unwrap_or_else(|| panic!("epoch {epoch}: no pathway log recorded"));
 	let run = keys::Id::new(&net.options.run_id).unwrap();
 	assert_eq!(obj.key, keys::pathway_log(&run, u64::from(epoch)), "the pathway log's key");
-	let bytes = store.get(&obj.key, &obj.hash).await.unwrap_or_else(|e| panic!("pathway log {}: {e}", obj.key));
-	assert_eq!(ContentHash::of(&bytes), obj.hash, "the stored pathway log hashes to what the orchestrator reports");
+	let bytes = store
+		.get(&obj.key, &obj.hash)
+		.await
+		.unwrap_or_else(|e| panic!("pathway log {}: {e}", obj.key));
+	assert_eq!(
+		ContentHash::of(&bytes),
+		obj.hash,
+		"the stored pathway log hashes to what the orchestrator reports"
+	);
 	let log = PathwayLog::from_slice(&bytes).unwrap();
 	assert_eq!((log.run.as_str(), log.epoch), (net.options.run_id.as_str(), epoch));
 	log
@@ -798,14 +1066,18 @@ pub async fn pathway_log(net: &TestNetwork, validator: &SignedClient, store: &Ob
 
 /// The body of `GET http://{addr}{path}` (HTTP/1.0, no keep-alive); panics when it cannot be read.
 pub async fn http_get(addr: &str, path: &str) -> String {
-	try_http_get(addr, path).await.unwrap_or_else(|| panic!("GET http://{addr}{path} failed"))
+	try_http_get(addr, path)
+		.await
+		.unwrap_or_else(|| panic!("GET http://{addr}{path} failed"))
 }
 
 /// [`http_get`], `None` while nothing answers (a daemon still starting).
 pub async fn try_http_get(addr: &str, path: &str) -> Option<String> {
 	use tokio::io::{AsyncReadExt, AsyncWriteExt};
 	let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-	s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.ok()?;
+	s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+		.await
+		.ok()?;
 	let mut out = String::new();
 	s.read_to_string(&mut out).await.ok()?;
 	Some(out)

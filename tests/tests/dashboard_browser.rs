@@ -72,11 +72,16 @@ async fn a_two_epoch_network_in_headless_chromium() {
 			let after = watcher.status().await.ok()?;
 			let last = after.epochs.last()?;
 			let shown = by_id(&dom, "dd", "last-loss")?;
-			(before.epochs == after.epochs && shown == format!("{:.4}", last.loss)).then_some((dom, after))
+			(before.epochs == after.epochs && shown == format!("{:.4}", last.loss))
+				.then_some((dom, after))
 		})
 		.await;
 	let last = status.epochs.last().unwrap();
-	assert_eq!(status.last_epoch_loss, Some(last.loss), "the status's last loss is the last epoch's");
+	assert_eq!(
+		status.last_epoch_loss,
+		Some(last.loss),
+		"the status's last loss is the last epoch's"
+	);
 	assert_eq!(by_id(&dom, "dd", "stage-count"), Some("3"), "{dom}");
 	assert_eq!(by_id(&dom, "dd", "miners-registered"), Some("3"), "{dom}");
 	assert_eq!(by_id(&dom, "dd", "miners-seen"), Some("3"), "{dom}");
@@ -89,7 +94,11 @@ async fn a_two_epoch_network_in_headless_chromium() {
 	assert_eq!(dom.matches("<tr class=\"miner\">").count(), 3, "{dom}");
 	for st in &status.stages {
 		for m in &st.miners {
-			assert!(dom.contains(&m.to_string()), "miner {m} of stage {} on the Stages page", st.stage);
+			assert!(
+				dom.contains(&m.to_string()),
+				"miner {m} of stage {} on the Stages page",
+				st.stage
+			);
 		}
 	}
 
@@ -101,10 +110,13 @@ async fn a_two_epoch_network_in_headless_chromium() {
 	}
 
 	// Screenshots.
-	for (name, path, height) in [("dashboard", "/", 880), ("stages", "/stages", 1400), ("training", "/training", 1400)] {
+	for (name, path, height) in
+		[("dashboard", "/", 880), ("stages", "/stages", 1400), ("training", "/training", 1400)]
+	{
 		let shot = out.join(format!("{name}.png"));
 		browser.screenshot(&format!("{base}{path}"), &shot, 1280, height).await.unwrap();
-		let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()));
+		let png =
+			std::fs::read(&shot).unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()));
 		assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{name}: a PNG");
 		eprintln!("screenshot: {}", shot.display());
 	}

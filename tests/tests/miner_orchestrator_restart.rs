@@ -26,19 +26,27 @@ async fn miners_reconnect_after_the_orchestrator_is_killed_and_restarted() {
 	let mut node = DevNode::start();
 	let client = node.client().await;
 	let s3 = S3::start().await;
-	prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "u8")).await.unwrap();
+	prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "u8"))
+		.await
+		.unwrap();
 	let by_stage = register_seated(&client, &MINERS).await;
 	assert_eq!(by_stage.len(), 3, "one miner per stage: {by_stage:?}");
 
 	let dir = work_dir();
 	let mut orch = OrchestratorProcess::dev(&node, &s3, RUN, 12, 20_000, dir.path()).await;
-	let mut miners: Vec<Daemon> =
-		MINERS.iter().enumerate().map(|(i, n)| Daemon::miner(n, &node.rpc_url, &orch.url, dir.path(), i, &[])).collect();
+	let mut miners: Vec<Daemon> = MINERS
+		.iter()
+		.enumerate()
+		.map(|(i, n)| Daemon::miner(n, &node.rpc_url, &orch.url, dir.path(), i, &[]))
+		.collect();
 
 	// Mid-epoch 0: the head's quota is done (its stage entered the merge), the rest of the pipeline is not.
 	let orch_log = dir.path().join("orchestrator.log");
 	wait_for("the first phase change", TIMEOUT, || async {
-		std::fs::read_to_string(&orch_log).ok().filter(|l| l.contains("advance_phase")).map(|_| ())
+		std::fs::read_to_string(&orch_log)
+			.ok()
+			.filter(|l| l.contains("advance_phase"))
+			.map(|_| ())
 	})
 	.await;
 	orch.kill9();
@@ -60,12 +68,19 @@ async fn miners_reconnect_after_the_orchestrator_is_killed_and_restarted() {
 		assert!(m.is_running(), "{} exited", m.name);
 	}
 	let text: String = miners.iter().map(|m| m.log_text()).collect();
-	assert!(text.contains("reconnecting") || text.contains("retrying"), "the miners saw the orchestrator go away");
+	assert!(
+		text.contains("reconnecting") || text.contains("retrying"),
+		"the miners saw the orchestrator go away"
+	);
 	for (i, m) in miners.iter().enumerate() {
 		let a = attested_state_hashes(&m.log_text());
 		for ((stage, epoch), h) in &a {
 			let manifest = client.merge_manifest(*epoch, *stage).await.unwrap().expect("committed");
-			assert_eq!(ContentHash(manifest.state_hash.0).to_string(), *h, "miner {i} stage {stage} epoch {epoch}");
+			assert_eq!(
+				ContentHash(manifest.state_hash.0).to_string(),
+				*h,
+				"miner {i} stage {stage} epoch {epoch}"
+			);
 		}
 		assert!(a.len() >= 2, "miner {i} applied both merges: {a:?}");
 	}

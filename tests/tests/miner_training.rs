@@ -32,7 +32,9 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 	let s3 = S3::start().await;
 
 	// The real corpus, tokenized into hashed shards, and the spec that names them.
-	let prepared = prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "bf16")).await.unwrap();
+	let prepared = prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "bf16"))
+		.await
+		.unwrap();
 	assert!(prepared.spec.data.shards.len() > 1);
 
 	// Six miners registered up front: the pallet seats them two per stage.
@@ -41,8 +43,11 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 
 	let dir = work_dir();
 	let orch = OrchestratorProcess::dev(&node, &s3, RUN, 8, 30_000, dir.path()).await;
-	let mut miners: Vec<Daemon> =
-		SIX_MINERS.iter().enumerate().map(|(i, n)| Daemon::miner(n, &node.rpc_url, &orch.url, dir.path(), i, &[])).collect();
+	let mut miners: Vec<Daemon> = SIX_MINERS
+		.iter()
+		.enumerate()
+		.map(|(i, n)| Daemon::miner(n, &node.rpc_url, &orch.url, dir.path(), i, &[]))
+		.collect();
 
 	// Two epochs committed at every stage.
 	wait_for("two committed epochs at every stage", EPOCHS_TIMEOUT, || async {
@@ -56,22 +61,31 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 	.await;
 
 	// Every merge averaged both replicas, and both attested the committed state hash.
-	let logs: Vec<BTreeMap<(u16, u32), String>> = miners.iter().map(|m| attested_state_hashes(&m.log_text())).collect();
+	let logs: Vec<BTreeMap<(u16, u32), String>> =
+		miners.iter().map(|m| attested_state_hashes(&m.log_text())).collect();
 	for stage in 0..3u16 {
 		for epoch in 0..2u32 {
 			let m = client.merge_manifest(epoch, stage).await.unwrap().expect("manifest committed");
 			assert_eq!(m.members, 2, "stage {stage} epoch {epoch}: both replicas merged");
 			let committed = ContentHash(m.state_hash.0).to_string();
-			let replicas: Vec<&String> = logs.iter().filter_map(|l| l.get(&(stage, epoch))).collect();
+			let replicas: Vec<&String> =
+				logs.iter().filter_map(|l| l.get(&(stage, epoch))).collect();
 			assert_eq!(replicas.len(), 2, "stage {stage} epoch {epoch}: two replicas stepped");
-			assert!(replicas.iter().all(|h| **h == committed), "stage {stage} epoch {epoch}: {replicas:?} vs committed {committed}");
+			assert!(
+				replicas.iter().all(|h| **h == committed),
+				"stage {stage} epoch {epoch}: {replicas:?} vs committed {committed}"
+			);
 		}
 	}
 
 	// The loss goes down.
-	let watcher = SignedClient::connect(&orch.url, Signer::dev("bob").unwrap().keypair().clone(), Duration::from_secs(30))
-		.await
-		.unwrap();
+	let watcher = SignedClient::connect(
+		&orch.url,
+		Signer::dev("bob").unwrap().keypair().clone(),
+		Duration::from_secs(30),
+	)
+	.await
+	.unwrap();
 	let status = watcher.status().await.unwrap();
 	let loss: BTreeMap<u32, f32> = status.epochs.iter().map(|e| (e.epoch, e.loss)).collect();
 	eprintln!("mean tail loss per epoch: {loss:?}");

@@ -47,7 +47,11 @@ const QUOTA: u32 = 8;
 const TIMEOUT: Duration = Duration::from_secs(900);
 
 /// The refusal's code (panics on success or a transport error), and its message.
-fn refused<T: std::fmt::Debug>(what: &str, r: Result<T, jsonrpsee::core::ClientError>, code: ErrorCode) -> String {
+fn refused<T: std::fmt::Debug>(
+	what: &str,
+	r: Result<T, jsonrpsee::core::ClientError>,
+	code: ErrorCode,
+) -> String {
 	match r {
 		Err(e) => {
 			assert_eq!(code_of(&e), Some(code), "{what}: {e}");
@@ -73,23 +77,34 @@ async fn replayed_forged_oversize_nan_and_mismatched_traffic_is_refused_while_tr
 	let stages = net
 		.wait("every stage seated in the orchestrator's view", TIMEOUT, &[], || async {
 			let s = watcher.status().await.ok()?;
-			s.stages.iter().all(|st| st.miners.len() == 1).then(|| s.stages.iter().map(|st| st.miners[0].clone()).collect::<Vec<_>>())
+			s.stages
+				.iter()
+				.all(|st| st.miners.len() == 1)
+				.then(|| s.stages.iter().map(|st| st.miners[0].clone()).collect::<Vec<_>>())
 		})
 		.await;
-	let suri_of = |a: &iota_rpc::AccountId| *miners.iter().find(|s| Signer::from_uri(s).unwrap().account_id() == *a).unwrap();
+	let suri_of = |a: &iota_rpc::AccountId| {
+		*miners.iter().find(|s| Signer::from_uri(s).unwrap().account_id() == *a).unwrap()
+	};
 	let head = Signer::from_uri(suri_of(&stages[0])).unwrap();
 	let other = stages[1].clone();
 	let http = PresignedHttp::from_config(&net.store_config).unwrap();
 	let attacker = Miner::connect(&net.orchestrator_url, head.clone(), 0, spec.clone(), http).await;
 	let raw = attacker.rpc.raw();
-	let work = |nonce: u64| sign(head.keypair(), methods::GET_WORK, GetWork { stage: 0 }, nonce, now_ms()).unwrap();
+	let work = |nonce: u64| {
+		sign(head.keypair(), methods::GET_WORK, GetWork { stage: 0 }, nonce, now_ms()).unwrap()
+	};
 	let mut nonce = now_ms() * 1000 + 777_000;
 
 	// Replay: the first envelope is served, the same one again is refused. Then poll (fresh nonces) until
 	// the attacker holds a forward lease of the head (the head's own miner competes for the same items).
 	let first = work(nonce);
 	let served: Work = raw.request(methods::GET_WORK, rpc_params![first.clone()]).await.unwrap();
-	refused("replayed getWork", raw.request::<Work, _>(methods::GET_WORK, rpc_params![first]).await, ErrorCode::NonceReused);
+	refused(
+		"replayed getWork",
+		raw.request::<Work, _>(methods::GET_WORK, rpc_params![first]).await,
+		ErrorCode::NonceReused,
+	);
 	let f = match served {
 		Work::Forward(f) => f,
 		_ => {
@@ -97,7 +112,11 @@ async fn replayed_forged_oversize_nan_and_mismatched_traffic_is_refused_while_tr
 				nonce += 1;
 				let signed = work(nonce);
 				async move {
-					match raw.request::<Work, _>(methods::GET_WORK, rpc_params![signed]).await.ok()? {
+					match raw
+						.request::<Work, _>(methods::GET_WORK, rpc_params![signed])
+						.await
+						.ok()?
+					{
 						Work::Forward(f) => Some(f),
 						_ => None,
 					}
@@ -106,37 +125,83 @@ async fn replayed_forged_oversize_nan_and_mismatched_traffic_is_refused_while_tr
 			.await
 		},
 	};
-	eprintln!("attacker holds lease {} of sample {} (epoch {}) after {:?}", f.lease, f.sample, f.epoch, started.elapsed());
+	eprintln!(
+		"attacker holds lease {} of sample {} (epoch {}) after {:?}",
+		f.lease,
+		f.sample,
+		f.epoch,
+		started.elapsed()
+	);
 
 	// Forgeries.
 	nonce += 1;
 	let mut forged = work(nonce);
 	forged.account = other.clone();
-	refused("getWork claiming another account", raw.request::<Work, _>(methods::GET_WORK, rpc_params![forged]).await, ErrorCode::BadSignature);
+	refused(
+		"getWork claiming another account",
+		raw.request::<Work, _>(methods::GET_WORK, rpc_params![forged]).await,
+		ErrorCode::BadSignature,
+	);
 	nonce += 1;
 	let mut tampered = work(nonce);
 	tampered.body.stage = 1;
-	refused("getWork with a changed body", raw.request::<Work, _>(methods::GET_WORK, rpc_params![tampered]).await, ErrorCode::BadSignature);
+	refused(
+		"getWork with a changed body",
+		raw.request::<Work, _>(methods::GET_WORK, rpc_params![tampered]).await,
+		ErrorCode::BadSignature,
+	);
 	nonce += 1;
-	let stale = sign(head.keypair(), methods::GET_WORK, GetWork { stage: 0 }, nonce, now_ms() - 60_000).unwrap();
-	refused("getWork signed a minute ago", raw.request::<Work, _>(methods::GET_WORK, rpc_params![stale]).await, ErrorCode::StaleTimestamp);
-	refused("getWork from an unregistered account", net.client_as("//Eve//stash").await.get_work(0).await, ErrorCode::NotRegistered);
+	let stale =
+		sign(head.keypair(), methods::GET_WORK, GetWork { stage: 0 }, nonce, now_ms() - 60_000)
+			.unwrap();
+	refused(
+		"getWork signed a minute ago",
+		raw.request::<Work, _>(methods::GET_WORK, rpc_params![stale]).await,
+		ErrorCode::StaleTimestamp,
+	);
+	refused(
+		"getWork from an unregistered account",
+		net.client_as("//Eve//stash").await.get_work(0).await,
+		ErrorCode::NotRegistered,
+	);
 	refused("getWork from a validator", watcher.get_work(0).await, ErrorCode::WrongRole);
 	refused("getWork for another stage", attacker.rpc.get_work(1).await, ErrorCode::WrongStage);
 
 	// Oversized params.
 	let shape = spec.boundary_shape().to_vec();
-	let long = TensorRef { key: "k".repeat(MAX_KEY_LEN + 1), hash: ContentHash::of(b"x"), size: 1, shape: shape.clone() };
-	refused("a result key over MAX_KEY_LEN", attacker.rpc.submit_activation(f.lease, Some(long)).await, ErrorCode::Oversize);
-	let deep = TensorRef { key: f.output.key.clone(), hash: ContentHash::of(b"x"), size: 1, shape: vec![1; MAX_SHAPE_RANK + 1] };
-	refused("a result shape of rank 9", attacker.rpc.submit_activation(f.lease, Some(deep)).await, ErrorCode::Oversize);
+	let long = TensorRef {
+		key: "k".repeat(MAX_KEY_LEN + 1),
+		hash: ContentHash::of(b"x"),
+		size: 1,
+		shape: shape.clone(),
+	};
+	refused(
+		"a result key over MAX_KEY_LEN",
+		attacker.rpc.submit_activation(f.lease, Some(long)).await,
+		ErrorCode::Oversize,
+	);
+	let deep = TensorRef {
+		key: f.output.key.clone(),
+		hash: ContentHash::of(b"x"),
+		size: 1,
+		shape: vec![1; MAX_SHAPE_RANK + 1],
+	};
+	refused(
+		"a result shape of rank 9",
+		attacker.rpc.submit_activation(f.lease, Some(deep)).await,
+		ErrorCode::Oversize,
+	);
 
 	// An object whose hash does not match what is reported.
 	let valid = attacker.tensor(Kind::Activation, f.sample);
 	let mut t = attacker.upload(&f.output, valid.clone(), shape.clone()).await;
 	let valid_hash = t.hash;
 	t.hash = ContentHash::of(b"not the upload");
-	refused("a result reported with another hash", attacker.rpc.submit_activation(f.lease, Some(t)).await, ErrorCode::HashMismatch);
+	refused(
+		"a result reported with another hash",
+		attacker.rpc.submit_activation(f.lease, Some(t)).await,
+		ErrorCode::HashMismatch,
+	);
 
 	// A NaN activation (bf16 NaN in its last element), reported with its true hash.
 	let mut nan = valid.to_vec();
@@ -144,7 +209,11 @@ async fn replayed_forged_oversize_nan_and_mismatched_traffic_is_refused_while_tr
 	nan[n - 2..].copy_from_slice(&half_nan_bf16());
 	let t = attacker.upload(&f.output, Bytes::from(nan), shape.clone()).await;
 	let nan_hash = t.hash;
-	let msg = refused("a NaN activation", attacker.rpc.submit_activation(f.lease, Some(t)).await, ErrorCode::ShapeMismatch);
+	let msg = refused(
+		"a NaN activation",
+		attacker.rpc.submit_activation(f.lease, Some(t)).await,
+		ErrorCode::ShapeMismatch,
+	);
 	assert!(msg.contains("non-finite"), "the refusal names the NaN: {msg}");
 
 	// Hand the lease back: the item is re-listed for the head's own miner.
@@ -184,10 +253,20 @@ async fn replayed_forged_oversize_nan_and_mismatched_traffic_is_refused_while_tr
 	}
 	let log = pathway_log(&net, &watcher, &store, epoch).await;
 	assert_eq!(log.records.len() as u32, QUOTA, "every sample of epoch {epoch} completed");
-	let r = log.records.iter().find(|r| r.sample == f.sample).expect("the attacked sample completed");
+	let r = log
+		.records
+		.iter()
+		.find(|r| r.sample == f.sample)
+		.expect("the attacked sample completed");
 	let accepted = &r.forward_outputs[0];
-	assert!(accepted.hash != nan_hash && accepted.hash != valid_hash, "an attacker's object was accepted");
-	store.get(&accepted.key, &accepted.hash).await.expect("the accepted activation is in the bucket");
+	assert!(
+		accepted.hash != nan_hash && accepted.hash != valid_hash,
+		"an attacker's object was accepted"
+	);
+	store
+		.get(&accepted.key, &accepted.hash)
+		.await
+		.expect("the accepted activation is in the bucket");
 	net.assert_alive(&[]);
 	eprintln!("done after {:?}", started.elapsed());
 }

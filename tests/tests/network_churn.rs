@@ -45,7 +45,10 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 	let started = Instant::now();
 	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_churn");
 	let mut options = tiny_network(RUN, &dir, 3, 2, 0, QUOTA);
-	options.orchestrator_args = ["--lease-ms", "10000", "--phase-timeout", "60"].iter().map(|s| s.to_string()).collect();
+	options.orchestrator_args = ["--lease-ms", "10000", "--phase-timeout", "60"]
+		.iter()
+		.map(|s| s.to_string())
+		.collect();
 	let mut net = TestNetwork::start(options).await;
 	let chain = net.chain().await.unwrap();
 	let spec = net.prepared.spec.clone();
@@ -74,7 +77,8 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 		let busy = |s: &iota_rpc::types::Status| {
 			let st = &s.stages[usize::from(VICTIM_STAGE)];
 			let v = s.miners.iter().find(|m| m.account == victim)?;
-			(st.phase == Phase::Training && v.samples_this_epoch > 0 && v.leases > 0).then_some((st.epoch, v.leases))
+			(st.phase == Phase::Training && v.samples_this_epoch > 0 && v.leases > 0)
+				.then_some((st.epoch, v.leases))
 		};
 		let Ok(s) = watcher.status().await else { continue };
 		if busy(&s).is_none() {
@@ -92,7 +96,10 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 		}
 		signal(pid, "-CONT");
 	};
-	eprintln!("killed {victim_name} ({victim}) in epoch {epoch} holding {held} leases after {:?}", started.elapsed());
+	eprintln!(
+		"killed {victim_name} ({victim}) in epoch {epoch} holding {held} leases after {:?}",
+		started.elapsed()
+	);
 	let allowed = [victim_name.as_str()];
 
 	// Its leases expire and are re-listed.
@@ -114,14 +121,18 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 	let store = net.bucket().await;
 	let survivor_log = {
 		let (miners, _) = net.accounts();
-		let i = miners.iter().position(|s| Signer::from_uri(s).unwrap().account_id() == survivor).unwrap();
+		let i = miners
+			.iter()
+			.position(|s| Signer::from_uri(s).unwrap().account_id() == survivor)
+			.unwrap();
 		attested_state_hashes(&net.miner_logs()[i])
 	};
 	// The pathway log: in the bucket under the orchestrator's hash, every completed sample.
-	let summary = net.wait("the epoch in the orchestrator's status", TIMEOUT, &allowed, || async {
-		watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
-	})
-	.await;
+	let summary = net
+		.wait("the epoch in the orchestrator's status", TIMEOUT, &allowed, || async {
+			watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
+		})
+		.await;
 	let log = pathway_log(&net, &watcher, &store, epoch).await;
 	assert_eq!(log.records.len() as u32, summary.samples, "the log holds every completed sample");
 	// Each manifest merged exactly the live miners that ran the stage's backward passes (at stage 1 the
@@ -129,20 +140,34 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 	let mut manifests = Vec::new();
 	for s in 0..3u16 {
 		let m = chain.merge_manifest(epoch, s).await.unwrap().unwrap();
-		let ran: BTreeSet<&iota_rpc::AccountId> = log.records.iter().map(|r| &r.backward[usize::from(s)]).collect();
-		let live: Vec<&iota_rpc::AccountId> = ran.iter().copied().filter(|a| **a != victim).collect();
+		let ran: BTreeSet<&iota_rpc::AccountId> =
+			log.records.iter().map(|r| &r.backward[usize::from(s)]).collect();
+		let live: Vec<&iota_rpc::AccountId> =
+			ran.iter().copied().filter(|a| **a != victim).collect();
 		if s == VICTIM_STAGE {
 			assert_eq!(live, vec![&survivor], "stage 1's merged passes are the survivor's");
 		}
 		let members = live.len() as u32;
 		let state = check_manifest(&store, &spec, s, epoch, &m, members).await;
 		if s == VICTIM_STAGE {
-			assert_eq!(survivor_log.get(&(s, epoch)), Some(&state.to_string()), "the survivor attested the committed state");
+			assert_eq!(
+				survivor_log.get(&(s, epoch)),
+				Some(&state.to_string()),
+				"the survivor attested the committed state"
+			);
 		}
 		manifests.push(m);
 	}
-	let by_survivor = log.records.iter().filter(|r| r.backward[usize::from(VICTIM_STAGE)] == survivor).count() as u32;
-	let by_victim = log.records.iter().filter(|r| r.backward[usize::from(VICTIM_STAGE)] == victim).count() as u32;
+	let by_survivor = log
+		.records
+		.iter()
+		.filter(|r| r.backward[usize::from(VICTIM_STAGE)] == survivor)
+		.count() as u32;
+	let by_victim = log
+		.records
+		.iter()
+		.filter(|r| r.backward[usize::from(VICTIM_STAGE)] == victim)
+		.count() as u32;
 	eprintln!(
 		"epoch {epoch}: {} samples; stage 1 backward passes: survivor {by_survivor}, victim {by_victim}; manifests merged {:?}",
 		log.records.len(),
@@ -151,15 +176,26 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 	assert_eq!(by_survivor + by_victim, log.records.len() as u32);
 	// It had done work in the epoch before it died: its accepted forwards stay in the log, and their
 	// backward passes after its death were recomputed by the survivor.
-	let fwd_by_victim = log.records.iter().filter(|r| r.forward[usize::from(VICTIM_STAGE)] == victim).count() as u32;
+	let fwd_by_victim = log
+		.records
+		.iter()
+		.filter(|r| r.forward[usize::from(VICTIM_STAGE)] == victim)
+		.count() as u32;
 	let recomputed = log
 		.records
 		.iter()
-		.filter(|r| r.forward[usize::from(VICTIM_STAGE)] == victim && r.backward[usize::from(VICTIM_STAGE)] == survivor)
+		.filter(|r| {
+			r.forward[usize::from(VICTIM_STAGE)] == victim
+				&& r.backward[usize::from(VICTIM_STAGE)] == survivor
+		})
 		.count();
 	eprintln!("the victim's accepted forwards: {fwd_by_victim}, of which the survivor recomputed the backward: {recomputed}");
 	assert!(fwd_by_victim + by_victim > 0, "the victim's accepted work of the epoch is in the log");
-	assert_eq!(manifests[usize::from(VICTIM_STAGE)].samples, by_survivor, "stage 1 merged the survivor's passes only");
+	assert_eq!(
+		manifests[usize::from(VICTIM_STAGE)].samples,
+		by_survivor,
+		"stage 1 merged the survivor's passes only"
+	);
 
 	// The run goes on: stage 1 trains the next epoch with the survivor alone (every pass of the epoch is its own)
 	// until it leaves Training for its merge.
@@ -168,10 +204,17 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 			let s = watcher.status().await.ok()?;
 			let st = &s.stages[usize::from(VICTIM_STAGE)];
 			let m = s.miners.iter().find(|m| m.account == survivor)?;
-			(st.epoch == epoch + 1 && st.phase != Phase::Training).then_some((st.backward_done, m.samples_this_epoch))
+			(st.epoch == epoch + 1 && st.phase != Phase::Training)
+				.then_some((st.backward_done, m.samples_this_epoch))
 		})
 		.await;
-	eprintln!("epoch {} at stage 1: {done} backward passes, the survivor completed {by_it} items", epoch + 1);
-	assert!(done > 0 && by_it >= done, "the survivor ran epoch 1's passes: {done} backward, {by_it} items");
+	eprintln!(
+		"epoch {} at stage 1: {done} backward passes, the survivor completed {by_it} items",
+		epoch + 1
+	);
+	assert!(
+		done > 0 && by_it >= done,
+		"the survivor ran epoch 1's passes: {done} backward, {by_it} items"
+	);
 	eprintln!("done after {:?}", started.elapsed());
 }

@@ -56,7 +56,8 @@ async fn two_epochs_lower_the_loss_replicas_agree_and_emissions_sum_to_the_pool(
 		Some(())
 	})
 	.await;
-	net.wait("epoch 0 finalized", TIMEOUT, &[], || async { chain.emission_split(0).await.ok()? }).await;
+	net.wait("epoch 0 finalized", TIMEOUT, &[], || async { chain.emission_split(0).await.ok()? })
+		.await;
 	let status = net.status().await.unwrap();
 	eprintln!("two epochs and epoch 0's payout after {:?}", started.elapsed());
 
@@ -70,8 +71,10 @@ async fn two_epochs_lower_the_loss_replicas_agree_and_emissions_sum_to_the_pool(
 	// the manifest merged exactly the miners that ran its backward passes (a miner that got no sample has
 	// nothing to submit) and all of the epoch's backward passes; both replicas applied the committed state.
 	let store = net.bucket().await;
-	let logs: Vec<BTreeMap<(u16, u32), String>> = net.miner_logs().iter().map(|l| attested_state_hashes(l)).collect();
-	let members: Vec<Vec<iota_rpc::AccountId>> = status.stages.iter().map(|s| s.miners.clone()).collect();
+	let logs: Vec<BTreeMap<(u16, u32), String>> =
+		net.miner_logs().iter().map(|l| attested_state_hashes(l)).collect();
+	let members: Vec<Vec<iota_rpc::AccountId>> =
+		status.stages.iter().map(|s| s.miners.clone()).collect();
 	let (_, validators) = net.accounts();
 	let validator = net.client_as(validators[0]).await;
 	let mut workers: BTreeMap<u32, BTreeSet<iota_rpc::AccountId>> = BTreeMap::new();
@@ -82,24 +85,43 @@ async fn two_epochs_lower_the_loss_replicas_agree_and_emissions_sum_to_the_pool(
 		assert_eq!(samples, want, "epoch {epoch}: every sample once");
 		for r in &log.records {
 			for (s, m) in r.forward.iter().enumerate().chain(r.backward.iter().enumerate()) {
-				assert!(members[s].contains(m), "sample {}: {m} is not a member of stage {s}", r.sample);
+				assert!(
+					members[s].contains(m),
+					"sample {}: {m} is not a member of stage {s}",
+					r.sample
+				);
 				workers.entry(epoch).or_default().insert(m.clone());
 			}
 		}
-		let mean = log.records.iter().map(|r| f64::from(r.loss)).sum::<f64>() / log.records.len() as f64;
-		assert!((mean - f64::from(loss[&epoch])).abs() < 1e-4, "epoch {epoch}: log mean {mean} vs recorded {}", loss[&epoch]);
+		let mean =
+			log.records.iter().map(|r| f64::from(r.loss)).sum::<f64>() / log.records.len() as f64;
+		assert!(
+			(mean - f64::from(loss[&epoch])).abs() < 1e-4,
+			"epoch {epoch}: log mean {mean} vs recorded {}",
+			loss[&epoch]
+		);
 		assert_eq!(status.epochs.iter().find(|e| e.epoch == epoch).unwrap().samples, QUOTA);
 
 		for stage in 0..3u16 {
 			assert_eq!(members[usize::from(stage)].len(), 2, "stage {stage} members");
-			let ran: BTreeSet<&iota_rpc::AccountId> = log.records.iter().map(|r| &r.backward[usize::from(stage)]).collect();
-			let m = chain.merge_manifest(epoch, stage).await.unwrap().unwrap_or_else(|| panic!("stage {stage} epoch {epoch}: no manifest"));
+			let ran: BTreeSet<&iota_rpc::AccountId> =
+				log.records.iter().map(|r| &r.backward[usize::from(stage)]).collect();
+			let m = chain
+				.merge_manifest(epoch, stage)
+				.await
+				.unwrap()
+				.unwrap_or_else(|| panic!("stage {stage} epoch {epoch}: no manifest"));
 			let state = check_manifest(&store, &spec, stage, epoch, &m, ran.len() as u32).await;
 			assert_eq!(m.samples, QUOTA, "stage {stage} epoch {epoch}: every backward pass merged");
-			let replicas: Vec<&String> = logs.iter().filter_map(|l| l.get(&(stage, epoch))).collect();
+			let replicas: Vec<&String> =
+				logs.iter().filter_map(|l| l.get(&(stage, epoch))).collect();
 			assert_eq!(replicas.len(), 2, "stage {stage} epoch {epoch}: both replicas stepped");
 			for r in replicas {
-				assert_eq!(*r, state.to_string(), "stage {stage} epoch {epoch}: a replica applied another state");
+				assert_eq!(
+					*r,
+					state.to_string(),
+					"stage {stage} epoch {epoch}: a replica applied another state"
+				);
 			}
 		}
 	}
@@ -109,14 +131,30 @@ async fn two_epochs_lower_the_loss_replicas_agree_and_emissions_sum_to_the_pool(
 	let finalized = chain.next_epoch_to_finalize().await.unwrap();
 	assert!(finalized >= 1, "epoch 0 is finalized");
 	for epoch in 0..finalized {
-		let split = chain.emission_split(epoch).await.unwrap().unwrap_or_else(|| panic!("epoch {epoch}: no emission split"));
+		let split = chain
+			.emission_split(epoch)
+			.await
+			.unwrap()
+			.unwrap_or_else(|| panic!("epoch {epoch}: no emission split"));
 		let miners: u128 = split.miners.0.iter().map(|(_, a)| *a).sum();
 		let validators: u128 = split.validators.0.iter().map(|(_, a)| *a).sum();
-		eprintln!("epoch {epoch}: miners {miners}, validators {validators}, unallocated {}", split.unallocated);
-		assert_eq!(miners + validators + split.unallocated, cfg.emission_per_epoch, "epoch {epoch}: the split sums to the pool");
-		let paid: BTreeSet<&iota_rpc::AccountId> = split.miners.0.iter().filter(|(_, a)| *a > 0).map(|(m, _)| m).collect();
+		eprintln!(
+			"epoch {epoch}: miners {miners}, validators {validators}, unallocated {}",
+			split.unallocated
+		);
+		assert_eq!(
+			miners + validators + split.unallocated,
+			cfg.emission_per_epoch,
+			"epoch {epoch}: the split sums to the pool"
+		);
+		let paid: BTreeSet<&iota_rpc::AccountId> =
+			split.miners.0.iter().filter(|(_, a)| *a > 0).map(|(m, _)| m).collect();
 		for m in workers.get(&epoch).into_iter().flatten() {
-			assert!(paid.contains(m), "epoch {epoch}: miner {m} did work and is unpaid: {:?}", split.miners.0);
+			assert!(
+				paid.contains(m),
+				"epoch {epoch}: miner {m} did work and is unpaid: {:?}",
+				split.miners.0
+			);
 		}
 		assert!(validators > 0, "epoch {epoch}: the validators earned their share");
 	}

@@ -46,7 +46,10 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 
 	let dir = work_dir();
 	let orch = OrchestratorProcess::dev(&node, &s3, RUN, 2, 3_000, dir.path()).await;
-	let watcher = SignedClient::connect(&orch.url, Signer::dev("bob").unwrap().keypair().clone(), T).await.unwrap();
+	let watcher =
+		SignedClient::connect(&orch.url, Signer::dev("bob").unwrap().keypair().clone(), T)
+			.await
+			.unwrap();
 	let mut phases = watcher.subscribe_phases().await.unwrap();
 	wait_for("the registry and stages in status", T, || async {
 		let s = watcher.status().await.ok()?;
@@ -67,22 +70,43 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 
 	// ---- refusals -----------------------------------------------------------------------------
 	let raw = head.rpc.raw();
-	let signed = sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0 }, 42, now_ms()).unwrap();
+	let signed =
+		sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0 }, 42, now_ms()).unwrap();
 	let first: Work = raw.request(methods::GET_WORK, rpc_params![signed.clone()]).await.unwrap();
 	let Work::Forward(first) = first else { panic!("the head gets a forward, got {first:?}") };
 	assert_eq!(first.sample, 0);
-	expect_code(raw.request::<Work, _>(methods::GET_WORK, rpc_params![signed.clone()]).await, ErrorCode::NonceReused);
-	let mut forged = sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0 }, 43, now_ms()).unwrap();
+	expect_code(
+		raw.request::<Work, _>(methods::GET_WORK, rpc_params![signed.clone()]).await,
+		ErrorCode::NonceReused,
+	);
+	let mut forged =
+		sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0 }, 43, now_ms()).unwrap();
 	forged.account = miners[1].account();
-	expect_code(raw.request::<Work, _>(methods::GET_WORK, rpc_params![forged]).await, ErrorCode::BadSignature);
-	let stale = sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0 }, 44, now_ms() - 60_000).unwrap();
-	expect_code(raw.request::<Work, _>(methods::GET_WORK, rpc_params![stale]).await, ErrorCode::StaleTimestamp);
-	let alice = SignedClient::connect(&orch.url, Signer::dev("alice").unwrap().keypair().clone(), T).await.unwrap();
+	expect_code(
+		raw.request::<Work, _>(methods::GET_WORK, rpc_params![forged]).await,
+		ErrorCode::BadSignature,
+	);
+	let stale =
+		sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0 }, 44, now_ms() - 60_000)
+			.unwrap();
+	expect_code(
+		raw.request::<Work, _>(methods::GET_WORK, rpc_params![stale]).await,
+		ErrorCode::StaleTimestamp,
+	);
+	let alice =
+		SignedClient::connect(&orch.url, Signer::dev("alice").unwrap().keypair().clone(), T)
+			.await
+			.unwrap();
 	expect_code(alice.get_work(0).await, ErrorCode::NotRegistered);
 	expect_code(watcher.get_work(0).await, ErrorCode::WrongRole);
 	expect_code(head.rpc.get_work(1).await, ErrorCode::WrongStage);
 	expect_code(head.rpc.submit_activation(999_999, None).await, ErrorCode::Unknown);
-	let long = TensorRef { key: "k".repeat(MAX_KEY_LEN + 1), hash: iota_primitives::ContentHash::of(b""), size: 1, shape: vec![1] };
+	let long = TensorRef {
+		key: "k".repeat(MAX_KEY_LEN + 1),
+		hash: iota_primitives::ContentHash::of(b""),
+		size: 1,
+		shape: vec![1],
+	};
 	expect_code(head.rpc.submit_activation(first.lease, Some(long)).await, ErrorCode::Oversize);
 	expect_code(watcher.epoch_record(99).await, ErrorCode::Unknown);
 	// A hash that is not the upload's.
@@ -91,17 +115,42 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	t.hash = iota_primitives::ContentHash::of(b"other");
 	expect_code(head.rpc.submit_activation(first.lease, Some(t)).await, ErrorCode::HashMismatch);
 	let m = http_get(&orch.metrics_addr, "/metrics").await;
-	for code in ["nonce_reused", "bad_signature", "stale_timestamp", "not_registered", "wrong_role", "wrong_stage", "unknown", "oversize", "hash_mismatch"] {
-		assert!(m.contains(&format!("iota_orchestrator_refusals_total{{code=\"{code}\"}}")), "{code} counted:\n{m}");
+	for code in [
+		"nonce_reused",
+		"bad_signature",
+		"stale_timestamp",
+		"not_registered",
+		"wrong_role",
+		"wrong_stage",
+		"unknown",
+		"oversize",
+		"hash_mismatch",
+	] {
+		assert!(
+			m.contains(&format!("iota_orchestrator_refusals_total{{code=\"{code}\"}}")),
+			"{code} counted:\n{m}"
+		);
 	}
 
 	// ---- a lease expires and its item is re-listed ----------------------------------------------
 	tokio::time::sleep(Duration::from_millis(3_800)).await;
-	let out = head.upload(&first.output, head.tensor(iota_model::wire::Kind::Activation, 0), spec.boundary_shape().to_vec()).await;
+	let out = head
+		.upload(
+			&first.output,
+			head.tensor(iota_model::wire::Kind::Activation, 0),
+			spec.boundary_shape().to_vec(),
+		)
+		.await;
 	expect_code(head.rpc.submit_activation(first.lease, Some(out)).await, ErrorCode::LeaseExpired);
 	let s = watcher.status().await.unwrap();
-	assert!(s.miners.iter().any(|m| m.account == head.account() && m.leases_expired == 1), "{:?}", s.miners);
-	assert!(http_get(&orch.metrics_addr, "/metrics").await.contains("iota_orchestrator_leases_expired_total 1"));
+	assert!(
+		s.miners.iter().any(|m| m.account == head.account() && m.leases_expired == 1),
+		"{:?}",
+		s.miners
+	);
+	assert!(http_get(&orch.metrics_addr, "/metrics")
+		.await
+		.contains("iota_orchestrator_leases_expired_total 1"));
 
 	// ---- two samples, forward and back ----------------------------------------------------------
 	let mut seen = Vec::new();
@@ -111,7 +160,10 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 		head.forward(&f, 0.0).await;
 	}
 	assert_eq!(seen, vec![0, 1], "the re-listed sample 0 comes first");
-	assert_eq!(head.work().await, Work::Idle { reason: IdleReason::QuotaIssued, retry_after_ms: 250 });
+	assert_eq!(
+		head.work().await,
+		Work::Idle { reason: IdleReason::QuotaIssued, retry_after_ms: 250 }
+	);
 	for _ in 0..2 {
 		let Work::Forward(f) = miners[1].next_work(T).await else { panic!("forward at stage 1") };
 		assert!(f.input.is_some());
@@ -124,7 +176,9 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	}
 	for m in [&miners[1], &miners[0]] {
 		for _ in 0..2 {
-			let Work::Backward(b) = m.next_work(T).await else { panic!("backward at stage {}", m.stage) };
+			let Work::Backward(b) = m.next_work(T).await else {
+				panic!("backward at stage {}", m.stage)
+			};
 			assert_eq!(b.forward_by, m.account());
 			let ack = m.backward(&b).await;
 			assert!(ack.backward_done >= 1 && ack.backward_quota == 2);
@@ -133,7 +187,9 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 
 	// ---- merge, stage by stage (the tail first) -------------------------------------------------
 	for m in miners.iter().rev() {
-		let Work::UploadGradient { epoch, output } = m.next_work(T).await else { panic!("gradient upload at stage {}", m.stage) };
+		let Work::UploadGradient { epoch, output } = m.next_work(T).await else {
+			panic!("gradient upload at stage {}", m.stage)
+		};
 		assert_eq!(epoch, 0);
 		m.submit_gradient(0, &output, 2).await;
 		let h = m.merge(0, T).await;
@@ -162,7 +218,8 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	})
 	.await;
 	let log_obj = record.pathway_log.unwrap();
-	let log = PathwayLog::from_slice(&s3.http().get(&log_obj.get, &log_obj.hash).await.unwrap()).unwrap();
+	let log =
+		PathwayLog::from_slice(&s3.http().get(&log_obj.get, &log_obj.hash).await.unwrap()).unwrap();
 	assert_eq!(log.records.len(), 2);
 	assert_eq!(log.records[0].forward, miners.iter().map(|m| m.account()).collect::<Vec<_>>());
 	assert_eq!(log.records.iter().map(|r| r.loss).sum::<f32>(), 7.0);
@@ -172,11 +229,18 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 
 	// ---- phase changes were pushed --------------------------------------------------------------
 	let mut events = Vec::new();
-	while let Ok(Some(Ok(e))) = tokio::time::timeout(Duration::from_millis(200), phases.next()).await {
+	while let Ok(Some(Ok(e))) =
+		tokio::time::timeout(Duration::from_millis(200), phases.next()).await
+	{
 		events.push(e);
 	}
 	for s in 0..3u16 {
-		assert!(events.iter().any(|e| e.stage == s && e.phase == iota_primitives::Phase::Merging), "stage {s} merging pushed: {events:?}");
+		assert!(
+			events
+				.iter()
+				.any(|e| e.stage == s && e.phase == iota_primitives::Phase::Merging),
+			"stage {s} merging pushed: {events:?}"
+		);
 		assert!(events.iter().any(|e| e.stage == s && e.epoch == 1), "stage {s} epoch 1 pushed");
 	}
 }

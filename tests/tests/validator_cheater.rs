@@ -39,7 +39,9 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 	let mut node = DevNode::start();
 	let client = node.client().await;
 	let s3 = S3::start().await;
-	prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "bf16")).await.unwrap();
+	prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "bf16"))
+		.await
+		.unwrap();
 
 	// Six miners, two per stage; the cheater is the first one seated at stage 0 (its activations feed
 	// stage 1, so the noise reaches the loss).
@@ -47,8 +49,11 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 	assert_eq!(by_stage.values().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 2], "{by_stage:?}");
 	let cheater_name = by_stage[&0][0];
 	let cheater = Signer::from_uri(cheater_name).unwrap().account_id();
-	let honest: Vec<AccountId> =
-		SIX_MINERS.iter().filter(|n| **n != cheater_name).map(|n| Signer::from_uri(n).unwrap().account_id()).collect();
+	let honest: Vec<AccountId> = SIX_MINERS
+		.iter()
+		.filter(|n| **n != cheater_name)
+		.map(|n| Signer::from_uri(n).unwrap().account_id())
+		.collect();
 	let bob = Signer::dev("bob").unwrap().account_id();
 	assert!(client.validator(&bob).await.unwrap().is_some(), "Bob is a genesis validator");
 
@@ -58,7 +63,8 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 		.iter()
 		.enumerate()
 		.map(|(i, name)| {
-			let fault: &[&str] = if *name == cheater_name { &["--fault", "perturb=0.5"] } else { &[] };
+			let fault: &[&str] =
+				if *name == cheater_name { &["--fault", "perturb=0.5"] } else { &[] };
 			Daemon::miner(name, &node.rpc_url, &orch.url, dir.path(), i, fault)
 		})
 		.collect();
@@ -81,7 +87,9 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 	eprintln!("cheater failed and slashed in epoch {failed_at}");
 
 	// Epoch 0 is finalized (by the validator, once its scoring window closed).
-	let split = wait_for("epoch 0 finalized", TIMEOUT, || async { client.emission_split(0).await.ok()? }).await;
+	let split =
+		wait_for("epoch 0 finalized", TIMEOUT, || async { client.emission_split(0).await.ok()? })
+			.await;
 
 	// Honest miners passed every check the validator made in the epochs it judged.
 	for e in 0..=failed_at {
@@ -114,7 +122,11 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 		u64::from(failed_at),
 		&Id::new(cheater.to_string()).unwrap(),
 	);
-	let bytes = s3.store.get(&key, &ContentHash(check.evidence.0)).await.expect("evidence object with the on-chain hash");
+	let bytes = s3
+		.store
+		.get(&key, &ContentHash(check.evidence.0))
+		.await
+		.expect("evidence object with the on-chain hash");
 	let bundle: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
 	assert_eq!(bundle["verdict"], "Fail", "{bundle}");
 

@@ -37,21 +37,28 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 	let mut node = DevNode::start();
 	let client = node.client().await;
 	let s3 = S3::start().await;
-	prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "u8")).await.unwrap();
+	prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "u8"))
+		.await
+		.unwrap();
 	let by_stage = register_seated(&client, &SIX_MINERS).await;
 	assert_eq!(by_stage.values().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 2], "{by_stage:?}");
-	let miners: Vec<AccountId> = SIX_MINERS.iter().map(|n| Signer::from_uri(n).unwrap().account_id()).collect();
+	let miners: Vec<AccountId> =
+		SIX_MINERS.iter().map(|n| Signer::from_uri(n).unwrap().account_id()).collect();
 	let bob = Signer::dev("bob").unwrap().account_id();
 
 	let dir = work_dir();
 	let mut orch = OrchestratorProcess::dev(&node, &s3, RUN, 8, 30_000, dir.path()).await;
-	let _miners: Vec<Daemon> =
-		SIX_MINERS.iter().enumerate().map(|(i, name)| Daemon::miner(name, &node.rpc_url, &orch.url, dir.path(), i, &[])).collect();
+	let _miners: Vec<Daemon> = SIX_MINERS
+		.iter()
+		.enumerate()
+		.map(|(i, name)| Daemon::miner(name, &node.rpc_url, &orch.url, dir.path(), i, &[]))
+		.collect();
 	let metrics_addr = format!("127.0.0.1:{}", free_port());
 	let validator = Daemon::validator("//Bob", &node.rpc_url, &orch.url, &metrics_addr, dir.path());
 
 	// Crash the orchestrator as epoch 0 completes; restart it on the same database.
-	wait_for("epoch 0 complete", TIMEOUT, || async { client.epoch_completed_at(0).await.ok()? }).await;
+	wait_for("epoch 0 complete", TIMEOUT, || async { client.epoch_completed_at(0).await.ok()? })
+		.await;
 	orch.kill9();
 	tokio::time::sleep(Duration::from_secs(10)).await;
 	orch.restart();
@@ -60,28 +67,44 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 	// The validator has processed epochs 0..=LAST_EPOCH (its gauge moves after the verdicts are in).
 	wait_for(&format!("the validator to process epoch {LAST_EPOCH}"), TIMEOUT, || async {
 		let text = http_get(&metrics_addr, "/metrics").await;
-		let last = text.lines().find_map(|l| l.strip_prefix("iota_validator_last_epoch ")?.trim().parse::<i64>().ok())?;
+		let last = text.lines().find_map(|l| {
+			l.strip_prefix("iota_validator_last_epoch ")?.trim().parse::<i64>().ok()
+		})?;
 		(last >= i64::from(LAST_EPOCH)).then_some(())
 	})
 	.await;
 	let mut judged: BTreeMap<AccountId, usize> = BTreeMap::new();
 	for epoch in 0..=LAST_EPOCH {
-		let w = client.weights(epoch, &bob).await.unwrap().unwrap_or_else(|| panic!("no weights from the validator for epoch {epoch}"));
+		let w = client
+			.weights(epoch, &bob)
+			.await
+			.unwrap()
+			.unwrap_or_else(|| panic!("no weights from the validator for epoch {epoch}"));
 		let w: BTreeMap<AccountId, u16> = w.into_iter().collect();
 		let mut in_epoch = 0;
 		for m in &miners {
 			let v = verdicts(&client, epoch, m, &bob).await;
-			assert!(v.iter().all(|x| *x == Verdict::Pass), "epoch {epoch}: honest miner {m} got {v:?}");
+			assert!(
+				v.iter().all(|x| *x == Verdict::Pass),
+				"epoch {epoch}: honest miner {m} got {v:?}"
+			);
 			if !v.is_empty() {
 				in_epoch += 1;
 				*judged.entry(m.clone()).or_default() += 1;
-				assert!(w.get(m).is_some_and(|x| *x > 0), "epoch {epoch}: judged miner {m} weighted {:?}", w.get(m));
+				assert!(
+					w.get(m).is_some_and(|x| *x > 0),
+					"epoch {epoch}: judged miner {m} weighted {:?}",
+					w.get(m)
+				);
 			}
 		}
 		assert!(in_epoch > 0, "epoch {epoch}: no miner judged");
 	}
 	for m in &miners {
-		assert!(judged.contains_key(m), "honest miner {m} never judged in epochs 0..={LAST_EPOCH}: {judged:?}");
+		assert!(
+			judged.contains_key(m),
+			"honest miner {m} never judged in epochs 0..={LAST_EPOCH}: {judged:?}"
+		);
 	}
 	for m in &miners {
 		assert!(client.miner(m).await.unwrap().is_some(), "honest miner {m} lost its seat");
@@ -89,6 +112,12 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 	let text = http_get(&metrics_addr, "/metrics").await;
 	assert!(!text.contains("iota_validator_checks_total{outcome=\"fail\"}"), "{text}");
 	assert!(text.contains("iota_validator_checks_total{outcome=\"pass\"}"), "{text}");
-	eprintln!("{}", text.lines().filter(|l| l.starts_with("iota_validator_")).collect::<Vec<_>>().join("\n"));
+	eprintln!(
+		"{}",
+		text.lines()
+			.filter(|l| l.starts_with("iota_validator_"))
+			.collect::<Vec<_>>()
+			.join("\n")
+	);
 	assert!(validator.log_text().contains("epoch processed"));
 }

@@ -46,20 +46,37 @@ async fn registers_with_its_stake_and_survives_a_missing_orchestrator() {
 	let dir = work_dir();
 	let metrics = format!("127.0.0.1:{}", free_port());
 	let args: Vec<String> = [
-		"--suri", "//Bob//stash", "--chain-rpc", &node.rpc_url, "--poll-ms", "500", "--orchestrator",
-		&format!("ws://127.0.0.1:{}", free_port()), "--stake", &stake.to_string(), "--metrics-addr", &metrics,
+		"--suri",
+		"//Bob//stash",
+		"--chain-rpc",
+		&node.rpc_url,
+		"--poll-ms",
+		"500",
+		"--orchestrator",
+		&format!("ws://127.0.0.1:{}", free_port()),
+		"--stake",
+		&stake.to_string(),
+		"--metrics-addr",
+		&metrics,
 	]
 	.iter()
 	.map(|s| s.to_string())
 	.collect();
-	let mut validator = Daemon::start("iota-validator", &validator_bin(), &args, dir.path().join("validator.log"), "info");
+	let mut validator = Daemon::start(
+		"iota-validator",
+		&validator_bin(),
+		&args,
+		dir.path().join("validator.log"),
+		"info",
+	);
 
 	let info = wait_for("the validator's registration", Duration::from_secs(120), || async {
 		client.validator(&me).await.ok().flatten()
 	})
 	.await;
 	assert_eq!(info.stake, stake);
-	let text = wait_for("/metrics", Duration::from_secs(30), || try_http_get(&metrics, "/metrics")).await;
+	let text =
+		wait_for("/metrics", Duration::from_secs(30), || try_http_get(&metrics, "/metrics")).await;
 	assert!(text.contains("iota_validator_last_epoch"), "{text}");
 	// No epoch completes without an orchestrator; the daemon idles and stays up.
 	tokio::time::sleep(Duration::from_secs(5)).await;

@@ -177,7 +177,10 @@ pub enum ClaspError {
 /// # Errors
 /// [`ClaspError::Malformed`] for a log that fails validation, [`ClaspError::Empty`] for a log without
 /// samples or stages, [`ClaspError::Singular`] never in practice.
-pub fn score_epoch(log: &PathwayLog, checks: &BTreeMap<AccountId, CheckStatus>) -> Result<ClaspReport, ClaspError> {
+pub fn score_epoch(
+	log: &PathwayLog,
+	checks: &BTreeMap<AccountId, CheckStatus>,
+) -> Result<ClaspReport, ClaspError> {
 	log.validate()?;
 	let n = log.records.len();
 	let stages = usize::from(log.stages);
@@ -197,7 +200,8 @@ pub fn score_epoch(log: &PathwayLog, checks: &BTreeMap<AccountId, CheckStatus>) 
 	}
 	let keys: Vec<(u16, [u8; 32])> = seen.keys().copied().collect();
 	let accounts: Vec<AccountId> = seen.into_values().collect();
-	let index: BTreeMap<(u16, [u8; 32]), usize> = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+	let index: BTreeMap<(u16, [u8; 32]), usize> =
+		keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
 	let units = keys.len();
 	let mut samples = vec![0u32; units];
 	let mut items = vec![0u32; units];
@@ -252,14 +256,17 @@ pub fn score_epoch(log: &PathwayLog, checks: &BTreeMap<AccountId, CheckStatus>) 
 		let peers: Vec<usize> =
 			(0..units).filter(|&k| k != u && keys[k].0 == stage && samples[k] > 0).collect();
 		let mean_diff = {
-			let (ps, pn) = peers.iter().fold((0.0, 0u32), |(s, n), &k| (s + loss_sum[k], n + samples[k]));
-			(samples[u] > 0 && pn > 0).then(|| loss_sum[u] / f64::from(samples[u]) - ps / f64::from(pn))
+			let (ps, pn) =
+				peers.iter().fold((0.0, 0u32), |(s, n), &k| (s + loss_sum[k], n + samples[k]));
+			(samples[u] > 0 && pn > 0)
+				.then(|| loss_sum[u] / f64::from(samples[u]) - ps / f64::from(pn))
 		};
 		let z = if samples[u] == 0 || peers.is_empty() {
 			0.0
 		} else {
 			let centre = median(&peers.iter().map(|&k| beta[k]).collect::<Vec<_>>());
-			let n_bar = peers.iter().map(|&k| f64::from(samples[k])).sum::<f64>() / peers.len() as f64;
+			let n_bar =
+				peers.iter().map(|&k| f64::from(samples[k])).sum::<f64>() / peers.len() as f64;
 			let se = sigma * (1.0 / f64::from(samples[u]) + 1.0 / n_bar).sqrt();
 			(beta[u] - centre) / se
 		};
@@ -378,12 +385,20 @@ mod tests {
 	/// random (as pull-based work is); `bad` = (stage, miner index) adds `|N(0.25, 0.1)|` nats to the
 	/// loss of every sample through it (its noise degrades the activation). About 1 in 10 backward
 	/// passes is recomputed by another miner (an expired lease).
-	fn synthetic(seed: u64, epoch: u32, q: usize, stages: u16, per_stage: u8, bad: Option<(u16, u8)>) -> PathwayLog {
+	fn synthetic(
+		seed: u64,
+		epoch: u32,
+		q: usize,
+		stages: u16,
+		per_stage: u8,
+		bad: Option<(u16, u8)>,
+	) -> PathwayLog {
 		let mut rng = ChaCha8Rng::seed_from_u64(seed);
 		let harm = Normal::new(0.25, 0.1).unwrap();
 		let records = (0..q)
 			.map(|i| {
-				let forward: Vec<AccountId> = (0..stages).map(|s| acc(s, rng.random_range(0..per_stage))).collect();
+				let forward: Vec<AccountId> =
+					(0..stages).map(|s| acc(s, rng.random_range(0..per_stage))).collect();
 				let backward: Vec<AccountId> = forward
 					.iter()
 					.enumerate()
@@ -424,10 +439,15 @@ mod tests {
 				let bad = (seed as u16 % 3, (seed % u64::from(per_stage)) as u8);
 				let log = synthetic(seed, 1, q, 3, per_stage, Some(bad));
 				let report = score_epoch(&log, &BTreeMap::new()).unwrap();
-				min_bad_z = min_bad_z.min(report.miners.iter().find(|m| m.miner == acc(bad.0, bad.1)).unwrap().z);
+				min_bad_z = min_bad_z
+					.min(report.miners.iter().find(|m| m.miner == acc(bad.0, bad.1)).unwrap().z);
 				let ranking = report.ranking();
 				let last = ranking.last().unwrap();
-				assert_eq!(last.miner, acc(bad.0, bad.1), "seed {seed}, {per_stage}/stage: {ranking:#?}");
+				assert_eq!(
+					last.miner,
+					acc(bad.0, bad.1),
+					"seed {seed}, {per_stage}/stage: {ranking:#?}"
+				);
 				assert!(last.flagged, "seed {seed}: bad miner not flagged (z = {})", last.z);
 				assert_eq!(last.score, 0.0);
 				let flagged: Vec<_> = report.flagged().map(|m| m.miner.clone()).collect();
@@ -450,7 +470,11 @@ mod tests {
 				let report = score_epoch(&log, &BTreeMap::new()).unwrap();
 				for m in &report.miners {
 					max_z = max_z.max(m.z);
-					assert!(!m.flagged, "epoch {epoch}: honest {:?} flagged with z = {}", m.miner, m.z);
+					assert!(
+						!m.flagged,
+						"epoch {epoch}: honest {:?} flagged with z = {}",
+						m.miner, m.z
+					);
 					assert!(m.score > 0.0 || m.items == 0);
 				}
 			}
@@ -464,7 +488,9 @@ mod tests {
 		// Losses exactly μ + β: the fit recovers the effects up to the ridge shrinkage, and every stage's
 		// effects sum to zero.
 		let mut log = synthetic(7, 0, 200, 2, 3, None);
-		let truth = |s: usize, a: &AccountId| -> f64 { [[-0.2, 0.0, 0.2], [0.1, -0.1, 0.0]][s][usize::from(a.0[1])] };
+		let truth = |s: usize, a: &AccountId| -> f64 {
+			[[-0.2, 0.0, 0.2], [0.1, -0.1, 0.0]][s][usize::from(a.0[1])]
+		};
 		for r in &mut log.records {
 			r.loss = (3.0 + truth(0, &r.forward[0]) + truth(1, &r.forward[1])) as f32;
 		}
@@ -484,7 +510,10 @@ mod tests {
 	fn failed_spot_check_zeroes_validated_throughput() {
 		let log = synthetic(3, 0, 40, 2, 2, None);
 		let cheat = acc(1, 0);
-		let checks = BTreeMap::from([(cheat.clone(), CheckStatus::Failed), (acc(1, 1), CheckStatus::Passed)]);
+		let checks = BTreeMap::from([
+			(cheat.clone(), CheckStatus::Failed),
+			(acc(1, 1), CheckStatus::Passed),
+		]);
 		let report = score_epoch(&log, &checks).unwrap();
 		for m in &report.miners {
 			if m.miner == cheat {
@@ -509,7 +538,10 @@ mod tests {
 		log.records[0].loss = f32::INFINITY;
 		assert!(matches!(score_epoch(&log, &BTreeMap::new()), Err(ClaspError::Malformed(_))));
 		let empty = PathwayLog { run: "r".into(), epoch: 4, stages: 2, records: vec![] };
-		assert!(matches!(score_epoch(&empty, &BTreeMap::new()), Err(ClaspError::Empty { epoch: 4 })));
+		assert!(matches!(
+			score_epoch(&empty, &BTreeMap::new()),
+			Err(ClaspError::Empty { epoch: 4 })
+		));
 	}
 
 	#[test]

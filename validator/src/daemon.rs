@@ -35,7 +35,10 @@ use crate::clasp::{self, CheckStatus};
 use crate::metrics::Metrics;
 use crate::objects::{FetchError, Objects, OrchestratorObjects};
 use crate::shard_audit::{self, ShardEvidence};
-use crate::spot_check::{self, CheckEvidence, CheckOutcome, Checker, EvidenceBundle, WeightsError, WeightsRef, WeightsSource};
+use crate::spot_check::{
+	self, CheckEvidence, CheckOutcome, Checker, EvidenceBundle, WeightsError, WeightsRef,
+	WeightsSource,
+};
 use crate::weights;
 
 /// Daemon settings (the CLI's flags).
@@ -123,7 +126,11 @@ impl WeightsSource for ChainWeights<'_> {
 			.merge_manifest(prev, stage)
 			.await
 			.map_err(|e| WeightsError::Unavailable(e.to_string()))?
-			.ok_or_else(|| WeightsError::Missing { epoch, stage, reason: format!("no manifest for epoch {prev}") })?;
+			.ok_or_else(|| WeightsError::Missing {
+				epoch,
+				stage,
+				reason: format!("no manifest for epoch {prev}"),
+			})?;
 		let ck = m.checkpoint.ok_or_else(|| WeightsError::Missing {
 			epoch,
 			stage,
@@ -181,15 +188,19 @@ impl Daemon {
 		let chain = IotaClient::connect(&cfg.node_url).await?;
 		let me = signer.account_id();
 		if chain.validator(&me).await?.is_none() {
-			let run = chain.run_config().await?.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
+			let run = chain
+				.run_config()
+				.await?
+				.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
 			let stake = cfg.stake.unwrap_or(run.min_validator_stake);
 			chain.register_validator(&signer, stake).await?;
 			tracing::info!(account = %me, stake, "registered as validator");
 		} else {
 			tracing::info!(account = %me, "already a validator");
 		}
-		let http = PresignedHttp::new(RetryPolicy::default(), cfg.request_timeout, cfg.max_object_bytes)
-			.map_err(|e| DaemonError::Setup(e.to_string()))?;
+		let http =
+			PresignedHttp::new(RetryPolicy::default(), cfg.request_timeout, cfg.max_object_bytes)
+				.map_err(|e| DaemonError::Setup(e.to_string()))?;
 		Ok(Self {
 			cfg,
 			signer,
@@ -219,12 +230,20 @@ impl Daemon {
 
 	async fn rpc(&mut self) -> Result<&SignedClient, DaemonError> {
 		if self.rpc.as_ref().is_none_or(|c| !c.is_connected()) {
-			let c = SignedClient::connect(&self.cfg.orchestrator_url, self.signer.keypair().clone(), self.cfg.request_timeout)
-				.await
-				.map_err(|e| DaemonError::Orchestrator(format!("connect {}: {e}", self.cfg.orchestrator_url)))?;
+			let c = SignedClient::connect(
+				&self.cfg.orchestrator_url,
+				self.signer.keypair().clone(),
+				self.cfg.request_timeout,
+			)
+			.await
+			.map_err(|e| {
+				DaemonError::Orchestrator(format!("connect {}: {e}", self.cfg.orchestrator_url))
+			})?;
 			self.rpc = Some(c);
 		}
-		self.rpc.as_ref().ok_or_else(|| DaemonError::Orchestrator("not connected".into()))
+		self.rpc
+			.as_ref()
+			.ok_or_else(|| DaemonError::Orchestrator("not connected".into()))
 	}
 
 	/// Fetches the run spec and checks it against the chain's `model_hash` (once).
@@ -232,10 +251,22 @@ impl Daemon {
 		if self.checker.is_some() {
 			return Ok(());
 		}
-		let run = self.chain.run_config().await?.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
-		let text = self.rpc().await?.run_spec().await.map_err(|e| DaemonError::Orchestrator(format!("iota_runSpec: {e}")))?;
-		let spec = RunSpec::from_bytes_checked(text.json.as_bytes(), &ContentHash::from_bytes(run.model_hash.0))
-			.map_err(|e| DaemonError::Spec(e.to_string()))?;
+		let run = self
+			.chain
+			.run_config()
+			.await?
+			.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
+		let text = self
+			.rpc()
+			.await?
+			.run_spec()
+			.await
+			.map_err(|e| DaemonError::Orchestrator(format!("iota_runSpec: {e}")))?;
+		let spec = RunSpec::from_bytes_checked(
+			text.json.as_bytes(),
+			&ContentHash::from_bytes(run.model_hash.0),
+		)
+		.map_err(|e| DaemonError::Spec(e.to_string()))?;
 		if spec.model.n_stages() != usize::from(run.stages) {
 			return Err(DaemonError::Spec(format!(
 				"the spec's model has {} stages, the chain's run {}",
@@ -252,7 +283,11 @@ impl Daemon {
 	/// # Errors
 	/// The first error of the pass (later steps run on the next tick).
 	pub async fn tick(&mut self) -> Result<(), DaemonError> {
-		let run = self.chain.run_config().await?.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
+		let run = self
+			.chain
+			.run_config()
+			.await?
+			.ok_or_else(|| DaemonError::NotReady("no run config on chain".into()))?;
 		let now = self.chain.finalized_number().await?;
 		if self.next_epoch.is_none() {
 			self.next_epoch = Some(match self.cfg.start_epoch {
@@ -264,7 +299,10 @@ impl Daemon {
 		while let Some(epoch) = self.next_epoch {
 			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
 			if now >= done_at.saturating_add(run.scoring_window) {
-				tracing::info!(epoch, "scoring window closed before this validator processed it; skipping");
+				tracing::info!(
+					epoch,
+					"scoring window closed before this validator processed it; skipping"
+				);
 				self.next_epoch = Some(epoch + 1);
 				continue;
 			}
@@ -273,7 +311,12 @@ impl Daemon {
 			// the first half of the scoring window, then audit without it.
 			let wait_for_log = now < done_at.saturating_add(run.scoring_window / 2);
 			let summary = self.process_epoch(epoch, &run, wait_for_log).await?;
-			tracing::info!(epoch, verdicts = summary.verdicts.len(), weights = summary.weights.len(), "epoch processed");
+			tracing::info!(
+				epoch,
+				verdicts = summary.verdicts.len(),
+				weights = summary.weights.len(),
+				"epoch processed"
+			);
 			self.metrics.last_epoch.set(i64::from(epoch));
 			if let Some(c) = self.checker.as_mut() {
 				c.forget_before(epoch);
@@ -300,7 +343,17 @@ impl Daemon {
 			};
 			let Some(w) = self.pending_weights.remove(&epoch) else { continue };
 			if open {
-				if let Some(w) = Self::submit_weights(&self.chain, &self.signer, &self.metrics, self.cfg.weights_version, epoch, w, run).await {
+				if let Some(w) = Self::submit_weights(
+					&self.chain,
+					&self.signer,
+					&self.metrics,
+					self.cfg.weights_version,
+					epoch,
+					w,
+					run,
+				)
+				.await
+				{
 					self.pending_weights.insert(epoch, w);
 				}
 			} else {
@@ -338,7 +391,11 @@ impl Daemon {
 		}
 	}
 
-	async fn finalize_if_due(&mut self, run: &iota_chain::RunConfig, now: u32) -> Result<(), DaemonError> {
+	async fn finalize_if_due(
+		&mut self,
+		run: &iota_chain::RunConfig,
+		now: u32,
+	) -> Result<(), DaemonError> {
 		let next = self.chain.next_epoch_to_finalize().await?;
 		let Some(at) = self.chain.epoch_completed_at(next).await? else { return Ok(()) };
 		if now < at.saturating_add(run.scoring_window) {
@@ -373,10 +430,14 @@ impl Daemon {
 		let mut chain_shards: BTreeMap<u16, Vec<ContentHash>> = BTreeMap::new();
 		for stage in 0..run.stages {
 			if let Some(m) = self.chain.merge_manifest(epoch, stage).await? {
-				chain_shards.insert(stage, m.shards.0.iter().map(|o| ContentHash::from_bytes(o.hash.0)).collect());
+				chain_shards.insert(
+					stage,
+					m.shards.0.iter().map(|o| ContentHash::from_bytes(o.hash.0)).collect(),
+				);
 			}
 		}
-		let registered: BTreeSet<AccountId> = self.chain.miners().await?.into_iter().map(|(a, _)| a).collect();
+		let registered: BTreeSet<AccountId> =
+			self.chain.miners().await?.into_iter().map(|(a, _)| a).collect();
 		self.rpc().await?;
 		let (Some(rpc), Some(checker)) = (self.rpc.as_ref(), self.checker.as_mut()) else {
 			return Err(DaemonError::Setup("no orchestrator connection or run spec".into()));
@@ -393,10 +454,15 @@ impl Daemon {
 		// garbage or malformed → spot-checks and CLASP are skipped (counted), never a verdict; the shard
 		// audit runs either way.
 		let log: Option<PathwayLog> = match &record.pathway_log {
-			None if wait_for_log => return Err(DaemonError::PathwayLog(format!("epoch {epoch}: not written yet"))),
+			None if wait_for_log => {
+				return Err(DaemonError::PathwayLog(format!("epoch {epoch}: not written yet")))
+			},
 			None => {
 				self.metrics.error("pathway_log");
-				tracing::warn!(epoch, "the epoch record names no pathway log; auditing shards only");
+				tracing::warn!(
+					epoch,
+					"the epoch record names no pathway log; auditing shards only"
+				);
 				None
 			},
 			Some(o) => match objects.get(&o.key, &o.hash).await {
@@ -409,7 +475,12 @@ impl Daemon {
 					None
 				},
 				Ok(bytes) => match PathwayLog::from_slice(&bytes) {
-					Ok(l) if l.epoch == epoch && l.run == spec_run && usize::from(l.stages) == stages => Some(l),
+					Ok(l)
+						if l.epoch == epoch
+							&& l.run == spec_run && usize::from(l.stages) == stages =>
+					{
+						Some(l)
+					},
 					Ok(l) => {
 						self.metrics.error("pathway_log");
 						tracing::warn!(epoch, log_epoch = l.epoch, run = %l.run, stages = l.stages, "pathway log is for another run, epoch or stage count");
@@ -428,7 +499,8 @@ impl Daemon {
 		let weights_src = ChainWeights { chain: &self.chain };
 		let mut checks: BTreeMap<AccountId, Vec<CheckEvidence>> = BTreeMap::new();
 		if let Some(log) = &log {
-			let targets = spot_check::select(log, &seed, self.cfg.forward_checks, self.cfg.backward_checks);
+			let targets =
+				spot_check::select(log, &seed, self.cfg.forward_checks, self.cfg.backward_checks);
 			for t in &targets {
 				match checker.check(log, t, &weights_src, &objects).await {
 					CheckOutcome::Judged(ev) => {
@@ -481,7 +553,8 @@ impl Daemon {
 				shards.remove(&miner).unwrap_or_default(),
 			) {
 				let failed = bundle.verdict == Verdict::Fail;
-				statuses.insert(miner, if failed { CheckStatus::Failed } else { CheckStatus::Passed });
+				statuses
+					.insert(miner, if failed { CheckStatus::Failed } else { CheckStatus::Passed });
 				bundles.push(bundle);
 			}
 		}
@@ -496,7 +569,16 @@ impl Daemon {
 					match weights::weight_vector(&report.scores(), &registered) {
 						Ok(w) => {
 							summary.weights = w.clone();
-							pending = Self::submit_weights(&self.chain, &self.signer, &self.metrics, self.cfg.weights_version, epoch, w, run).await;
+							pending = Self::submit_weights(
+								&self.chain,
+								&self.signer,
+								&self.metrics,
+								self.cfg.weights_version,
+								epoch,
+								w,
+								run,
+							)
+							.await;
 						},
 						Err(e) => {
 							self.metrics.error("weights");
@@ -516,18 +598,33 @@ impl Daemon {
 		for bundle in bundles {
 			let Ok(miner) = bundle.miner.parse::<AccountId>() else { continue };
 			let hash = bundle.hash();
-			if let Err(e) = put_evidence(rpc, &self.http, &spec_run, &me, epoch, &miner, bundle.to_bytes()).await {
+			if let Err(e) =
+				put_evidence(rpc, &self.http, &spec_run, &me, epoch, &miner, bundle.to_bytes())
+					.await
+			{
 				self.metrics.error("evidence");
 				tracing::warn!(epoch, miner = %miner, error = %e, "evidence upload failed; the verdict still carries its hash");
 			}
-			match self.chain.submit_spot_check(&self.signer, epoch, miner.clone(), chain_verdict(bundle.verdict), iota_chain::ContentHash(hash.0)).await {
+			match self
+				.chain
+				.submit_spot_check(
+					&self.signer,
+					epoch,
+					miner.clone(),
+					chain_verdict(bundle.verdict),
+					iota_chain::ContentHash(hash.0),
+				)
+				.await
+			{
 				Ok(_) => {
 					let label = if bundle.verdict == Verdict::Pass { "pass" } else { "fail" };
 					self.metrics.verdicts.with_label_values(&[label]).inc();
 					tracing::info!(epoch, miner = %miner, verdict = ?bundle.verdict, evidence = %hash, "verdict submitted");
 					summary.verdicts.push((miner, bundle.verdict));
 				},
-				Err(e) if matches!(e.pallet_error(), Some("DuplicateSpotCheck" | "UnknownMiner")) => {
+				Err(e)
+					if matches!(e.pallet_error(), Some("DuplicateSpotCheck" | "UnknownMiner")) =>
+				{
 					tracing::info!(epoch, miner = %miner, error = %e, "verdict not recorded (already judged or no longer a miner)");
 				},
 				Err(e) => {
@@ -553,9 +650,19 @@ async fn put_evidence(
 	bytes: Vec<u8>,
 ) -> Result<(), DaemonError> {
 	let id = |s: String| Id::new(s).map_err(|e| DaemonError::Store(e.to_string()));
-	let key = keys::evidence(&id(run.to_string())?, &id(me.to_string())?, u64::from(epoch), &id(miner.to_string())?);
-	let put = rpc.presign_put(key).await.map_err(|e| DaemonError::Orchestrator(format!("iota_presignPut: {e}")))?;
-	http.put(&put.put, Bytes::from(bytes)).await.map_err(|e| DaemonError::Store(e.to_string()))?;
+	let key = keys::evidence(
+		&id(run.to_string())?,
+		&id(me.to_string())?,
+		u64::from(epoch),
+		&id(miner.to_string())?,
+	);
+	let put = rpc
+		.presign_put(key)
+		.await
+		.map_err(|e| DaemonError::Orchestrator(format!("iota_presignPut: {e}")))?;
+	http.put(&put.put, Bytes::from(bytes))
+		.await
+		.map_err(|e| DaemonError::Store(e.to_string()))?;
 	Ok(())
 }
 

@@ -22,7 +22,13 @@ use iota_validator::spot_check::{BACKWARD_CHECKS, FORWARD_CHECKS};
 #[command(name = "iota-validator", version)]
 struct Cli {
 	/// Secret URI of the validator key (`//Bob`, a mnemonic, a 0x seed).
-	#[arg(long, env = "IOTA_SURI", hide_env_values = true, conflicts_with = "key_file", required_unless_present = "key_file")]
+	#[arg(
+		long,
+		env = "IOTA_SURI",
+		hide_env_values = true,
+		conflicts_with = "key_file",
+		required_unless_present = "key_file"
+	)]
 	suri: Option<String>,
 	/// File holding the secret URI.
 	#[arg(long, env = "IOTA_KEY_FILE")]
@@ -69,7 +75,8 @@ struct Cli {
 async fn main() -> anyhow::Result<()> {
 	tracing_subscriber::fmt()
 		.with_env_filter(
-			tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+			tracing_subscriber::EnvFilter::try_from_default_env()
+				.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
 		)
 		.init();
 	let cli = Cli::parse();

@@ -45,25 +45,59 @@ impl Metrics {
 	/// A prometheus error if a metric is invalid (never for these names).
 	pub fn new() -> Result<Self, prometheus::Error> {
 		let registry = Registry::new();
-		let cv = |name: &str, help: &str, label: &str| -> Result<IntCounterVec, prometheus::Error> {
-			let c = IntCounterVec::new(Opts::new(name, help), &[label])?;
-			registry.register(Box::new(c.clone()))?;
-			Ok(c)
-		};
+		let cv =
+			|name: &str, help: &str, label: &str| -> Result<IntCounterVec, prometheus::Error> {
+				let c = IntCounterVec::new(Opts::new(name, help), &[label])?;
+				registry.register(Box::new(c.clone()))?;
+				Ok(c)
+			};
 		let checks = cv("iota_validator_checks_total", "Spot-checks run, by outcome.", "outcome")?;
-		let inconclusive = cv("iota_validator_inconclusive_total", "Checks and audits without a verdict, by kind.", "kind")?;
-		let failures = cv("iota_validator_failures_found_total", "Failing findings, by source.", "source")?;
-		let verdicts = cv("iota_validator_verdicts_submitted_total", "Verdicts included on chain.", "verdict")?;
-		let errors = cv("iota_validator_errors_total", "Errors by kind (logged; the daemon keeps running).", "kind")?;
-		let shards = IntCounter::new("iota_validator_shards_recomputed_total", "Butterfly shards recomputed.")?;
-		let weights = IntCounter::new("iota_validator_weights_submitted_total", "Weight vectors included on chain.")?;
-		let finalized = IntCounter::new("iota_validator_epochs_finalized_total", "Epochs this validator finalized.")?;
+		let inconclusive = cv(
+			"iota_validator_inconclusive_total",
+			"Checks and audits without a verdict, by kind.",
+			"kind",
+		)?;
+		let failures =
+			cv("iota_validator_failures_found_total", "Failing findings, by source.", "source")?;
+		let verdicts = cv(
+			"iota_validator_verdicts_submitted_total",
+			"Verdicts included on chain.",
+			"verdict",
+		)?;
+		let errors = cv(
+			"iota_validator_errors_total",
+			"Errors by kind (logged; the daemon keeps running).",
+			"kind",
+		)?;
+		let shards = IntCounter::new(
+			"iota_validator_shards_recomputed_total",
+			"Butterfly shards recomputed.",
+		)?;
+		let weights = IntCounter::new(
+			"iota_validator_weights_submitted_total",
+			"Weight vectors included on chain.",
+		)?;
+		let finalized = IntCounter::new(
+			"iota_validator_epochs_finalized_total",
+			"Epochs this validator finalized.",
+		)?;
 		let last_epoch = IntGauge::new("iota_validator_last_epoch", "Last epoch fully processed.")?;
 		registry.register(Box::new(shards.clone()))?;
 		registry.register(Box::new(weights.clone()))?;
 		registry.register(Box::new(finalized.clone()))?;
 		registry.register(Box::new(last_epoch.clone()))?;
-		Ok(Self { registry, checks, inconclusive, failures, shards, verdicts, weights, finalized, errors, last_epoch })
+		Ok(Self {
+			registry,
+			checks,
+			inconclusive,
+			failures,
+			shards,
+			verdicts,
+			weights,
+			finalized,
+			errors,
+			last_epoch,
+		})
 	}
 
 	/// Counts an error of `kind`.
@@ -82,7 +116,8 @@ impl Metrics {
 /// # Errors
 /// The server's I/O error.
 pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics) -> std::io::Result<()> {
-	let app = axum::Router::new().route("/metrics", axum::routing::get(move || async move { metrics.render() }));
+	let app = axum::Router::new()
+		.route("/metrics", axum::routing::get(move || async move { metrics.render() }));
 	axum::serve(listener, app).await
 }
 

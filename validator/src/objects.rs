@@ -86,12 +86,18 @@ impl MemoryObjects {
 impl Objects for MemoryObjects {
 	async fn get(&self, key: &str, hash: &ContentHash) -> Result<Bytes, FetchError> {
 		if self.unreachable.load(std::sync::atomic::Ordering::Relaxed) {
-			return Err(FetchError::Unavailable { key: key.into(), reason: "store unreachable".into() });
+			return Err(FetchError::Unavailable {
+				key: key.into(),
+				reason: "store unreachable".into(),
+			});
 		}
 		let bytes = self
 			.map
 			.lock()
-			.map_err(|_| FetchError::Unavailable { key: key.into(), reason: "lock poisoned".into() })?
+			.map_err(|_| FetchError::Unavailable {
+				key: key.into(),
+				reason: "lock poisoned".into(),
+			})?
 			.get(key)
 			.cloned()
 			.ok_or_else(|| FetchError::NotFound { key: key.into() })?;
@@ -116,7 +122,9 @@ pub struct OrchestratorObjects<'a> {
 pub fn classify(key: &str, err: StorageError) -> FetchError {
 	match err {
 		StorageError::NotFound { .. } => FetchError::NotFound { key: key.into() },
-		StorageError::HashMismatch { expected, .. } => FetchError::HashMismatch { key: key.into(), expected },
+		StorageError::HashMismatch { expected, .. } => {
+			FetchError::HashMismatch { key: key.into(), expected }
+		},
 		other => FetchError::Unavailable { key: key.into(), reason: other.to_string() },
 	}
 }
@@ -124,14 +132,13 @@ pub fn classify(key: &str, err: StorageError) -> FetchError {
 #[async_trait]
 impl Objects for OrchestratorObjects<'_> {
 	async fn get(&self, key: &str, hash: &ContentHash) -> Result<Bytes, FetchError> {
-		let reqs = self
-			.rpc
-			.presign_get(vec![key.to_string()])
-			.await
-			.map_err(|e| FetchError::Unavailable { key: key.into(), reason: format!("iota_presignGet: {e}") })?;
-		let req = reqs
-			.first()
-			.ok_or_else(|| FetchError::Unavailable { key: key.into(), reason: "iota_presignGet returned no URL".into() })?;
+		let reqs = self.rpc.presign_get(vec![key.to_string()]).await.map_err(|e| {
+			FetchError::Unavailable { key: key.into(), reason: format!("iota_presignGet: {e}") }
+		})?;
+		let req = reqs.first().ok_or_else(|| FetchError::Unavailable {
+			key: key.into(),
+			reason: "iota_presignGet returned no URL".into(),
+		})?;
 		self.http.get(req, hash).await.map_err(|e| classify(key, e))
 	}
 }
@@ -145,7 +152,10 @@ mod tests {
 		let m = MemoryObjects::default();
 		let h = m.put("a", b"xyz".to_vec());
 		assert_eq!(m.get("a", &h).await.unwrap(), Bytes::from_static(b"xyz"));
-		assert!(matches!(m.get("a", &ContentHash::of(b"other")).await, Err(FetchError::HashMismatch { .. })));
+		assert!(matches!(
+			m.get("a", &ContentHash::of(b"other")).await,
+			Err(FetchError::HashMismatch { .. })
+		));
 		assert!(matches!(m.get("b", &h).await, Err(FetchError::NotFound { .. })));
 		m.unreachable.store(true, std::sync::atomic::Ordering::Relaxed);
 		assert!(matches!(m.get("a", &h).await, Err(FetchError::Unavailable { .. })));
@@ -153,6 +163,9 @@ mod tests {
 			classify("k", StorageError::NotFound { key: "k".into() }),
 			FetchError::NotFound { .. }
 		));
-		assert!(matches!(classify("k", StorageError::Config("x".into())), FetchError::Unavailable { .. }));
+		assert!(matches!(
+			classify("k", StorageError::Config("x".into())),
+			FetchError::Unavailable { .. }
+		));
 	}
 }

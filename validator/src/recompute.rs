@@ -78,7 +78,9 @@ fn to_tensor(input: &StageInput, dtype: DType, device: &Device) -> Result<Tensor
 			let rows = (*rows).max(1);
 			Tensor::from_slice(ids, (rows, ids.len() / rows), device)?
 		},
-		StageInput::Activation { values, shape } => Tensor::from_slice(values, shape.as_slice(), device)?.to_dtype(dtype)?,
+		StageInput::Activation { values, shape } => {
+			Tensor::from_slice(values, shape.as_slice(), device)?.to_dtype(dtype)?
+		},
 	})
 }
 
@@ -86,9 +88,18 @@ fn flat3(t: &Tensor) -> Result<Recomputed, RecomputeError> {
 	let dims = t.dims();
 	let shape = match dims {
 		&[b, n, w] => [b, n, w],
-		d => return Err(RecomputeError::Inputs { stage: 0, reason: format!("output of rank {}", d.len()) }),
+		d => {
+			return Err(RecomputeError::Inputs {
+				stage: 0,
+				reason: format!("output of rank {}", d.len()),
+			})
+		},
 	};
-	Ok(Recomputed { values: t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?, shape, loss: None })
+	Ok(Recomputed {
+		values: t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?,
+		shape,
+		loss: None,
+	})
 }
 
 /// Recomputes a forward item of `stage`: the activation for a non-final stage; for the tail, the loss
@@ -97,14 +108,24 @@ fn flat3(t: &Tensor) -> Result<Recomputed, RecomputeError> {
 /// # Errors
 /// [`RecomputeError::Inputs`] for tokens at a body stage, an activation at the head, or a tail without
 /// targets; [`RecomputeError::Model`] for inputs the model refuses.
-pub fn forward(stage: &mut Stage, input: &StageInput, targets: Option<&StageInput>) -> Result<Recomputed, RecomputeError> {
+pub fn forward(
+	stage: &mut Stage,
+	input: &StageInput,
+	targets: Option<&StageInput>,
+) -> Result<Recomputed, RecomputeError> {
 	let s = stage.index();
 	match (stage.is_first(), input) {
 		(true, StageInput::Activation { .. }) => {
-			return Err(RecomputeError::Inputs { stage: s, reason: "the head takes tokens, got an activation".into() })
+			return Err(RecomputeError::Inputs {
+				stage: s,
+				reason: "the head takes tokens, got an activation".into(),
+			})
 		},
 		(false, StageInput::Tokens { .. }) => {
-			return Err(RecomputeError::Inputs { stage: s, reason: "a non-head stage takes an activation, got tokens".into() })
+			return Err(RecomputeError::Inputs {
+				stage: s,
+				reason: "a non-head stage takes an activation, got tokens".into(),
+			})
 		},
 		_ => {},
 	}
@@ -114,9 +135,16 @@ pub fn forward(stage: &mut Stage, input: &StageInput, targets: Option<&StageInpu
 		return flat3(&out);
 	}
 	let Some(StageInput::Tokens { ids, rows }) = targets else {
-		return Err(RecomputeError::Inputs { stage: s, reason: "the tail needs target tokens".into() });
+		return Err(RecomputeError::Inputs {
+			stage: s,
+			reason: "the tail needs target tokens".into(),
+		});
 	};
-	let y = to_tensor(&StageInput::Tokens { ids: ids.clone(), rows: *rows }, stage.dtype(), &stage.device().clone())?;
+	let y = to_tensor(
+		&StageInput::Tokens { ids: ids.clone(), rows: *rows },
+		stage.dtype(),
+		&stage.device().clone(),
+	)?;
 	let fwd = stage.forward_loss(&x, &y)?;
 	let loss = fwd.value;
 	let grad = stage.backward_loss(fwd);
@@ -133,13 +161,25 @@ pub fn forward(stage: &mut Stage, input: &StageInput, targets: Option<&StageInpu
 /// # Errors
 /// [`RecomputeError::Inputs`] at the head or the tail (not checkable this way) or for token inputs;
 /// [`RecomputeError::Model`] for inputs the model refuses.
-pub fn backward(stage: &mut Stage, input: &StageInput, grad_output: &StageInput) -> Result<Recomputed, RecomputeError> {
+pub fn backward(
+	stage: &mut Stage,
+	input: &StageInput,
+	grad_output: &StageInput,
+) -> Result<Recomputed, RecomputeError> {
 	let s = stage.index();
 	if stage.is_first() || stage.is_last() {
-		return Err(RecomputeError::Inputs { stage: s, reason: "only body stages have a checkable backward".into() });
+		return Err(RecomputeError::Inputs {
+			stage: s,
+			reason: "only body stages have a checkable backward".into(),
+		});
 	}
-	if !matches!(input, StageInput::Activation { .. }) || !matches!(grad_output, StageInput::Activation { .. }) {
-		return Err(RecomputeError::Inputs { stage: s, reason: "backward takes two activations".into() });
+	if !matches!(input, StageInput::Activation { .. })
+		|| !matches!(grad_output, StageInput::Activation { .. })
+	{
+		return Err(RecomputeError::Inputs {
+			stage: s,
+			reason: "backward takes two activations".into(),
+		});
 	}
 	let device = stage.device().clone();
 	let x = to_tensor(input, stage.dtype(), &device)?;
@@ -156,7 +196,9 @@ mod tests {
 	use iota_model::ModelConfig;
 
 	fn stages(cfg: &ModelConfig) -> Vec<Stage> {
-		(0..cfg.n_stages()).map(|s| Stage::new(cfg, s, 7, DType::F32, &Device::Cpu).unwrap()).collect()
+		(0..cfg.n_stages())
+			.map(|s| Stage::new(cfg, s, 7, DType::F32, &Device::Cpu).unwrap())
+			.collect()
 	}
 
 	#[test]
@@ -178,7 +220,11 @@ mod tests {
 		let g = StageInput::Activation { values: tail.values.clone(), shape: tail.shape };
 		let back = backward(&mut st[1], &a0, &g).unwrap();
 		assert_eq!(back.shape, [b, t, cfg.wire_width()]);
-		assert_eq!(backward(&mut st[1], &a0, &g).unwrap(), back, "accumulator cleared between checks");
+		assert_eq!(
+			backward(&mut st[1], &a0, &g).unwrap(),
+			back,
+			"accumulator cleared between checks"
+		);
 		assert_eq!(st[1].accumulated(), 0);
 
 		// Inputs that do not fit.

@@ -185,7 +185,8 @@ pub async fn audit_epoch(
 	let mut report = AuditReport::default();
 	let stages: BTreeSet<u16> = record.shard_copies.iter().map(|c| c.stage).collect();
 	for stage in stages {
-		audit_stage(record, stage, epoch_seed, chain_shards.get(&stage), objects, &mut report).await;
+		audit_stage(record, stage, epoch_seed, chain_shards.get(&stage), objects, &mut report)
+			.await;
 	}
 	report
 }
@@ -200,14 +201,25 @@ async fn audit_stage(
 ) {
 	let malformed = |reason: String| AuditInconclusive::Malformed { stage, reason };
 	// The final round: the largest round with copies.
-	let Some(round) = record.shard_copies.iter().filter(|c| c.stage == stage).map(|c| c.round).max() else {
+	let Some(round) =
+		record.shard_copies.iter().filter(|c| c.stage == stage).map(|c| c.round).max()
+	else {
 		return;
 	};
-	let copies: Vec<&ShardCopy> = record.shard_copies.iter().filter(|c| c.stage == stage && c.round == round).collect();
-	let subs: Vec<&StageSubmission> =
-		record.submissions.iter().filter(|s| s.stage == stage && s.round == round).collect();
+	let copies: Vec<&ShardCopy> = record
+		.shard_copies
+		.iter()
+		.filter(|c| c.stage == stage && c.round == round)
+		.collect();
+	let subs: Vec<&StageSubmission> = record
+		.submissions
+		.iter()
+		.filter(|s| s.stage == stage && s.round == round)
+		.collect();
 	if subs.is_empty() {
-		report.inconclusive.push(malformed(format!("round {round} has shard copies but no submissions")));
+		report
+			.inconclusive
+			.push(malformed(format!("round {round} has shard copies but no submissions")));
 		return;
 	}
 
@@ -240,7 +252,8 @@ async fn audit_stage(
 	ctx.extend_from_slice(&stage.to_le_bytes());
 	let mut rng = SeededRng::new(AUDIT_DOMAIN, epoch_seed, &ctx);
 	let mut pool = agreeing.clone();
-	let mut chosen: BTreeSet<u32> = mismatched.iter().copied().filter(|s| by_shard.contains_key(s)).collect();
+	let mut chosen: BTreeSet<u32> =
+		mismatched.iter().copied().filter(|s| by_shard.contains_key(s)).collect();
 	for i in 0..SAMPLED_SHARDS.min(pool.len()) {
 		let j = i + rng.below((pool.len() - i) as u64) as usize;
 		pool.swap(i, j);
@@ -266,18 +279,26 @@ async fn audit_stage(
 				loaded.push((b, s.source.samples, s));
 			},
 			Err(FetchError::Unavailable { key, reason }) => {
-				report.inconclusive.push(AuditInconclusive::Unavailable { stage, reason: format!("{key}: {reason}") });
+				report.inconclusive.push(AuditInconclusive::Unavailable {
+					stage,
+					reason: format!("{key}: {reason}"),
+				});
 				return;
 			},
 			Err(e) => {
-				report.inconclusive.push(AuditInconclusive::Garbage { stage, reason: e.to_string() });
+				report
+					.inconclusive
+					.push(AuditInconclusive::Garbage { stage, reason: e.to_string() });
 				return;
 			},
 		}
 	}
 	let p = loaded[0].0.len() / 4;
 	if loaded.iter().any(|(b, _, _)| b.len() / 4 != p) {
-		report.inconclusive.push(AuditInconclusive::Garbage { stage, reason: "submissions differ in length".into() });
+		report.inconclusive.push(AuditInconclusive::Garbage {
+			stage,
+			reason: "submissions differ in length".into(),
+		});
 		return;
 	}
 	let listed: Vec<(&[u8], u32)> = loaded.iter().map(|(b, n, _)| (b.as_ref(), *n)).collect();
@@ -286,7 +307,10 @@ async fn audit_stage(
 	let sorted: Vec<(&[u8], u32)> = sorted_idx.iter().map(|&i| listed[i]).collect();
 	let sub_entries: Vec<ObjectEntry> = loaded
 		.iter()
-		.map(|(_, _, s)| ObjectEntry { key: s.source.object.key.clone(), hash: s.source.object.hash })
+		.map(|(_, _, s)| ObjectEntry {
+			key: s.source.object.key.clone(),
+			hash: s.source.object.hash,
+		})
 		.collect();
 
 	let mut pending: Vec<ShardFinding> = Vec::new();
@@ -295,7 +319,9 @@ async fn audit_stage(
 		let cs = &by_shard[&shard];
 		let [start, end] = cs[0].range;
 		if end > p as u64 || start >= end || cs.iter().any(|c| c.range != [start, end]) {
-			report.inconclusive.push(malformed(format!("shard {shard} range {start}..{end} outside 0..{p} or inconsistent")));
+			report.inconclusive.push(malformed(format!(
+				"shard {shard} range {start}..{end} outside 0..{p} or inconsistent"
+			)));
 			continue;
 		}
 		let Some(a) = reduce(&listed, start, end) else {
@@ -324,10 +350,15 @@ async fn audit_stage(
 						ev.verdict = Verdict::Pass;
 						confirmed = true;
 					} else {
-						ev.reason = Some(format!("copy {} differs from the recomputed reduction", c.object.key));
+						ev.reason = Some(format!(
+							"copy {} differs from the recomputed reduction",
+							c.object.key
+						));
 					}
 				},
-				Err(FetchError::NotFound { key }) => ev.reason = Some(format!("copy {key} is missing")),
+				Err(FetchError::NotFound { key }) => {
+					ev.reason = Some(format!("copy {key} is missing"))
+				},
 				Err(FetchError::HashMismatch { key, expected }) => {
 					report.inconclusive.push(AuditInconclusive::Garbage {
 						stage,
@@ -336,7 +367,10 @@ async fn audit_stage(
 					continue;
 				},
 				Err(FetchError::Unavailable { key, reason }) => {
-					report.inconclusive.push(AuditInconclusive::Unavailable { stage, reason: format!("{key}: {reason}") });
+					report.inconclusive.push(AuditInconclusive::Unavailable {
+						stage,
+						reason: format!("{key}: {reason}"),
+					});
 					continue;
 				},
 			}
@@ -346,7 +380,9 @@ async fn audit_stage(
 	if confirmed {
 		report.findings.extend(pending);
 	} else if !pending.is_empty() {
-		report.inconclusive.push(AuditInconclusive::Unconfirmed { stage, copies: pending.len() });
+		report
+			.inconclusive
+			.push(AuditInconclusive::Unconfirmed { stage, copies: pending.len() });
 	}
 }
 
@@ -366,19 +402,28 @@ mod tests {
 			key: key.into(),
 			hash,
 			size,
-			get: PresignedRequest { method: Method::Get, url: "http://x".into(), headers: vec![], expires_at: 0 },
+			get: PresignedRequest {
+				method: Method::Get,
+				url: "http://x".into(),
+				headers: vec![],
+				expires_at: 0,
+			},
 		}
 	}
 
 	/// A stage with 3 members (3 shards over P = 30 elements), every copy honest; `corrupt` = (shard,
 	/// member index of the copy's writer) whose copy is altered (and recorded as a mismatch).
-	fn world(objects: &MemoryObjects, corrupt: Option<(u32, usize)>) -> (EpochRecord, Vec<ContentHash>) {
+	fn world(
+		objects: &MemoryObjects,
+		corrupt: Option<(u32, usize)>,
+	) -> (EpochRecord, Vec<ContentHash>) {
 		let p = 30u64;
 		let members = [acc(3), acc(1), acc(2)];
 		let samples = [3u32, 5, 2];
 		let mut submissions = Vec::new();
 		for (i, m) in members.iter().enumerate() {
-			let v: Vec<f32> = (0..p).map(|j| ((j as f32) * 0.37 + i as f32).sin() * (i + 1) as f32).collect();
+			let v: Vec<f32> =
+				(0..p).map(|j| ((j as f32) * 0.37 + i as f32).sin() * (i + 1) as f32).collect();
 			let bytes = le_bytes(&v);
 			let key = format!("sub{i}");
 			let hash = objects.put(&key, bytes.clone());
@@ -393,7 +438,18 @@ mod tests {
 				},
 			});
 		}
-		let subs: Vec<(Vec<u8>, u32)> = (0..3).map(|i| (le_bytes(&(0..p).map(|j| ((j as f32) * 0.37 + i as f32).sin() * (i + 1) as f32).collect::<Vec<_>>()), samples[i])).collect();
+		let subs: Vec<(Vec<u8>, u32)> = (0..3)
+			.map(|i| {
+				(
+					le_bytes(
+						&(0..p)
+							.map(|j| ((j as f32) * 0.37 + i as f32).sin() * (i + 1) as f32)
+							.collect::<Vec<_>>(),
+					),
+					samples[i],
+				)
+			})
+			.collect();
 		let refs: Vec<(&[u8], u32)> = subs.iter().map(|(b, n)| (b.as_slice(), *n)).collect();
 		let (mut copies, mut mismatches, mut chain) = (Vec::new(), Vec::new(), Vec::new());
 		let owners = [(0usize, 1usize), (0, 2), (1, 2)];
@@ -408,15 +464,33 @@ mod tests {
 				}
 				let key = format!("shard{k}-{w}");
 				let hash = objects.put(&key, bytes);
-				shard_copies.push(ShardCopy { stage: 1, round: 0, shard: k as u32, range, miner: members[w].clone(), object: get(&key, hash, 40) });
+				shard_copies.push(ShardCopy {
+					stage: 1,
+					round: 0,
+					shard: k as u32,
+					range,
+					miner: members[w].clone(),
+					object: get(&key, hash, 40),
+				});
 			}
 			if shard_copies[0].object.hash != shard_copies[1].object.hash {
-				mismatches.push(ShardMismatch { stage: 1, round: 0, shard: k as u32, copies: shard_copies.clone() });
+				mismatches.push(ShardMismatch {
+					stage: 1,
+					round: 0,
+					shard: k as u32,
+					copies: shard_copies.clone(),
+				});
 			}
 			chain.push(ContentHash::of(&honest));
 			copies.extend(shard_copies);
 		}
-		let record = EpochRecord { epoch: 4, pathway_log: None, shard_mismatches: mismatches, shard_copies: copies, submissions };
+		let record = EpochRecord {
+			epoch: 4,
+			pathway_log: None,
+			shard_mismatches: mismatches,
+			shard_copies: copies,
+			submissions,
+		};
 		(record, chain)
 	}
 
@@ -456,14 +530,18 @@ mod tests {
 			let objects = MemoryObjects::default();
 			let (record, chain) = world(&objects, Some((shard, writer)));
 			let r = audit(&objects, &record, &chain);
-			let fails: Vec<_> = r.findings.iter().filter(|f| f.evidence.verdict == Verdict::Fail).collect();
+			let fails: Vec<_> =
+				r.findings.iter().filter(|f| f.evidence.verdict == Verdict::Fail).collect();
 			assert_eq!(fails.len(), 1, "{r:?}");
 			assert_eq!(fails[0].evidence.shard, shard);
 			assert!(fails[0].evidence.mismatch);
 			let members = [acc(3), acc(1), acc(2)];
 			assert_eq!(fails[0].miner, members[writer]);
 			// The other copy of the mismatched shard passes.
-			assert!(r.findings.iter().any(|f| f.evidence.shard == shard && f.evidence.verdict == Verdict::Pass));
+			assert!(r
+				.findings
+				.iter()
+				.any(|f| f.evidence.shard == shard && f.evidence.verdict == Verdict::Pass));
 		}
 	}
 

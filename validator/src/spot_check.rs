@@ -88,11 +88,19 @@ type UnitKey = (u16, [u8; 32], ItemKind);
 /// Draws the epoch's checks from the log and the chain's epoch seed (module docs). Records whose
 /// per-stage vectors are too short are skipped (a malformed log is refused before this by
 /// [`PathwayLog::validate`]).
-pub fn select(log: &PathwayLog, epoch_seed: &Seed, forward_checks: usize, backward_checks: usize) -> Vec<CheckTarget> {
+pub fn select(
+	log: &PathwayLog,
+	epoch_seed: &Seed,
+	forward_checks: usize,
+	backward_checks: usize,
+) -> Vec<CheckTarget> {
 	let stages = usize::from(log.stages);
 	let mut candidates: BTreeMap<UnitKey, (AccountId, Vec<usize>)> = BTreeMap::new();
 	for (i, r) in log.records.iter().enumerate() {
-		if r.forward.len() < stages || r.backward.len() < stages || r.backward_outputs.len() < stages {
+		if r.forward.len() < stages
+			|| r.backward.len() < stages
+			|| r.backward_outputs.len() < stages
+		{
 			continue;
 		}
 		for s in 0..stages {
@@ -100,10 +108,18 @@ pub fn select(log: &PathwayLog, epoch_seed: &Seed, forward_checks: usize, backwa
 			if r.forward_outputs.get(s).is_none_or(|o| o.key.is_empty()) {
 				continue;
 			}
-			candidates.entry((s as u16, f.0, ItemKind::Forward)).or_insert_with(|| (f.clone(), Vec::new())).1.push(i);
+			candidates
+				.entry((s as u16, f.0, ItemKind::Forward))
+				.or_insert_with(|| (f.clone(), Vec::new()))
+				.1
+				.push(i);
 			let b = &r.backward[s];
 			if s > 0 && s + 1 < stages && r.backward_outputs[s].is_some() {
-				candidates.entry((s as u16, b.0, ItemKind::Backward)).or_insert_with(|| (b.clone(), Vec::new())).1.push(i);
+				candidates
+					.entry((s as u16, b.0, ItemKind::Backward))
+					.or_insert_with(|| (b.clone(), Vec::new()))
+					.1
+					.push(i);
 			}
 		}
 	}
@@ -124,7 +140,13 @@ pub fn select(log: &PathwayLog, epoch_seed: &Seed, forward_checks: usize, backwa
 		for i in 0..k {
 			let j = i + rng.below((n - i) as u64) as usize;
 			recs.swap(i, j);
-			out.push(CheckTarget { miner: miner.clone(), stage, sample: log.records[recs[i]].sample, record: recs[i], kind });
+			out.push(CheckTarget {
+				miner: miner.clone(),
+				stage,
+				sample: log.records[recs[i]].sample,
+				record: recs[i],
+				kind,
+			});
 		}
 	}
 	out
@@ -286,7 +308,8 @@ impl EvidenceBundle {
 		if checks.is_empty() && shards.is_empty() {
 			return None;
 		}
-		let failed = checks.iter().any(|c| c.verdict == Verdict::Fail) || shards.iter().any(|c| c.verdict == Verdict::Fail);
+		let failed = checks.iter().any(|c| c.verdict == Verdict::Fail)
+			|| shards.iter().any(|c| c.verdict == Verdict::Fail);
 		let verdict = if failed { Verdict::Fail } else { Verdict::Pass };
 		Some(Self {
 			version: EVIDENCE_VERSION,
@@ -335,8 +358,12 @@ type Step<T> = Result<T, Inconclusive>;
 fn fetch_input(e: FetchError) -> Inconclusive {
 	match e {
 		FetchError::NotFound { key } => Inconclusive::BadInput(format!("input {key} is missing")),
-		FetchError::HashMismatch { key, expected } => Inconclusive::Garbage(format!("{key} does not hash to {expected}")),
-		FetchError::Unavailable { key, reason } => Inconclusive::Unavailable(format!("{key}: {reason}")),
+		FetchError::HashMismatch { key, expected } => {
+			Inconclusive::Garbage(format!("{key} does not hash to {expected}"))
+		},
+		FetchError::Unavailable { key, reason } => {
+			Inconclusive::Unavailable(format!("{key}: {reason}"))
+		},
 	}
 }
 
@@ -349,7 +376,13 @@ impl Checker {
 		let encoding = spec.wire_encoding()?;
 		let [b, t, w] = spec.boundary_shape();
 		let max_message_bytes = (b * t * w * 4 + b * t * 8 + 65_536) as usize;
-		Ok(Self { spec, encoding, stages: HashMap::new(), shards: HashMap::new(), max_message_bytes })
+		Ok(Self {
+			spec,
+			encoding,
+			stages: HashMap::new(),
+			shards: HashMap::new(),
+			max_message_bytes,
+		})
 	}
 
 	/// The run spec.
@@ -362,18 +395,31 @@ impl Checker {
 		self.stages.retain(|(e, _), _| *e >= epoch);
 	}
 
-	async fn stage(&mut self, epoch: u32, stage: u16, weights: &WeightsRef, objects: &dyn Objects) -> Step<&mut Stage> {
+	async fn stage(
+		&mut self,
+		epoch: u32,
+		stage: u16,
+		weights: &WeightsRef,
+		objects: &dyn Objects,
+	) -> Step<&mut Stage> {
 		if !self.stages.contains_key(&(epoch, stage)) {
 			let cfg = &self.spec.model;
-			let mut st = Stage::new(cfg, usize::from(stage), self.spec.seed, DType::F32, &Device::Cpu)
-				.map_err(|e| Inconclusive::Weights(format!("cannot build stage {stage}: {e}")))?;
+			let mut st =
+				Stage::new(cfg, usize::from(stage), self.spec.seed, DType::F32, &Device::Cpu)
+					.map_err(|e| {
+						Inconclusive::Weights(format!("cannot build stage {stage}: {e}"))
+					})?;
 			if let WeightsRef::Checkpoint { key, hash, state_hash } = weights {
 				let bytes = objects.get(key, hash).await.map_err(|e| match e {
-					FetchError::NotFound { key } => Inconclusive::Weights(format!("checkpoint {key} is missing")),
+					FetchError::NotFound { key } => {
+						Inconclusive::Weights(format!("checkpoint {key} is missing"))
+					},
 					other => fetch_input(other),
 				})?;
 				st.load_checkpoint(&bytes, state_hash.as_bytes()).map_err(|e| {
-					Inconclusive::Weights(format!("checkpoint {key} is not the attested state of stage {stage}: {e}"))
+					Inconclusive::Weights(format!(
+						"checkpoint {key} is not the attested state of stage {stage}: {e}"
+					))
 				})?;
 			}
 			self.stages.insert((epoch, stage), st);
@@ -384,13 +430,21 @@ impl Checker {
 	}
 
 	/// Inputs and targets of sample `sample` (`rows × seq_len` each) and the shard object they came from.
-	async fn tokens(&mut self, sample: u64, objects: &dyn Objects) -> Step<(StageInput, StageInput, ObjectEntry)> {
+	async fn tokens(
+		&mut self,
+		sample: u64,
+		objects: &dyn Objects,
+	) -> Step<(StageInput, StageInput, ObjectEntry)> {
 		let data = &self.spec.data;
-		let loc = data.locate(sample).ok_or_else(|| Inconclusive::BadInput(format!("sample {sample} has no data")))?;
+		let loc = data
+			.locate(sample)
+			.ok_or_else(|| Inconclusive::BadInput(format!("sample {sample} has no data")))?;
 		let obj = data
 			.shards
 			.get(loc.shard as usize)
-			.ok_or_else(|| Inconclusive::BadInput(format!("shard {} not in the manifest", loc.shard)))?
+			.ok_or_else(|| {
+				Inconclusive::BadInput(format!("shard {} not in the manifest", loc.shard))
+			})?
 			.clone();
 		let entry = ObjectEntry { key: obj.key.clone(), hash: obj.hash };
 		if !self.shards.contains_key(&loc.shard) {
@@ -401,9 +455,9 @@ impl Checker {
 			self.shards.insert(loc.shard, Arc::new(tokens));
 		}
 		let tokens = self.shards.get(&loc.shard).cloned().unwrap_or_default();
-		let rows = data
-			.sample_tokens(&tokens, loc)
-			.ok_or_else(|| Inconclusive::BadInput(format!("sample {sample} lies outside shard {}", loc.shard)))?;
+		let rows = data.sample_tokens(&tokens, loc).ok_or_else(|| {
+			Inconclusive::BadInput(format!("sample {sample} lies outside shard {}", loc.shard))
+		})?;
 		let t = data.seq_len as usize;
 		let (mut inputs, mut targets) = (Vec::new(), Vec::new());
 		for row in rows.chunks_exact(t + 1) {
@@ -411,7 +465,11 @@ impl Checker {
 			targets.extend_from_slice(&row[1..]);
 		}
 		let r = loc.rows as usize;
-		Ok((StageInput::Tokens { ids: inputs, rows: r }, StageInput::Tokens { ids: targets, rows: r }, entry))
+		Ok((
+			StageInput::Tokens { ids: inputs, rows: r },
+			StageInput::Tokens { ids: targets, rows: r },
+			entry,
+		))
 	}
 
 	fn decode(&self, bytes: &[u8], kind: Kind) -> Result<Decoded, iota_model::Error> {
@@ -437,9 +495,16 @@ impl Checker {
 		})
 	}
 
-	async fn activation_input(&self, entry: &ObjectEntry, kind: Kind, objects: &dyn Objects) -> Step<StageInput> {
+	async fn activation_input(
+		&self,
+		entry: &ObjectEntry,
+		kind: Kind,
+		objects: &dyn Objects,
+	) -> Step<StageInput> {
 		let bytes = objects.get(&entry.key, &entry.hash).await.map_err(fetch_input)?;
-		let d = self.decode_any(&bytes, kind).map_err(|e| Inconclusive::BadInput(format!("input {}: {e}", entry.key)))?;
+		let d = self
+			.decode_any(&bytes, kind)
+			.map_err(|e| Inconclusive::BadInput(format!("input {}: {e}", entry.key)))?;
 		let shape = [d.shape[0], d.shape[1], d.shape[2]];
 		Ok(StageInput::Activation { values: d.values, shape })
 	}
@@ -471,7 +536,12 @@ impl Checker {
 			.records
 			.get(target.record)
 			.filter(|r| r.sample == target.sample)
-			.ok_or_else(|| Inconclusive::MalformedLog(format!("no record {} for sample {}", target.record, target.sample)))?;
+			.ok_or_else(|| {
+				Inconclusive::MalformedLog(format!(
+					"no record {} for sample {}",
+					target.record, target.sample
+				))
+			})?;
 		if s >= stages || stages != self.spec.model.n_stages() {
 			return Err(Inconclusive::MalformedLog(format!(
 				"stage {s} of a {stages}-stage log, the run has {} stages",
@@ -479,12 +549,17 @@ impl Checker {
 			)));
 		}
 		let tail = s + 1 == stages;
-		let malformed = |what: &str| Inconclusive::MalformedLog(format!("sample {}: {what}", record.sample));
+		let malformed =
+			|what: &str| Inconclusive::MalformedLog(format!("sample {}: {what}", record.sample));
 		let (output, who) = match target.kind {
 			ItemKind::Forward => (record.forward_outputs.get(s).cloned(), record.forward.get(s)),
-			ItemKind::Backward => (record.backward_outputs.get(s).cloned().flatten(), record.backward.get(s)),
+			ItemKind::Backward => {
+				(record.backward_outputs.get(s).cloned().flatten(), record.backward.get(s))
+			},
 		};
-		let output = output.filter(|o| !o.key.is_empty()).ok_or_else(|| malformed("no output entry"))?;
+		let output = output
+			.filter(|o| !o.key.is_empty())
+			.ok_or_else(|| malformed("no output entry"))?;
 		if who != Some(&target.miner) {
 			return Err(malformed("the target miner did not run this item"));
 		}
@@ -521,7 +596,9 @@ impl Checker {
 			Err(FetchError::HashMismatch { key, expected }) => {
 				return Err(Inconclusive::Garbage(format!("{key} does not hash to {expected}")))
 			},
-			Err(FetchError::Unavailable { key, reason }) => return Err(Inconclusive::Unavailable(format!("{key}: {reason}"))),
+			Err(FetchError::Unavailable { key, reason }) => {
+				return Err(Inconclusive::Unavailable(format!("{key}: {reason}")))
+			},
 		};
 
 		// Inputs.
@@ -530,7 +607,11 @@ impl Checker {
 			ev.inputs.push(shard);
 			inputs
 		} else {
-			let e = record.forward_outputs.get(s - 1).cloned().ok_or_else(|| malformed("no input entry"))?;
+			let e = record
+				.forward_outputs
+				.get(s - 1)
+				.cloned()
+				.ok_or_else(|| malformed("no input entry"))?;
 			let x = self.activation_input(&e, Kind::Activation, objects).await?;
 			ev.inputs.push(e);
 			x
@@ -551,7 +632,11 @@ impl Checker {
 				.get(next)
 				.cloned()
 				.flatten()
-				.or_else(|| (next + 1 == stages).then(|| record.forward_outputs.get(next).cloned()).flatten())
+				.or_else(|| {
+					(next + 1 == stages)
+						.then(|| record.forward_outputs.get(next).cloned())
+						.flatten()
+				})
 				.ok_or_else(|| malformed("no gradient from the next stage"))?;
 			let g = self.activation_input(&e, Kind::Gradient, objects).await?;
 			ev.inputs.push(e);
@@ -561,7 +646,11 @@ impl Checker {
 		};
 
 		// The claimed output decodes (its hash matches the log, so it is the miner's own upload).
-		let out_kind = if target.kind == ItemKind::Forward && !tail { Kind::Activation } else { Kind::Gradient };
+		let out_kind = if target.kind == ItemKind::Forward && !tail {
+			Kind::Activation
+		} else {
+			Kind::Gradient
+		};
 		let claimed = match self.decode_any(&claimed_bytes, out_kind) {
 			Ok(d) => d,
 			Err(e) => {
@@ -581,11 +670,15 @@ impl Checker {
 		ev.recomputed = Some(ContentHash::of(&le));
 
 		if claimed.shape != recomputed.shape {
-			ev.reason = Some(format!("output shape {:?}, recomputed {:?}", claimed.shape, recomputed.shape));
+			ev.reason = Some(format!(
+				"output shape {:?}, recomputed {:?}",
+				claimed.shape, recomputed.shape
+			));
 			return Ok(ev);
 		}
-		let cmp = tolerance::compare(&claimed.values, &recomputed.values, recomputed.shape[2], encoding)
-			.map_err(|e| Inconclusive::BadInput(e.to_string()))?;
+		let cmp =
+			tolerance::compare(&claimed.values, &recomputed.values, recomputed.shape[2], encoding)
+				.map_err(|e| Inconclusive::BadInput(e.to_string()))?;
 		let mut reasons = Vec::new();
 		if !cmp.passes() {
 			reasons.push(format!(
@@ -631,7 +724,11 @@ pub(crate) mod tests {
 	#[async_trait]
 	impl WeightsSource for FixedWeights {
 		async fn weights(&self, epoch: u32, stage: u16) -> Result<WeightsRef, WeightsError> {
-			self.0.get(usize::from(stage)).cloned().ok_or(WeightsError::Missing { epoch, stage, reason: "none".into() })
+			self.0.get(usize::from(stage)).cloned().ok_or(WeightsError::Missing {
+				epoch,
+				stage,
+				reason: "none".into(),
+			})
 		}
 	}
 
@@ -650,9 +747,12 @@ pub(crate) mod tests {
 		let cfg = ModelConfig::tiny();
 		let (seq_len, batch_rows, rows_per_shard) = (16u32, 2u32, 8u32);
 		let run = Id::new("run").unwrap();
-		let tokens: Vec<u32> = (0..rows_per_shard * (seq_len + 1)).map(|i| (i * 31 + 7) % cfg.vocab_size as u32).collect();
+		let tokens: Vec<u32> = (0..rows_per_shard * (seq_len + 1))
+			.map(|i| (i * 31 + 7) % cfg.vocab_size as u32)
+			.collect();
 		let shard_key = keys::data_shard(&run, 0);
-		let shard_hash = objects.put(&shard_key, tokens.iter().flat_map(|t| t.to_le_bytes()).collect());
+		let shard_hash =
+			objects.put(&shard_key, tokens.iter().flat_map(|t| t.to_le_bytes()).collect());
 		let spec = RunSpec {
 			run: "run".into(),
 			model: cfg.clone(),
@@ -670,29 +770,54 @@ pub(crate) mod tests {
 			},
 		};
 		let enc = spec.wire_encoding().unwrap();
-		let mut st: Vec<Stage> = (0..3).map(|s| Stage::new(&cfg, s, spec.seed, DType::F32, &Device::Cpu).unwrap()).collect();
+		let mut st: Vec<Stage> = (0..3)
+			.map(|s| Stage::new(&cfg, s, spec.seed, DType::F32, &Device::Cpu).unwrap())
+			.collect();
 		stepped_stages(&mut st, &spec, objects);
 		let mut checker = Checker::new(spec.clone()).unwrap();
 		let mut records = Vec::new();
 		for sample in 0..q {
 			let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 			let (x, y, _) = rt.block_on(checker.tokens(sample, objects)).unwrap();
-			let put = |s: u16, dir: Direction, kind: Kind, values: &[f32], shape: [usize; 3]| -> ObjectEntry {
+			let put = |s: u16,
+			           dir: Direction,
+			           kind: Kind,
+			           values: &[f32],
+			           shape: [usize; 3]|
+			 -> ObjectEntry {
 				let mut v = values.to_vec();
 				if let Some((cs, noise)) = cheat {
 					if cs == s && dir == Direction::Forward {
 						let rms = (v.iter().map(|a| a * a).sum::<f32>() / v.len() as f32).sqrt();
-						v.iter_mut().enumerate().for_each(|(k, a)| *a += noise * rms * (((k * 7919) % 200) as f32 / 100.0 - 1.0));
+						v.iter_mut().enumerate().for_each(|(k, a)| {
+							*a += noise * rms * (((k * 7919) % 200) as f32 / 100.0 - 1.0)
+						});
 					}
 				}
-				let t = candle_core::Tensor::from_slice(&v, shape.as_slice(), &Device::Cpu).unwrap();
-				let key = keys::activation(&run, 0, u32::from(s), sample, dir, &Id::new(miner(s).to_string()).unwrap());
+				let t =
+					candle_core::Tensor::from_slice(&v, shape.as_slice(), &Device::Cpu).unwrap();
+				let key = keys::activation(
+					&run,
+					0,
+					u32::from(s),
+					sample,
+					dir,
+					&Id::new(miner(s).to_string()).unwrap(),
+				);
 				let hash = objects.put(&key, wire::encode(&t, kind, enc).unwrap());
 				ObjectEntry { key, hash }
 			};
 			let dec = |e: &ObjectEntry| {
-				let d = checker.decode_any(&rt.block_on(objects.get(&e.key, &e.hash)).unwrap(), Kind::Activation).unwrap();
-				StageInput::Activation { values: d.values, shape: [d.shape[0], d.shape[1], d.shape[2]] }
+				let d = checker
+					.decode_any(
+						&rt.block_on(objects.get(&e.key, &e.hash)).unwrap(),
+						Kind::Activation,
+					)
+					.unwrap();
+				StageInput::Activation {
+					values: d.values,
+					shape: [d.shape[0], d.shape[1], d.shape[2]],
+				}
 			};
 			let h0 = recompute::forward(&mut st[0], &x, None).unwrap();
 			let o0 = put(0, Direction::Forward, Kind::Activation, &h0.values, h0.shape);
@@ -724,7 +849,8 @@ pub(crate) mod tests {
 			return;
 		}
 		for (s, stage) in st.iter_mut().enumerate() {
-			let g: Vec<f32> = (0..stage.param_count()).map(|i| 0.01 * (i as f32 * 0.1).sin()).collect();
+			let g: Vec<f32> =
+				(0..stage.param_count()).map(|i| 0.01 * (i as f32 * 0.1).sin()).collect();
 			stage.apply_gradient(&g, &spec.step_options(0), 4).unwrap();
 			let hash = objects.put(&format!("ck{s}"), stage.to_checkpoint().unwrap());
 			let state = ContentHash::from_bytes(stage.state_hash().unwrap());
@@ -741,10 +867,18 @@ pub(crate) mod tests {
 		select(log, &[5; 32], usize::MAX, usize::MAX)
 	}
 
-	fn run_checks(spec: &RunSpec, log: &PathwayLog, objects: &MemoryObjects, targets: &[CheckTarget]) -> Vec<CheckOutcome> {
+	fn run_checks(
+		spec: &RunSpec,
+		log: &PathwayLog,
+		objects: &MemoryObjects,
+		targets: &[CheckTarget],
+	) -> Vec<CheckOutcome> {
 		let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 		let mut checker = Checker::new(spec.clone()).unwrap();
-		targets.iter().map(|t| rt.block_on(checker.check(log, t, &InitWeights, objects))).collect()
+		targets
+			.iter()
+			.map(|t| rt.block_on(checker.check(log, t, &InitWeights, objects)))
+			.collect()
 	}
 
 	fn verdicts(outcomes: &[CheckOutcome]) -> Vec<Option<Verdict>> {
@@ -764,15 +898,30 @@ pub(crate) mod tests {
 				sample: s,
 				forward: vec![miner(0), AccountId::from([9 + (s % 2) as u8; 32]), miner(2)],
 				backward: vec![miner(0), AccountId::from([9 + (s % 2) as u8; 32]), miner(2)],
-				forward_outputs: vec![ObjectEntry { key: "k".into(), hash: ContentHash::of(b"k") }; 3],
-				backward_outputs: vec![None, Some(ObjectEntry { key: "k".into(), hash: ContentHash::of(b"k") }), None],
+				forward_outputs: vec![
+					ObjectEntry { key: "k".into(), hash: ContentHash::of(b"k") };
+					3
+				],
+				backward_outputs: vec![
+					None,
+					Some(ObjectEntry { key: "k".into(), hash: ContentHash::of(b"k") }),
+					None,
+				],
 				loss: 1.0,
 			})
 			.collect();
 		let log = PathwayLog { run: "r".into(), epoch: 3, stages: 3, records };
 		let a = select(&log, &[1; 32], FORWARD_CHECKS, BACKWARD_CHECKS);
-		assert_eq!(a, select(&log, &[1; 32], FORWARD_CHECKS, BACKWARD_CHECKS), "anyone recomputes the same draw");
-		assert_ne!(a, select(&log, &[2; 32], FORWARD_CHECKS, BACKWARD_CHECKS), "another seed, another draw");
+		assert_eq!(
+			a,
+			select(&log, &[1; 32], FORWARD_CHECKS, BACKWARD_CHECKS),
+			"anyone recomputes the same draw"
+		);
+		assert_ne!(
+			a,
+			select(&log, &[2; 32], FORWARD_CHECKS, BACKWARD_CHECKS),
+			"another seed, another draw"
+		);
 		// 4 (stage, miner) forward units x 2 + 2 body backward units x 1.
 		assert_eq!(a.len(), 4 * FORWARD_CHECKS + 2 * BACKWARD_CHECKS);
 		for t in &a {
@@ -792,7 +941,11 @@ pub(crate) mod tests {
 			let objects = MemoryObjects::default();
 			let (spec, log) = honest_epoch(&objects, enc, 3, None);
 			let targets = all_targets(&log);
-			assert_eq!(targets.len(), 3 * 3 + 3, "3 forward items per stage, 3 body backward items");
+			assert_eq!(
+				targets.len(),
+				3 * 3 + 3,
+				"3 forward items per stage, 3 body backward items"
+			);
 			let out = run_checks(&spec, &log, &objects, &targets);
 			for (t, o) in targets.iter().zip(&out) {
 				match o {
@@ -829,13 +982,22 @@ pub(crate) mod tests {
 		let (spec, log) = honest_epoch(&objects, "f32", 2, None);
 		let targets = all_targets(&log);
 		let pick = |stage: u16, kind: ItemKind, sample: u64| {
-			targets.iter().find(|t| t.stage == stage && t.kind == kind && t.sample == sample).unwrap().clone()
+			targets
+				.iter()
+				.find(|t| t.stage == stage && t.kind == kind && t.sample == sample)
+				.unwrap()
+				.clone()
 		};
 		let r0 = &log.records[0];
 
 		// Missing output: Fail for its writer; the next stage's check of the same sample is inconclusive.
 		objects.remove(&r0.forward_outputs[1].key);
-		let out = run_checks(&spec, &log, &objects, &[pick(1, ItemKind::Forward, 0), pick(2, ItemKind::Forward, 0)]);
+		let out = run_checks(
+			&spec,
+			&log,
+			&objects,
+			&[pick(1, ItemKind::Forward, 0), pick(2, ItemKind::Forward, 0)],
+		);
 		assert_eq!(verdicts(&out), vec![Some(Verdict::Fail), None]);
 		assert!(matches!(&out[1], CheckOutcome::Inconclusive(Inconclusive::BadInput(_))));
 
@@ -848,7 +1010,12 @@ pub(crate) mod tests {
 		let mut bad_log = log.clone();
 		let h = objects.put("undecodable", b"not a wire message".to_vec());
 		bad_log.records[1].forward_outputs[0] = ObjectEntry { key: "undecodable".into(), hash: h };
-		let out = run_checks(&spec, &bad_log, &objects, &[pick(0, ItemKind::Forward, 1), pick(1, ItemKind::Forward, 1)]);
+		let out = run_checks(
+			&spec,
+			&bad_log,
+			&objects,
+			&[pick(0, ItemKind::Forward, 1), pick(1, ItemKind::Forward, 1)],
+		);
 		assert_eq!(verdicts(&out), vec![Some(Verdict::Fail), None], "{out:?}");
 
 		// A well-formed output of the wrong shape (hash matches the log): Fail for its writer. An input of
@@ -857,7 +1024,12 @@ pub(crate) mod tests {
 		let t = candle_core::Tensor::zeros((2, 16, 3), DType::F32, &Device::Cpu).unwrap();
 		let h = objects.put("narrow", wire::encode(&t, Kind::Activation, Encoding::F32).unwrap());
 		shaped.records[1].forward_outputs[1] = ObjectEntry { key: "narrow".into(), hash: h };
-		let out = run_checks(&spec, &shaped, &objects, &[pick(1, ItemKind::Forward, 1), pick(2, ItemKind::Forward, 1)]);
+		let out = run_checks(
+			&spec,
+			&shaped,
+			&objects,
+			&[pick(1, ItemKind::Forward, 1), pick(2, ItemKind::Forward, 1)],
+		);
 		assert_eq!(verdicts(&out), vec![Some(Verdict::Fail), None], "{out:?}");
 		assert!(matches!(&out[1], CheckOutcome::Inconclusive(Inconclusive::BadInput(_))));
 
@@ -889,11 +1061,20 @@ pub(crate) mod tests {
 		let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 		let fresh = |w: &dyn WeightsSource| {
 			let mut checker = Checker::new(spec.clone()).unwrap();
-			targets.iter().map(|t| rt.block_on(checker.check(&log, t, w, &objects))).collect::<Vec<_>>()
+			targets
+				.iter()
+				.map(|t| rt.block_on(checker.check(&log, t, w, &objects)))
+				.collect::<Vec<_>>()
 		};
 		let stored = CHECKPOINTS.with(|c| c.borrow().clone());
 		let refs = |state: &dyn Fn(usize) -> ContentHash| -> Vec<WeightsRef> {
-			(0..3).map(|s| WeightsRef::Checkpoint { key: format!("ck{s}"), hash: stored[s].0, state_hash: state(s) }).collect()
+			(0..3)
+				.map(|s| WeightsRef::Checkpoint {
+					key: format!("ck{s}"),
+					hash: stored[s].0,
+					state_hash: state(s),
+				})
+				.collect()
 		};
 		let attested: Vec<ContentHash> = stored.iter().map(|c| c.1).collect();
 		// The attested checkpoints: every honest check passes.
@@ -901,10 +1082,16 @@ pub(crate) mod tests {
 		assert!(verdicts(&good).iter().all(|v| *v == Some(Verdict::Pass)), "{good:?}");
 		// A checkpoint that is not the attested state: no verdict at all.
 		let bad = fresh(&FixedWeights(refs(&|_| ContentHash::of(b"not attested"))));
-		assert!(bad.iter().all(|o| matches!(o, CheckOutcome::Inconclusive(Inconclusive::Weights(_)))), "{bad:?}");
+		assert!(
+			bad.iter()
+				.all(|o| matches!(o, CheckOutcome::Inconclusive(Inconclusive::Weights(_)))),
+			"{bad:?}"
+		);
 		// No manifest: no verdict either.
 		let none = fresh(&FixedWeights(vec![]));
-		assert!(none.iter().all(|o| matches!(o, CheckOutcome::Inconclusive(Inconclusive::Weights(_)))));
+		assert!(none
+			.iter()
+			.all(|o| matches!(o, CheckOutcome::Inconclusive(Inconclusive::Weights(_)))));
 		// With the wrong (initial) weights the stepped work would not match: the weights matter.
 		let init = fresh(&InitWeights);
 		assert!(verdicts(&init).contains(&Some(Verdict::Fail)));
@@ -931,7 +1118,8 @@ pub(crate) mod tests {
 		let back: EvidenceBundle = serde_json::from_slice(&b.to_bytes()).unwrap();
 		assert_eq!(back, b);
 		b.checks[0].verdict = Verdict::Fail;
-		let failed = EvidenceBundle::new("run", 0, &v, &miner(1), b.checks.clone(), vec![]).unwrap();
+		let failed =
+			EvidenceBundle::new("run", 0, &v, &miner(1), b.checks.clone(), vec![]).unwrap();
 		assert_eq!(failed.verdict, Verdict::Fail);
 		assert_ne!(failed.hash(), h);
 	}

@@ -90,7 +90,9 @@ impl Comparison {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompareError {
 	/// The element counts differ or the width does not divide them.
-	#[error("cannot compare {claimed} claimed with {recomputed} recomputed values of width {width}")]
+	#[error(
+		"cannot compare {claimed} claimed with {recomputed} recomputed values of width {width}"
+	)]
 	Shape {
 		/// Claimed elements.
 		claimed: usize,
@@ -106,19 +108,31 @@ pub enum CompareError {
 ///
 /// # Errors
 /// [`CompareError::Shape`] when the lengths differ or `width` does not divide them.
-pub fn compare(claimed: &[f32], recomputed: &[f32], width: usize, encoding: Encoding) -> Result<Comparison, CompareError> {
+pub fn compare(
+	claimed: &[f32],
+	recomputed: &[f32],
+	width: usize,
+	encoding: Encoding,
+) -> Result<Comparison, CompareError> {
 	if claimed.len() != recomputed.len() || width == 0 || !recomputed.len().is_multiple_of(width) {
-		return Err(CompareError::Shape { claimed: claimed.len(), recomputed: recomputed.len(), width });
+		return Err(CompareError::Shape {
+			claimed: claimed.len(),
+			recomputed: recomputed.len(),
+			width,
+		});
 	}
 	let n = recomputed.len();
 	let rms = if n == 0 {
 		0.0
 	} else {
-		(recomputed.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>() / n as f64).sqrt() as f32
+		(recomputed.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>() / n as f64).sqrt()
+			as f32
 	};
 	let floor = f32::MIN_POSITIVE;
 	let (mut max_abs, mut max_rel, mut max_ratio, mut worst) = (0f32, 0f32, 0f32, 0usize);
-	for (row, (a_row, r_row)) in claimed.chunks_exact(width).zip(recomputed.chunks_exact(width)).enumerate() {
+	for (row, (a_row, r_row)) in
+		claimed.chunks_exact(width).zip(recomputed.chunks_exact(width)).enumerate()
+	{
 		let step = match encoding {
 			Encoding::U8 => {
 				let lo = r_row.iter().copied().fold(f32::INFINITY, f32::min);
@@ -188,9 +202,18 @@ mod tests {
 
 	#[test]
 	fn shape_mismatch_is_an_error_and_nan_never_passes() {
-		assert!(matches!(compare(&[1.0], &[1.0, 2.0], 1, Encoding::F32), Err(CompareError::Shape { .. })));
-		assert!(matches!(compare(&[1.0, 2.0], &[1.0, 2.0], 0, Encoding::F32), Err(CompareError::Shape { .. })));
-		assert!(matches!(compare(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], 2, Encoding::F32), Err(CompareError::Shape { .. })));
+		assert!(matches!(
+			compare(&[1.0], &[1.0, 2.0], 1, Encoding::F32),
+			Err(CompareError::Shape { .. })
+		));
+		assert!(matches!(
+			compare(&[1.0, 2.0], &[1.0, 2.0], 0, Encoding::F32),
+			Err(CompareError::Shape { .. })
+		));
+		assert!(matches!(
+			compare(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], 2, Encoding::F32),
+			Err(CompareError::Shape { .. })
+		));
 		let c = compare(&[f32::NAN, 1.0], &[1.0, 1.0], 2, Encoding::F32).unwrap();
 		assert!(!c.passes());
 		assert!(loss_matches(2.5, 2.5004));

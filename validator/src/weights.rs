@@ -72,7 +72,14 @@ mod tests {
 	#[test]
 	fn scaled_sorted_and_filtered() {
 		let registered: BTreeSet<AccountId> = [1, 2, 3, 4].map(acc).into_iter().collect();
-		let scores = vec![(acc(3), 10.0), (acc(1), 20.0), (acc(9), 50.0), (acc(2), 0.0), (acc(4), 1e-9), (acc(3), 10.0)];
+		let scores = vec![
+			(acc(3), 10.0),
+			(acc(1), 20.0),
+			(acc(9), 50.0),
+			(acc(2), 0.0),
+			(acc(4), 1e-9),
+			(acc(3), 10.0),
+		];
 		let w = weight_vector(&scores, &registered).unwrap();
 		assert_eq!(w, vec![(acc(1), 65535), (acc(2), 0), (acc(3), 65535), (acc(4), 1)]);
 		// What the pallet stores after normalisation: parts per billion, summing to at most 10^9.

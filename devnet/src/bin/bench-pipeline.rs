@@ -179,7 +179,9 @@ fn bench_model(
 		ensure!(f > 0, "--ffn-dim must be > 0");
 		m.ffn_dim = f;
 	}
-	let Some(m) = recut(m, stages) else { bail!("--stages {stages} does not fit {layers} blocks (1..={layers})") };
+	let Some(m) = recut(m, stages) else {
+		bail!("--stages {stages} does not fit {layers} blocks (1..={layers})")
+	};
 	ensure!(
 		width_ratio > 0 && m.d_model.is_multiple_of(width_ratio),
 		"--width-ratio {width_ratio} must divide d_model {} (bottleneck width = d_model / ratio)",
@@ -211,10 +213,13 @@ fn load_samples(spec: &RunSpec, bucket_dir: &Path, n: u64) -> anyhow::Result<Vec
 		let tokens = match shards.entry(loc.shard) {
 			Entry::Occupied(o) => o.into_mut(),
 			Entry::Vacant(v) => {
-				let obj =
-					d.shards.get(loc.shard as usize).with_context(|| format!("shard {} not in the spec", loc.shard))?;
+				let obj = d
+					.shards
+					.get(loc.shard as usize)
+					.with_context(|| format!("shard {} not in the spec", loc.shard))?;
 				let path = bucket_dir.join(&obj.key);
-				let bytes = std::fs::read(&path).with_context(|| format!("reading data shard {}", path.display()))?;
+				let bytes = std::fs::read(&path)
+					.with_context(|| format!("reading data shard {}", path.display()))?;
 				let got = ContentHash::of(&bytes);
 				ensure!(
 					got == obj.hash,
@@ -225,14 +230,19 @@ fn load_samples(spec: &RunSpec, bucket_dir: &Path, n: u64) -> anyhow::Result<Vec
 				v.insert(d.decode_shard(loc.shard, &bytes, spec.model.vocab_size)?)
 			},
 		};
-		let rows = d.sample_tokens(tokens, loc).with_context(|| format!("sample {s}: rows beyond its shard"))?;
+		let rows = d
+			.sample_tokens(tokens, loc)
+			.with_context(|| format!("sample {s}: rows beyond its shard"))?;
 		let mut x = Vec::with_capacity(b * t);
 		let mut y = Vec::with_capacity(b * t);
 		for row in rows.chunks_exact(t + 1) {
 			x.extend_from_slice(&row[..t]);
 			y.extend_from_slice(&row[1..]);
 		}
-		out.push((Tensor::from_vec(x, (b, t), &Device::Cpu)?, Tensor::from_vec(y, (b, t), &Device::Cpu)?));
+		out.push((
+			Tensor::from_vec(x, (b, t), &Device::Cpu)?,
+			Tensor::from_vec(y, (b, t), &Device::Cpu)?,
+		));
 	}
 	Ok(out)
 }
@@ -344,7 +354,13 @@ fn run_baseline(
 		p.step(&spec.step_options(e as u32))?;
 		losses.push((sum / quota as f64) as f32);
 		epoch_secs.push(t.elapsed().as_secs_f64());
-		tracing::info!(run = name, epoch = e, loss = losses[e], secs = epoch_secs[e], "baseline epoch done");
+		tracing::info!(
+			run = name,
+			epoch = e,
+			loss = losses[e],
+			secs = epoch_secs[e],
+			"baseline epoch done"
+		);
 	}
 	let train_secs = started.elapsed().as_secs_f64();
 	Ok(RunResult {
@@ -387,7 +403,12 @@ fn prepare_options(cli: &Cli, d: &mut PrepareOptions) {
 	d.rows_per_shard = cli.batch_rows * 64;
 	d.encoding = cli.encoding.clone();
 	d.adamw.lr = cli.lr;
-	d.lr = LrSchedule { peak: cli.lr, warmup_epochs: 1, total_epochs: cli.epochs.max(1), min_ratio: 0.1 };
+	d.lr = LrSchedule {
+		peak: cli.lr,
+		warmup_epochs: 1,
+		total_epochs: cli.epochs.max(1),
+		min_ratio: 0.1,
+	};
 	d.tokenizer = cli.tokenizer.clone().or_else(|| {
 		let p = PathBuf::from(format!("data/tokenizer-{}.json", d.model.vocab_size));
 		p.exists().then_some(p)
@@ -433,7 +454,10 @@ async fn run_pipeline(
 		let (_, _, dead) = net.liveness();
 		if !dead.is_empty() {
 			let tail = net.orchestrator.log_tail(20);
-			bail!("{name}: {dead:?} exited; orchestrator log tail:\n{tail}\n(logs in {}/logs)", run_dir.display());
+			bail!(
+				"{name}: {dead:?} exited; orchestrator log tail:\n{tail}\n(logs in {}/logs)",
+				run_dir.display()
+			);
 		}
 		let st = match net.status().await {
 			Ok(st) => st,
@@ -471,14 +495,22 @@ async fn run_pipeline(
 	let bucket_dir = run_dir.join("s3").join(EmbeddedConfig::new(".").bucket);
 	if !cli.keep_objects {
 		let freed = prune_miner_objects(&bucket_dir, &run_id)?;
-		println!("  {name}: deleted {:.0} MB of miner objects (--keep-objects keeps them)", freed as f64 / 1e6);
+		println!(
+			"  {name}: deleted {:.0} MB of miner objects (--keep-objects keeps them)",
+			freed as f64 / 1e6
+		);
 	}
 	let load_after = load_avg();
 	let epochs: Vec<EpochSummary> = epochs.into_iter().take(cli.epochs as usize).collect();
 	for (i, e) in epochs.iter().enumerate() {
-		ensure!(e.epoch == i as u32, "{name}: epoch summaries out of order ({} at index {i})", e.epoch);
+		ensure!(
+			e.epoch == i as u32,
+			"{name}: epoch summaries out of order ({} at index {i})",
+			e.epoch
+		);
 	}
-	let startup_secs = epochs.first().map(|e| (e.started_ms as f64 / 1000.0) - unix_secs_at(started));
+	let startup_secs =
+		epochs.first().map(|e| (e.started_ms as f64 / 1000.0) - unix_secs_at(started));
 	let result = RunResult {
 		name,
 		losses: epochs.iter().map(|e| e.loss).collect(),
@@ -487,7 +519,10 @@ async fn run_pipeline(
 		wire_bytes: epochs.iter().map(|e| e.wire_bytes).sum(),
 		startup_secs,
 		overhead_share: report::overhead_share(&epochs, cli.stages as u32),
-		epoch_secs: epochs.iter().map(|e| e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0).collect(),
+		epoch_secs: epochs
+			.iter()
+			.map(|e| e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0)
+			.collect(),
 		samples: epochs.iter().map(|e| e.samples).collect(),
 		load_before,
 		load_after,
@@ -501,7 +536,8 @@ async fn run_pipeline(
 /// # Errors
 /// A bad run id; I/O errors other than a missing folder.
 fn prune_miner_objects(bucket_dir: &Path, run: &str) -> anyhow::Result<u64> {
-	let run = iota_storage::keys::Id::new(run.to_owned()).map_err(|e| anyhow::anyhow!("run id {run:?}: {e}"))?;
+	let run = iota_storage::keys::Id::new(run.to_owned())
+		.map_err(|e| anyhow::anyhow!("run id {run:?}: {e}"))?;
 	let dir = bucket_dir.join(iota_storage::keys::run_scope(&run)).join("miners");
 	fn size(p: &Path) -> std::io::Result<u64> {
 		let m = std::fs::symlink_metadata(p)?;
@@ -522,7 +558,10 @@ fn prune_miner_objects(bucket_dir: &Path, run: &str) -> anyhow::Result<u64> {
 
 /// Unix seconds at an `Instant` in the past.
 fn unix_secs_at(t: Instant) -> f64 {
-	let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+	let now = std::time::SystemTime::now()
+		.duration_since(std::time::UNIX_EPOCH)
+		.unwrap_or_default()
+		.as_secs_f64();
 	now - t.elapsed().as_secs_f64()
 }
 
@@ -551,7 +590,9 @@ async fn prepare_only(
 	let cfg = EmbeddedConfig::new(&root);
 	let bucket_dir = root.join(&cfg.bucket);
 	let server = EmbeddedS3::start(cfg).await.context("starting the embedded S3 server")?;
-	let store = ObjectStore::connect(server.store_config()).await.context("connecting to the embedded S3 server")?;
+	let store = ObjectStore::connect(server.store_config())
+		.await
+		.context("connecting to the embedded S3 server")?;
 	let mut opts = PrepareOptions::new(format!("bench-{stamp}"), &cli.corpus, model.clone());
 	prepare_options(cli, &mut opts);
 	let prepared = prepare_data(&store, &opts).await;
@@ -591,17 +632,24 @@ async fn interrupted() {
 fn main() -> anyhow::Result<()> {
 	let cli = Cli::parse();
 	// Before any thread exists: candle reads RAYON_NUM_THREADS for its CPU kernels.
-	let threads =
-		cli.baseline_threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+	let threads = cli
+		.baseline_threads
+		.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
 	ensure!(threads > 0, "--baseline-threads must be > 0");
 	std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
 	tracing_subscriber::fmt()
-		.with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+		.with_env_filter(
+			tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+		)
 		.init();
-	tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(async {
-		watch_signals()?;
-		bench(cli, threads).await
-	})
+	tokio::runtime::Builder::new_multi_thread()
+		.worker_threads(2)
+		.enable_all()
+		.build()?
+		.block_on(async {
+			watch_signals()?;
+			bench(cli, threads).await
+		})
 }
 
 async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
@@ -657,12 +705,18 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 	for &m in miners {
 		let (r, spec, bucket) = run_pipeline(&cli, &model, m, &stamp, &bench_dir, &bin_dir).await?;
 		if let Some((first, _)) = &data {
-			ensure!(same_training(first, &spec), "the networks' run specs differ in what they train");
+			ensure!(
+				same_training(first, &spec),
+				"the networks' run specs differ in what they train"
+			);
 		} else {
 			data = Some((spec, bucket));
 		}
 		if r.samples.iter().any(|&s| s != cli.quota) {
-			println!("  ! {}: samples per epoch {:?}, not the quota {}", r.name, r.samples, cli.quota);
+			println!(
+				"  ! {}: samples per epoch {:?}, not the quota {}",
+				r.name, r.samples, cli.quota
+			);
 		}
 		runs.push(r);
 	}
@@ -674,12 +728,29 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 	// 2. Baselines on the same samples, in the same order.
 	let samples = load_samples(&spec, &bucket_dir, n_samples)?;
 	let quota = cli.quota as usize;
-	println!("baseline: {} samples loaded from {} (hash-checked); training ...", samples.len(), bucket_dir.display());
-	let mut baselines =
-		vec![run_baseline("baseline", &spec, &spec.model.clone().with_bottleneck(None), None, &samples, quota)?];
+	println!(
+		"baseline: {} samples loaded from {} (hash-checked); training ...",
+		samples.len(),
+		bucket_dir.display()
+	);
+	let mut baselines = vec![run_baseline(
+		"baseline",
+		&spec,
+		&spec.model.clone().with_bottleneck(None),
+		None,
+		&samples,
+		quota,
+	)?];
 	if !cli.no_cut_baseline {
 		println!("baseline+cut: training ...");
-		baselines.push(run_baseline("baseline+cut", &spec, &spec.model, Some(spec.wire_encoding()?), &samples, quota)?);
+		baselines.push(run_baseline(
+			"baseline+cut",
+			&spec,
+			&spec.model,
+			Some(spec.wire_encoding()?),
+			&samples,
+			quota,
+		)?);
 	}
 
 	// 3. Report.
@@ -728,9 +799,15 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 			line.push_str(&r.losses.get(e).map_or(" — |".into(), |l| format!(" {l:.4} |")));
 		}
 		for r in &runs {
-			line.push_str(&format!(" {} |", fmt_ratio(ratios(&r.losses, &base.losses).get(e).copied())));
+			line.push_str(&format!(
+				" {} |",
+				fmt_ratio(ratios(&r.losses, &base.losses).get(e).copied())
+			));
 			if let Some(c) = cut {
-				line.push_str(&format!(" {} |", fmt_ratio(ratios(&r.losses, &c.losses).get(e).copied())));
+				line.push_str(&format!(
+					" {} |",
+					fmt_ratio(ratios(&r.losses, &c.losses).get(e).copied())
+				));
 			}
 		}
 		println!("{line}");
@@ -803,11 +880,17 @@ mod tests {
 	#[test]
 	fn model_and_ratios() {
 		let m = bench_model("small", 3, None, 3, 64).unwrap();
-		assert_eq!((m.wire_width(), m.n_stages(), m.stages.clone()), (6, 3, vec![[0, 1], [1, 2], [2, 3]]));
+		assert_eq!(
+			(m.wire_width(), m.n_stages(), m.stages.clone()),
+			(6, 3, vec![[0, 1], [1, 2], [2, 3]])
+		);
 		assert_eq!(nominal_compression(&m, Encoding::U8), 128.0);
 		assert_eq!(nominal_compression(&m, Encoding::Bf16), 64.0);
 		assert_eq!(uncompressed_bytes_per_token(384, 3), 3072.0);
-		assert!(bench_model("small", 3, None, 3, 7).is_err(), "a ratio that does not divide d_model");
+		assert!(
+			bench_model("small", 3, None, 3, 7).is_err(),
+			"a ratio that does not divide d_model"
+		);
 		assert!(bench_model("small", 3, None, 3, 0).is_err());
 		assert!(bench_model("small", 2, None, 3, 64).is_err(), "more stages than blocks");
 		assert!(bench_model("small", 0, None, 1, 64).is_err());
@@ -816,8 +899,13 @@ mod tests {
 		assert!(bench_model("small", 3, Some(0), 3, 64).is_err());
 		// The longest key a merge commits on chain fits the dev runtime's 128-byte bound.
 		let run = iota_storage::keys::Id::new(run_id("1130093517", 3, 2)).unwrap();
-		let miner = iota_storage::keys::Id::new("5HGjWAeFDfFCWPsjFQdVV2Msvz2XtMktvgocEZcCj68kUMaw".to_owned()).unwrap();
-		assert!(iota_storage::keys::reduced_shard(&run, 99_999_999, 999, 999_999, &miner).len() <= 128);
+		let miner = iota_storage::keys::Id::new(
+			"5HGjWAeFDfFCWPsjFQdVV2Msvz2XtMktvgocEZcCj68kUMaw".to_owned(),
+		)
+		.unwrap();
+		assert!(
+			iota_storage::keys::reduced_shard(&run, 99_999_999, 999, 999_999, &miner).len() <= 128
+		);
 		assert_eq!(ratios(&[2.0, 3.0], &[1.0, 2.0, 5.0]), vec![2.0, 1.5]);
 		let e = |epoch, started_ms, completed_ms| EpochSummary {
 			epoch,
@@ -840,7 +928,9 @@ mod tests {
 		let dir = tempfile::tempdir().unwrap();
 		let corpus = dir.path().join("corpus");
 		std::fs::create_dir_all(&corpus).unwrap();
-		let text = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate. ".repeat(60);
+		let text =
+			"Shall I compare thee to a summer's day? Thou art more lovely and more temperate. "
+				.repeat(60);
 		std::fs::write(corpus.join("a.txt"), &text).unwrap();
 		let cli = Cli::parse_from([
 			"bench-pipeline",
@@ -863,7 +953,8 @@ mod tests {
 			corpus.to_str().unwrap(),
 		]);
 		assert!(cli.baselines_only && cli.miners == [1, 2]);
-		let model = bench_model(&cli.preset, cli.layers, cli.ffn_dim, cli.stages, cli.width_ratio).unwrap();
+		let model =
+			bench_model(&cli.preset, cli.layers, cli.ffn_dim, cli.stages, cli.width_ratio).unwrap();
 		let mut opts = PrepareOptions::new("t", &cli.corpus, model.clone());
 		prepare_options(&cli, &mut opts);
 		assert_eq!(opts.lr.total_epochs, 2);
@@ -880,13 +971,17 @@ mod tests {
 		assert_eq!(samples.len(), 4);
 		assert_eq!(samples[0].0.dims(), &[2, 8]);
 		// Targets are the inputs shifted by one token.
-		let (x, y) = (samples[1].0.to_vec2::<u32>().unwrap(), samples[1].1.to_vec2::<u32>().unwrap());
+		let (x, y) =
+			(samples[1].0.to_vec2::<u32>().unwrap(), samples[1].1.to_vec2::<u32>().unwrap());
 		assert_eq!(x[0][1..], y[0][..7]);
 
 		let r = run_baseline("b", &spec, &model, Some(Encoding::U8), &samples, 2).unwrap();
 		assert_eq!((r.losses.len(), r.tokens), (2, 4 * 16));
 		assert!(r.losses.iter().all(|l| l.is_finite() && *l > 0.0) && r.wire_bytes > 0);
-		assert!(run_baseline("b", &spec, &model, None, &samples, 3).is_err(), "4 samples are not epochs of 3");
+		assert!(
+			run_baseline("b", &spec, &model, None, &samples, 3).is_err(),
+			"4 samples are not epochs of 3"
+		);
 
 		// Pruning removes only the miners' objects of that run.
 		let miner_obj = bucket.join("v1/runs/t/miners/5Abc/epochs/00000000/stages/000/checkpoint");

@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context};
 use bytes::Bytes;
 use clap::Parser;
-use iota_miner::merge::{self, assemble_mean, chunk_hashes_with, chunk_span_with, reduce_shard_chunked, ShardInput, SpanInput};
+use iota_miner::merge::{
+	self, assemble_mean, chunk_hashes_with, chunk_span_with, reduce_shard_chunked, ShardInput,
+	SpanInput,
+};
 use iota_miner::{HttpIo, ObjectIo};
 use iota_model::ModelConfig;
 use iota_primitives::butterfly::butterfly_shards;
@@ -57,12 +60,19 @@ struct PerMiner {
 }
 
 /// One merge of `n` miners over vectors of `p` elements; bytes per miner.
-async fn merge_round(store: &ObjectStore, n: u32, p: u64, chunk: u64, tag: &str) -> anyhow::Result<PerMiner> {
+async fn merge_round(
+	store: &ObjectStore,
+	n: u32,
+	p: u64,
+	chunk: u64,
+	tag: &str,
+) -> anyhow::Result<PerMiner> {
 	let run = Id::new(format!("bench-{tag}-{n}"))?;
 	let ttl = Duration::from_secs(600);
 	let ids: Vec<Id> = (0..n).map(|i| Id::new(format!("m{i:03}"))).collect::<Result<_, _>>()?;
-	let ios: Vec<HttpIo> =
-		(0..n).map(|_| HttpIo::new(RetryPolicy::default(), Duration::from_secs(120), 1 << 34)).collect::<Result<_, _>>()?;
+	let ios: Vec<HttpIo> = (0..n)
+		.map(|_| HttpIo::new(RetryPolicy::default(), Duration::from_secs(120), 1 << 34))
+		.collect::<Result<_, _>>()?;
 
 	// 1. Every miner uploads its gradient sum.
 	let mut subs = Vec::new();
@@ -114,7 +124,12 @@ async fn merge_round(store: &ObjectStore, n: u32, p: u64, chunk: u64, tag: &str)
 			.iter()
 			.zip(&blobs)
 			.zip(&copies)
-			.map(|((d, b), c)| ShardInput { shard: d.index, range: [d.start, d.end], hash: &c[0].1, bytes: b })
+			.map(|((d, b), c)| ShardInput {
+				shard: d.index,
+				range: [d.start, d.end],
+				hash: &c[0].1,
+				bytes: b,
+			})
 			.collect();
 		ensure!(assemble_mean(&inputs, p)?.len() as u64 == p);
 	}
@@ -142,7 +157,9 @@ async fn main() -> anyhow::Result<()> {
 	let chunk_elems = cli.chunk_elems.unwrap_or_else(|| gradient_chunk_elems(p));
 	ensure!(chunk_elems > 0, "--chunk-elems must be positive");
 	let dir = tempfile::tempdir()?;
-	let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path())).await.context("starting the embedded S3 server")?;
+	let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path()))
+		.await
+		.context("starting the embedded S3 server")?;
 	let store = ObjectStore::connect(server.store_config()).await?;
 	let pb = (p * 4) as f64;
 	let mib = |b: f64| b / (1024.0 * 1024.0);
@@ -155,7 +172,16 @@ async fn main() -> anyhow::Result<()> {
 	println!("IOTA (brief's figure): 3P up + 3P down = {:.1} MiB per miner", mib(6.0 * pb));
 	println!(
 		"{:>3} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>9} {:>10} {:>7}",
-		"n", "up MiB", "down MiB", "total MiB", "up/P", "down/P", "total/P", "hashes", "vs IOTA", "time s"
+		"n",
+		"up MiB",
+		"down MiB",
+		"total MiB",
+		"up/P",
+		"down/P",
+		"total/P",
+		"hashes",
+		"vs IOTA",
+		"time s"
 	);
 	let mut totals = Vec::new();
 	for &n in &cli.miners {
@@ -185,7 +211,14 @@ async fn main() -> anyhow::Result<()> {
 		);
 		if cli.iota_butterfly {
 			let t0 = Instant::now();
-			let q = merge_round(&store, n, 3 * p, cli.chunk_elems.unwrap_or_else(|| gradient_chunk_elems(3 * p)), "iota").await?;
+			let q = merge_round(
+				&store,
+				n,
+				3 * p,
+				cli.chunk_elems.unwrap_or_else(|| gradient_chunk_elems(3 * p)),
+				"iota",
+			)
+			.await?;
 			let iota_total = q.up_mean + q.down_mean;
 			println!(
 				"    IOTA state (3P) through the same butterfly: {:.2} MiB per miner; ours / that = {:.3} ({:.1} s)",

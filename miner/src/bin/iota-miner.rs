@@ -71,7 +71,8 @@ fn main() -> anyhow::Result<()> {
 	tracing_subscriber::fmt()
 		.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
 		.with_env_filter(
-			tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,jsonrpsee=warn,subxt=warn".into()),
+			tracing_subscriber::EnvFilter::try_from_default_env()
+				.unwrap_or_else(|_| "info,jsonrpsee=warn,subxt=warn".into()),
 		)
 		.init();
 	let cli = Cli::parse();
@@ -82,7 +83,11 @@ fn main() -> anyhow::Result<()> {
 		// Read by candle's thread pool when it starts; set before any other thread exists.
 		std::env::set_var("RAYON_NUM_THREADS", t.to_string());
 	}
-	tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(run(cli))
+	tokio::runtime::Builder::new_multi_thread()
+		.worker_threads(2)
+		.enable_all()
+		.build()?
+		.block_on(run(cli))
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -95,19 +100,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 	let me = signer.account_id();
 	tracing::info!(account = %me, "starting");
 
-	let chain = IotaClient::connect(&cli.chain_rpc).await.with_context(|| format!("connecting to the chain at {}", cli.chain_rpc))?;
+	let chain = IotaClient::connect(&cli.chain_rpc)
+		.await
+		.with_context(|| format!("connecting to the chain at {}", cli.chain_rpc))?;
 	let stage = iota_miner::chain::register(&chain, &signer).await?;
 	let model_hash = iota_miner::chain::model_hash(&chain).await?;
 
-	let orch = Arc::new(RpcOrchestrator::new(cli.orchestrator.clone(), signer.keypair().clone(), RpcRetry::default()));
+	let orch = Arc::new(RpcOrchestrator::new(
+		cli.orchestrator.clone(),
+		signer.keypair().clone(),
+		RpcRetry::default(),
+	));
 	let spec_bytes = orch.run_spec().await.context("fetching the run spec")?;
-	let spec = RunSpec::from_bytes_checked(&spec_bytes, &model_hash).context("checking the run spec against the chain")?;
+	let spec = RunSpec::from_bytes_checked(&spec_bytes, &model_hash)
+		.context("checking the run spec against the chain")?;
 	tracing::info!(run = %spec.run, stage, stages = spec.model.n_stages(), encoding = %spec.encoding, "run spec verified");
 
-	let io = Arc::new(HttpIo::new(RetryPolicy::default(), Duration::from_secs(60), cli.max_object_mib * 1024 * 1024)?);
+	let io = Arc::new(HttpIo::new(
+		RetryPolicy::default(),
+		Duration::from_secs(60),
+		cli.max_object_mib * 1024 * 1024,
+	)?);
 	let metrics = Metrics::new()?;
 	if let Some(addr) = cli.metrics_addr {
-		iota_miner::metrics::serve(addr, metrics.clone()).await.with_context(|| format!("serving metrics on {addr}"))?;
+		iota_miner::metrics::serve(addr, metrics.clone())
+			.await
+			.with_context(|| format!("serving metrics on {addr}"))?;
 		tracing::info!(%addr, "metrics at /metrics");
 	}
 	#[allow(unused_mut)]
@@ -126,15 +144,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 		let ctrl_c = tokio::signal::ctrl_c();
 		#[cfg(unix)]
 		{
-			let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-				Ok(s) => s,
-				Err(e) => {
-					tracing::warn!(error = %e, "cannot listen for SIGTERM");
-					let _ = ctrl_c.await;
-					let _ = tx.send(true);
-					return;
-				}
-			};
+			let mut term =
+				match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+					Ok(s) => s,
+					Err(e) => {
+						tracing::warn!(error = %e, "cannot listen for SIGTERM");
+						let _ = ctrl_c.await;
+						let _ = tx.send(true);
+						return;
+					},
+				};
 			tokio::select! {
 				_ = ctrl_c => {}
 				_ = term.recv() => {}

@@ -68,7 +68,12 @@ impl MemIo {
 	/// An `ObjectGet` of a stored object.
 	pub fn object(&self, key: &str) -> ObjectGet {
 		let b = self.get_obj(key).expect("object stored");
-		ObjectGet { key: key.to_string(), hash: ContentHash::of(&b), size: b.len() as u64, get: req(Method::Get, key) }
+		ObjectGet {
+			key: key.to_string(),
+			hash: ContentHash::of(&b),
+			size: b.len() as u64,
+			get: req(Method::Get, key),
+		}
 	}
 	fn key(r: &PresignedRequest) -> String {
 		r.url.trim_start_matches("mem://").to_string()
@@ -77,16 +82,29 @@ impl MemIo {
 
 #[async_trait]
 impl ObjectIo for MemIo {
-	async fn get(&self, r: &PresignedRequest, expected: &ContentHash) -> Result<Bytes, StorageError> {
+	async fn get(
+		&self,
+		r: &PresignedRequest,
+		expected: &ContentHash,
+	) -> Result<Bytes, StorageError> {
 		let key = Self::key(r);
 		let b = self.get_obj(&key).ok_or(StorageError::NotFound { key: key.clone() })?;
 		let actual = ContentHash::of(&b);
 		if &actual != expected {
-			return Err(StorageError::HashMismatch { key, expected: *expected, actual, size: b.len() as u64 });
+			return Err(StorageError::HashMismatch {
+				key,
+				expected: *expected,
+				actual,
+				size: b.len() as u64,
+			});
 		}
 		Ok(b)
 	}
-	async fn get_range(&self, r: &PresignedRequest, range: Range<u64>) -> Result<Bytes, StorageError> {
+	async fn get_range(
+		&self,
+		r: &PresignedRequest,
+		range: Range<u64>,
+	) -> Result<Bytes, StorageError> {
 		let key = Self::key(r);
 		let b = self.get_obj(&key).ok_or(StorageError::NotFound { key: key.clone() })?;
 		if range.start >= range.end || range.end > b.len() as u64 {
@@ -100,7 +118,12 @@ impl ObjectIo for MemIo {
 		let mut fails = self.fail_puts.lock().unwrap();
 		if let Some(i) = fails.iter().position(|f| key.contains(f.as_str())) {
 			fails.remove(i);
-			return Err(StorageError::Unavailable { key, status: 503, message: "injected".into(), attempts: 4 });
+			return Err(StorageError::Unavailable {
+				key,
+				status: 503,
+				message: "injected".into(),
+				attempts: 4,
+			});
 		}
 		drop(fails);
 		let h = ContentHash::of(&data);
@@ -200,7 +223,9 @@ impl World {
 		}
 		let need = if n == 1 { 1 } else { 2 };
 		Self::shard_table(m).iter().all(|d| {
-			m.copies.get(&d.index).is_some_and(|c| c.len() == need && c.iter().all(|x| x.1 == c[0].1))
+			m.copies
+				.get(&d.index)
+				.is_some_and(|c| c.len() == need && c.iter().all(|x| x.1 == c[0].1))
 		})
 	}
 }
@@ -214,7 +239,9 @@ impl Orchestrator for FakeOrch {
 		Ok(self.spec.clone())
 	}
 	async fn get_work(&self, _stage: u16) -> iota_miner::Result<Work> {
-		if let Some(w) = self.world.work.lock().unwrap().get_mut(&self.me.0).and_then(|q| q.pop_front()) {
+		if let Some(w) =
+			self.world.work.lock().unwrap().get_mut(&self.me.0).and_then(|q| q.pop_front())
+		{
 			return Ok(w);
 		}
 		let m = self.world.merge.lock().unwrap();
@@ -222,12 +249,17 @@ impl Orchestrator for FakeOrch {
 			if m.submissions.contains_key(&self.me.0) {
 				return Ok(Work::Idle { reason: IdleReason::Merging, retry_after_ms: 10 });
 			}
-			let key = keys::gradient_submission(&run_id(), u64::from(m.epoch), 1, &miner_id(&self.me));
+			let key =
+				keys::gradient_submission(&run_id(), u64::from(m.epoch), 1, &miner_id(&self.me));
 			return Ok(Work::UploadGradient { epoch: m.epoch, output: put(key) });
 		}
 		Ok(Work::Idle { reason: IdleReason::QueueEmpty, retry_after_ms: 10 })
 	}
-	async fn submit_activation(&self, lease: LeaseId, output: Option<TensorRef>) -> iota_miner::Result<Ack> {
+	async fn submit_activation(
+		&self,
+		lease: LeaseId,
+		output: Option<TensorRef>,
+	) -> iota_miner::Result<Ack> {
 		if let Some(o) = &output {
 			let stored = self.world.io.get_obj(&o.key).expect("uploaded before submit");
 			assert_eq!(ContentHash::of(&stored), o.hash, "submitted hash is the stored object's");
@@ -248,7 +280,12 @@ impl Orchestrator for FakeOrch {
 		assert_eq!(ContentHash::of(&stored), s.gradient.hash);
 		assert_eq!(iota_miner::merge::chunk_hashes(&stored), s.chunk_hashes);
 		self.world.record(&self.me, Call::Gradient(s.clone()));
-		self.world.merge.lock().unwrap().submissions.insert(self.me.0, (self.me.clone(), s));
+		self.world
+			.merge
+			.lock()
+			.unwrap()
+			.submissions
+			.insert(self.me.0, (self.me.clone(), s));
 		Ok(())
 	}
 	async fn get_shards(&self, epoch: u32) -> iota_miner::Result<ShardAssignment> {
@@ -261,7 +298,11 @@ impl Orchestrator for FakeOrch {
 			m.round += 1;
 			m.submissions.clear();
 			m.copies.clear();
-			return refuse("iota_getShards", ErrorCode::Invalid, "round restarted: no gradient submitted this round");
+			return refuse(
+				"iota_getShards",
+				ErrorCode::Invalid,
+				"round restarted: no gradient submitted this round",
+			);
 		}
 		let members = World::members(&m);
 		let Some(pos) = members.iter().position(|a| a == &self.me) else {
@@ -283,16 +324,32 @@ impl Orchestrator for FakeOrch {
 			.map(|d| ShardTask {
 				shard: d.index,
 				range: [d.start, d.end],
-				output: put(keys::reduced_shard(&run_id(), u64::from(epoch), 1, d.index, &miner_id(&self.me))),
+				output: put(keys::reduced_shard(
+					&run_id(),
+					u64::from(epoch),
+					1,
+					d.index,
+					&miner_id(&self.me),
+				)),
 			})
 			.collect();
-		Ok(ShardAssignment { epoch, round: m.round, param_count: m.param_count, submissions, shards })
+		Ok(ShardAssignment {
+			epoch,
+			round: m.round,
+			param_count: m.param_count,
+			submissions,
+			shards,
+		})
 	}
 	async fn submit_shard(&self, s: SubmitShard) -> iota_miner::Result<()> {
 		self.world.record(&self.me, Call::Shard(s.clone()));
 		let mut m = self.world.merge.lock().unwrap();
 		assert_eq!(s.round, m.round, "a shard of the current round");
-		m.copies.entry(s.shard).or_default().push((self.me.clone(), s.reduced.hash, s.reduced.key.clone()));
+		m.copies.entry(s.shard).or_default().push((
+			self.me.clone(),
+			s.reduced.hash,
+			s.reduced.key.clone(),
+		));
 		Ok(())
 	}
 	async fn get_manifest(&self, epoch: u32) -> iota_miner::Result<MergeView> {
@@ -318,14 +375,20 @@ impl Orchestrator for FakeOrch {
 				ReducedShard {
 					shard: d.index,
 					range: [d.start, d.end],
-					object: ObjectGet { key: key.clone(), hash, size: b.len() as u64, get: req(Method::Get, &key) },
+					object: ObjectGet {
+						key: key.clone(),
+						hash,
+						size: b.len() as u64,
+						get: req(Method::Get, &key),
+					},
 				}
 			})
 			.collect();
 		let samples = m.submissions.values().map(|(_, s)| s.samples).sum();
 		let first = World::members(&m)[0].clone();
-		let checkpoint = (first == self.me)
-			.then(|| put(keys::stage_checkpoint(&run_id(), u64::from(epoch), 1, &miner_id(&self.me))));
+		let checkpoint = (first == self.me).then(|| {
+			put(keys::stage_checkpoint(&run_id(), u64::from(epoch), 1, &miner_id(&self.me)))
+		});
 		Ok(MergeView::Ready { shards, samples, checkpoint })
 	}
 	async fn submit_state_hash(&self, a: SubmitStateHash) -> iota_miner::Result<()> {
@@ -352,7 +415,9 @@ pub const ROWS_PER_SHARD: usize = 8;
 /// A tiny-model spec with one data shard of deterministic tokens, stored in `io`.
 pub fn spec(io: &MemIo) -> RunSpec {
 	let cfg = ModelConfig::tiny();
-	let tokens: Vec<u32> = (0..ROWS_PER_SHARD * (SEQ + 1)).map(|i| ((i * 37 + 11) % cfg.vocab_size) as u32).collect();
+	let tokens: Vec<u32> = (0..ROWS_PER_SHARD * (SEQ + 1))
+		.map(|i| ((i * 37 + 11) % cfg.vocab_size) as u32)
+		.collect();
 	let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
 	let key = keys::data_shard(&run_id(), 0);
 	let obj = io.insert(&key, bytes);
@@ -395,7 +460,12 @@ pub fn far() -> u64 {
 /// The data slice of `sample` per the spec.
 pub fn slice(spec: &RunSpec, io: &MemIo, sample: u64) -> DataSlice {
 	let loc = spec.data.locate(sample).unwrap();
-	DataSlice { shard: loc.shard, object: io.object(&spec.data.shards[0].key), row_offset: loc.row_offset, rows: loc.rows }
+	DataSlice {
+		shard: loc.shard,
+		object: io.object(&spec.data.shards[0].key),
+		row_offset: loc.row_offset,
+		rows: loc.rows,
+	}
 }
 
 pub fn act_key(stage: u32, sample: u64, dir: Direction, who: &AccountId) -> String {

@@ -2,9 +2,9 @@
 
 use crate::{
 	runtime::{self, runtime_types::sp_runtime::DispatchError as RuntimeDispatchError},
-	AccountId, Balance, BlockHash, BlockNumber, BoundedVec, ChainConfig, ContentHash, EmissionSplit, Epoch, Error,
-	IotaEvent, MergeManifest, MinerInfo, RunConfig, Signer, SpotCheck, StageId, StageReport, StageState,
-	ValidatorInfo, Verdict,
+	AccountId, Balance, BlockHash, BlockNumber, BoundedVec, ChainConfig, ContentHash,
+	EmissionSplit, Epoch, Error, IotaEvent, MergeManifest, MinerInfo, RunConfig, Signer, SpotCheck,
+	StageId, StageReport, StageState, ValidatorInfo, Verdict,
 };
 use futures_util::{Stream, StreamExt};
 use subxt::{
@@ -50,9 +50,12 @@ impl IotaClient {
 	/// Connect to a node, e.g. `ws://127.0.0.1:9944`. Plain `ws://` is accepted (local nodes); errors
 	/// with [`Error::Connect`] if nothing answers or the metadata cannot be fetched.
 	pub async fn connect(url: &str) -> Result<Self, Error> {
-		let connect_err = |e: subxt::Error| Error::Connect { url: url.to_string(), source: Box::new(e) };
+		let connect_err =
+			|e: subxt::Error| Error::Connect { url: url.to_string(), source: Box::new(e) };
 		let rpc = RpcClient::from_insecure_url(url).await.map_err(|e| connect_err(e.into()))?;
-		let api = OnlineClient::<ChainConfig>::from_rpc_client(rpc.clone()).await.map_err(connect_err)?;
+		let api = OnlineClient::<ChainConfig>::from_rpc_client(rpc.clone())
+			.await
+			.map_err(connect_err)?;
 		tracing::debug!(url, spec = api.runtime_version().spec_version, "connected");
 		Ok(Self { api, rpc })
 	}
@@ -71,7 +74,11 @@ impl IotaClient {
 	}
 
 	/// `register_validator`: hold `stake` (at least the run config's minimum) and become a validator.
-	pub async fn register_validator(&self, signer: &Signer, stake: Balance) -> Result<Included, Error> {
+	pub async fn register_validator(
+		&self,
+		signer: &Signer,
+		stake: Balance,
+	) -> Result<Included, Error> {
 		self.submit(&runtime::tx().iota().register_validator(stake), signer).await
 	}
 
@@ -93,7 +100,8 @@ impl IotaClient {
 		epoch: Epoch,
 		report: StageReport,
 	) -> Result<Included, Error> {
-		self.submit(&runtime::tx().iota().advance_phase(stage, epoch, report), signer).await
+		self.submit(&runtime::tx().iota().advance_phase(stage, epoch, report), signer)
+			.await
 	}
 
 	/// `commit_merge` (orchestrator only): record the merge manifest of `stage` for `epoch`.
@@ -104,7 +112,8 @@ impl IotaClient {
 		epoch: Epoch,
 		manifest: MergeManifest,
 	) -> Result<Included, Error> {
-		self.submit(&runtime::tx().iota().commit_merge(stage, epoch, manifest), signer).await
+		self.submit(&runtime::tx().iota().commit_merge(stage, epoch, manifest), signer)
+			.await
 	}
 
 	/// `submit_spot_check` (validators): a verdict on `miner`'s work in `epoch`, with an evidence hash.
@@ -116,7 +125,11 @@ impl IotaClient {
 		verdict: Verdict,
 		evidence: ContentHash,
 	) -> Result<Included, Error> {
-		self.submit(&runtime::tx().iota().submit_spot_check(epoch, miner, verdict, evidence), signer).await
+		self.submit(
+			&runtime::tx().iota().submit_spot_check(epoch, miner, verdict, evidence),
+			signer,
+		)
+		.await
 	}
 
 	/// `set_weights` (validators): relative scores of miners for a complete `epoch`.
@@ -127,7 +140,11 @@ impl IotaClient {
 		weights: Vec<(AccountId, u16)>,
 		version_key: u64,
 	) -> Result<Included, Error> {
-		self.submit(&runtime::tx().iota().set_weights(epoch, BoundedVec(weights), version_key), signer).await
+		self.submit(
+			&runtime::tx().iota().set_weights(epoch, BoundedVec(weights), version_key),
+			signer,
+		)
+		.await
 	}
 
 	/// `finalize_epoch` (anyone): pay out `epoch` once its scoring window has closed.
@@ -136,7 +153,11 @@ impl IotaClient {
 	}
 
 	/// `set_run_config` (root), sent through `sudo` by the sudo key.
-	pub async fn set_run_config(&self, sudo: &Signer, config: RunConfig) -> Result<Included, Error> {
+	pub async fn set_run_config(
+		&self,
+		sudo: &Signer,
+		config: RunConfig,
+	) -> Result<Included, Error> {
 		let call = runtime::Call::Iota(runtime::iota::Call::set_run_config { config });
 		self.submit(&runtime::tx().sudo().sudo(call), sudo).await
 	}
@@ -149,8 +170,13 @@ impl IotaClient {
 
 	/// Sign, submit, wait for finalization; a failed dispatch (also one inside `sudo`) becomes an
 	/// [`Error::Pallet`] or [`Error::Dispatch`].
-	async fn submit<C: subxt::tx::Payload>(&self, call: &C, signer: &Signer) -> Result<Included, Error> {
-		let progress = self.api.tx().sign_and_submit_then_watch_default(call, signer.keypair()).await?;
+	async fn submit<C: subxt::tx::Payload>(
+		&self,
+		call: &C,
+		signer: &Signer,
+	) -> Result<Included, Error> {
+		let progress =
+			self.api.tx().sign_and_submit_then_watch_default(call, signer.keypair()).await?;
 		let extrinsic_hash = progress.extrinsic_hash();
 		let in_block = progress.wait_for_finalized().await?;
 		let block_hash = in_block.block_hash();
@@ -231,7 +257,10 @@ impl IotaClient {
 	}
 
 	/// The record of miner `who`, if registered.
-	pub async fn miner(&self, who: &AccountId) -> Result<Option<MinerInfo<Balance, BlockNumber>>, Error> {
+	pub async fn miner(
+		&self,
+		who: &AccountId,
+	) -> Result<Option<MinerInfo<Balance, BlockNumber>>, Error> {
 		self.fetch(&runtime::storage().iota().miners(who.clone())).await
 	}
 
@@ -251,12 +280,17 @@ impl IotaClient {
 	}
 
 	/// The record of validator `who`, if registered.
-	pub async fn validator(&self, who: &AccountId) -> Result<Option<ValidatorInfo<Balance, BlockNumber>>, Error> {
+	pub async fn validator(
+		&self,
+		who: &AccountId,
+	) -> Result<Option<ValidatorInfo<Balance, BlockNumber>>, Error> {
 		self.fetch(&runtime::storage().iota().validators(who.clone())).await
 	}
 
 	/// Every validator record.
-	pub async fn validators(&self) -> Result<Vec<(AccountId, ValidatorInfo<Balance, BlockNumber>)>, Error> {
+	pub async fn validators(
+		&self,
+	) -> Result<Vec<(AccountId, ValidatorInfo<Balance, BlockNumber>)>, Error> {
 		self.iter_by_account(runtime::storage().iota().validators_iter()).await
 	}
 
@@ -276,24 +310,45 @@ impl IotaClient {
 	}
 
 	/// The merge manifest of (`epoch`, `stage`), once committed.
-	pub async fn merge_manifest(&self, epoch: Epoch, stage: StageId) -> Result<Option<MergeManifest>, Error> {
+	pub async fn merge_manifest(
+		&self,
+		epoch: Epoch,
+		stage: StageId,
+	) -> Result<Option<MergeManifest>, Error> {
 		self.fetch(&runtime::storage().iota().merge_manifests(epoch, stage)).await
 	}
 
 	/// Every verdict of `epoch`, per miner (miners nobody checked are absent).
-	pub async fn spot_checks_of_epoch(&self, epoch: Epoch) -> Result<Vec<(AccountId, Vec<SpotCheck<AccountId>>)>, Error> {
+	pub async fn spot_checks_of_epoch(
+		&self,
+		epoch: Epoch,
+	) -> Result<Vec<(AccountId, Vec<SpotCheck<AccountId>>)>, Error> {
 		let all = self.iter_by_account(runtime::storage().iota().spot_checks_iter1(epoch)).await?;
 		Ok(all.into_iter().map(|(who, checks)| (who, checks.0)).collect())
 	}
 
 	/// The validators' verdicts on `miner` in `epoch`.
-	pub async fn spot_checks(&self, epoch: Epoch, miner: &AccountId) -> Result<Vec<SpotCheck<AccountId>>, Error> {
-		Ok(self.fetch_or_default(&runtime::storage().iota().spot_checks(epoch, miner.clone())).await?.0)
+	pub async fn spot_checks(
+		&self,
+		epoch: Epoch,
+		miner: &AccountId,
+	) -> Result<Vec<SpotCheck<AccountId>>, Error> {
+		Ok(self
+			.fetch_or_default(&runtime::storage().iota().spot_checks(epoch, miner.clone()))
+			.await?
+			.0)
 	}
 
 	/// The weights `validator` set for `epoch`.
-	pub async fn weights(&self, epoch: Epoch, validator: &AccountId) -> Result<Option<Vec<(AccountId, u16)>>, Error> {
-		Ok(self.fetch(&runtime::storage().iota().weights(epoch, validator.clone())).await?.map(|w| w.0))
+	pub async fn weights(
+		&self,
+		epoch: Epoch,
+		validator: &AccountId,
+	) -> Result<Option<Vec<(AccountId, u16)>>, Error> {
+		Ok(self
+			.fetch(&runtime::storage().iota().weights(epoch, validator.clone()))
+			.await?
+			.map(|w| w.0))
 	}
 
 	/// Consensus scores of a finalized `epoch`, in parts per billion.
@@ -302,7 +357,10 @@ impl IotaClient {
 	}
 
 	/// What a finalized `epoch` paid to whom.
-	pub async fn emission_split(&self, epoch: Epoch) -> Result<Option<EmissionSplit<AccountId, Balance>>, Error> {
+	pub async fn emission_split(
+		&self,
+		epoch: Epoch,
+	) -> Result<Option<EmissionSplit<AccountId, Balance>>, Error> {
 		self.fetch(&runtime::storage().iota().emission_splits(epoch)).await
 	}
 
@@ -318,7 +376,11 @@ impl IotaClient {
 
 	/// Free balance of `who`.
 	pub async fn free_balance(&self, who: &AccountId) -> Result<Balance, Error> {
-		Ok(self.fetch_or_default(&runtime::storage().system().account(who.clone())).await?.data.free)
+		Ok(self
+			.fetch_or_default(&runtime::storage().system().account(who.clone()))
+			.await?
+			.data
+			.free)
 	}
 
 	/// Number of the latest finalized block.
@@ -332,14 +394,18 @@ impl IotaClient {
 			.chain_get_header(None)
 			.await
 			.map_err(subxt::Error::from)?;
-		header.map(|h| h.number).ok_or_else(|| subxt::Error::Other("the node returned no best block header".into()).into())
+		header.map(|h| h.number).ok_or_else(|| {
+			subxt::Error::Other("the node returned no best block header".into()).into()
+		})
 	}
 
 	// ---- events -----------------------------------------------------------------------------------
 
 	/// pallet-iota's events, block by block, from the next finalized block on. Blocks without pallet-iota
 	/// events are yielded too (with no events), so the stream also tracks finality.
-	pub async fn finalized_events(&self) -> Result<impl Stream<Item = Result<FinalizedEvents, Error>> + Send + Unpin, Error> {
+	pub async fn finalized_events(
+		&self,
+	) -> Result<impl Stream<Item = Result<FinalizedEvents, Error>> + Send + Unpin, Error> {
 		let blocks = self.api.blocks().subscribe_finalized().await?;
 		Ok(blocks
 			.then(|block| async move {

@@ -17,7 +17,7 @@ mod client;
 mod error;
 mod signer;
 
-pub use client::{FinalizedEvents, IotaClient, Included};
+pub use client::{FinalizedEvents, Included, IotaClient};
 pub use error::Error;
 pub use signer::Signer;
 
@@ -56,4 +56,5 @@ pub use runtime::runtime_types::pallet_iota::types::{
 };
 
 /// The run config with the runtime's balance and block number types.
-pub type RunConfig = runtime::runtime_types::iota_primitives::types::RunConfig<Balance, BlockNumber>;
+pub type RunConfig =
+	runtime::runtime_types::iota_primitives::types::RunConfig<Balance, BlockNumber>;

@@ -21,8 +21,10 @@ impl Signer {
 	/// A key from a secret URI: `//Alice` (a dev key), `<mnemonic>//hard/soft///password`, or a `0x` hex
 	/// seed. Errors with [`Error::InvalidSecretUri`] (the URI itself is not echoed).
 	pub fn from_uri(uri: &str) -> Result<Self, Error> {
-		let uri = SecretUri::from_str(uri.trim()).map_err(|e| Error::InvalidSecretUri(e.to_string()))?;
-		let keypair = Keypair::from_uri(&uri).map_err(|e| Error::InvalidSecretUri(e.to_string()))?;
+		let uri =
+			SecretUri::from_str(uri.trim()).map_err(|e| Error::InvalidSecretUri(e.to_string()))?;
+		let keypair =
+			Keypair::from_uri(&uri).map_err(|e| Error::InvalidSecretUri(e.to_string()))?;
 		Ok(Self { keypair })
 	}
 
@@ -30,8 +32,8 @@ impl Signer {
 	/// ignored). Errors with [`Error::KeyFile`] when unreadable, [`Error::InvalidSecretUri`] when invalid.
 	pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
 		let path = path.as_ref();
-		let text =
-			std::fs::read_to_string(path).map_err(|source| Error::KeyFile { path: path.to_path_buf(), source })?;
+		let text = std::fs::read_to_string(path)
+			.map_err(|source| Error::KeyFile { path: path.to_path_buf(), source })?;
 		Self::from_uri(&text)
 	}
 
@@ -70,7 +72,10 @@ mod tests {
 	fn dev_uri_gives_the_well_known_key() {
 		assert_eq!(hex(&Signer::from_uri("//Alice").unwrap().account_id()), ALICE);
 		assert_eq!(hex(&Signer::dev("alice").unwrap().account_id()), ALICE);
-		assert_ne!(Signer::dev("bob").unwrap().account_id(), Signer::dev("alice").unwrap().account_id());
+		assert_ne!(
+			Signer::dev("bob").unwrap().account_id(),
+			Signer::dev("alice").unwrap().account_id()
+		);
 	}
 
 	#[test]

@@ -5,7 +5,8 @@ const METADATA_VERSION: u32 = 16;
 
 #[test]
 fn checked_in_metadata_matches_the_runtime() {
-	let current = iota_runtime::Runtime::metadata_at_version(METADATA_VERSION).expect("the runtime offers metadata V16");
+	let current = iota_runtime::Runtime::metadata_at_version(METADATA_VERSION)
+		.expect("the runtime offers metadata V16");
 	let path = concat!(env!("CARGO_MANIFEST_DIR"), "/metadata/iota.scale");
 	let checked_in = std::fs::read(path).expect("metadata/iota.scale is checked in");
 	assert!(

@@ -46,7 +46,11 @@ struct DevNode {
 impl DevNode {
 	fn start() -> Self {
 		let bin = node_binary();
-		assert!(bin.exists(), "{} not found: build it with `cargo build -p iota-node` first", bin.display());
+		assert!(
+			bin.exists(),
+			"{} not found: build it with `cargo build -p iota-node` first",
+			bin.display()
+		);
 		let log = tempfile::NamedTempFile::new().unwrap();
 		let rpc_port = free_port();
 		let child = Command::new(&bin)
@@ -67,7 +71,9 @@ impl DevNode {
 			}
 			match IotaClient::connect(&self.rpc_url).await {
 				Ok(c) => return c,
-				Err(e) if start.elapsed() > STARTUP => panic!("node did not answer within {STARTUP:?}: {e}"),
+				Err(e) if start.elapsed() > STARTUP => {
+					panic!("node did not answer within {STARTUP:?}: {e}")
+				},
 				Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
 			}
 		}
@@ -104,7 +110,8 @@ async fn register_read_back_and_typed_errors() {
 	let cfg = client.run_config().await.unwrap().expect("the dev chain has a run config");
 	assert_eq!(cfg.stages, 3);
 	assert_eq!(client.orchestrator().await.unwrap(), Some(alice.account_id()));
-	let genesis_validators: Vec<_> = client.validators().await.unwrap().into_iter().map(|(a, _)| a).collect();
+	let genesis_validators: Vec<_> =
+		client.validators().await.unwrap().into_iter().map(|(a, _)| a).collect();
 	assert!(genesis_validators.contains(&Signer::dev("bob").unwrap().account_id()));
 	assert!(genesis_validators.contains(&Signer::dev("charlie").unwrap().account_id()));
 	assert!(client.miners().await.unwrap().is_empty());
@@ -117,7 +124,9 @@ async fn register_read_back_and_typed_errors() {
 		.events
 		.iter()
 		.find_map(|e| match e {
-			IotaEvent::MinerRegistered { who, stage, .. } if *who == dave.account_id() => Some(*stage),
+			IotaEvent::MinerRegistered { who, stage, .. } if *who == dave.account_id() => {
+				Some(*stage)
+			},
 			_ => None,
 		})
 		.expect("MinerRegistered for dave");
@@ -132,7 +141,9 @@ async fn register_read_back_and_typed_errors() {
 	let seen = tokio::time::timeout(Duration::from_secs(60), async {
 		while let Some(block) = events.next().await {
 			let block = block.unwrap();
-			if block.events.iter().any(|e| matches!(e, IotaEvent::MinerRegistered { who, .. } if *who == dave.account_id())) {
+			if block.events.iter().any(
+				|e| matches!(e, IotaEvent::MinerRegistered { who, .. } if *who == dave.account_id()),
+			) {
 				return block.number;
 			}
 		}
@@ -148,7 +159,10 @@ async fn register_read_back_and_typed_errors() {
 	assert_eq!(v.stake, cfg.min_validator_stake);
 
 	// Weights from a non-validator fail with the pallet's error name, and change nothing.
-	let err = client.set_weights(&ferdie, 0, vec![(dave.account_id(), 1)], cfg.weights_version).await.unwrap_err();
+	let err = client
+		.set_weights(&ferdie, 0, vec![(dave.account_id(), 1)], cfg.weights_version)
+		.await
+		.unwrap_err();
 	assert_eq!(err.pallet_error(), Some("NotValidator"), "{err}");
 	assert!(matches!(&err, Error::Pallet { pallet, .. } if pallet == "Iota"), "{err:?}");
 	assert!(client.weights(0, &ferdie.account_id()).await.unwrap().is_none());

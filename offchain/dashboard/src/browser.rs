@@ -148,7 +148,13 @@ impl Headless {
 	///
 	/// # Errors
 	/// [`BrowserError`].
-	pub async fn screenshot(&self, url: &str, png: &Path, width: u32, height: u32) -> Result<(), BrowserError> {
+	pub async fn screenshot(
+		&self,
+		url: &str,
+		png: &Path,
+		width: u32,
+		height: u32,
+	) -> Result<(), BrowserError> {
 		let shot = format!("--screenshot={}", png.display());
 		let size = format!("--window-size={width},{height}");
 		self.run(url, &[&shot, &size, "--hide-scrollbars"]).await.map(|_| ())
@@ -178,7 +184,10 @@ mod tests {
 	#[tokio::test]
 	async fn a_failing_binary_is_reported_with_its_stderr() {
 		let dir = tempfile::tempdir().unwrap();
-		let e = Headless::new(fake_browser(dir.path(), "echo 'no display' >&2; exit 3")).dom("http://127.0.0.1:9/").await.unwrap_err();
+		let e = Headless::new(fake_browser(dir.path(), "echo 'no display' >&2; exit 3"))
+			.dom("http://127.0.0.1:9/")
+			.await
+			.unwrap_err();
 		match e {
 			BrowserError::Failed { status, stderr, .. } => {
 				assert_eq!(status.code(), Some(3));
@@ -192,9 +201,15 @@ mod tests {
 	async fn the_dom_is_what_the_browser_prints_and_non_utf8_is_refused() {
 		let dir = tempfile::tempdir().unwrap();
 		let h = Headless::new(fake_browser(dir.path(), "echo '<html><body>ok</body></html>'"));
-		assert_eq!(h.dom("http://127.0.0.1:9/").await.unwrap().trim(), "<html><body>ok</body></html>");
+		assert_eq!(
+			h.dom("http://127.0.0.1:9/").await.unwrap().trim(),
+			"<html><body>ok</body></html>"
+		);
 		let h = Headless::new(fake_browser(dir.path(), "printf '\\377\\376'"));
-		assert!(matches!(h.dom("http://127.0.0.1:9/").await.unwrap_err(), BrowserError::NotUtf8 { .. }));
+		assert!(matches!(
+			h.dom("http://127.0.0.1:9/").await.unwrap_err(),
+			BrowserError::NotUtf8 { .. }
+		));
 	}
 
 	#[tokio::test]

@@ -40,7 +40,8 @@ pub enum TickFormat {
 }
 
 /// Line colours, in series order (repeats after eight).
-pub const PALETTE: [&str; 8] = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"];
+pub const PALETTE: [&str; 8] =
+	["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"];
 
 const W: f64 = 640.0;
 const H: f64 = 260.0;
@@ -57,7 +58,11 @@ pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
 	let (lo, hi) = if hi > lo { (lo, hi) } else { (lo - 0.5, lo + 0.5) };
 	let raw = (hi - lo) / target as f64;
 	let mag = 10f64.powf(raw.log10().floor());
-	let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+	let step = [1.0, 2.0, 5.0, 10.0]
+		.iter()
+		.map(|m| m * mag)
+		.find(|s| *s >= raw)
+		.unwrap_or(10.0 * mag);
 	let first = (lo / step).ceil() as i64;
 	let last = (hi / step).floor() as i64;
 	(first..=last).map(|i| i as f64 * step).collect()
@@ -84,7 +89,8 @@ pub fn format_number(v: f64) -> String {
 	} else {
 		format!("{x:.3}")
 	};
-	let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+	let s =
+		if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
 	format!("{s}{suffix}")
 }
 
@@ -111,7 +117,17 @@ impl LineChart {
 			.series
 			.iter()
 			.enumerate()
-			.map(|(i, s)| (i, s, s.points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect()))
+			.map(|(i, s)| {
+				(
+					i,
+					s,
+					s.points
+						.iter()
+						.copied()
+						.filter(|(x, y)| x.is_finite() && y.is_finite())
+						.collect(),
+				)
+			})
 			.collect();
 		let all: Vec<(f64, f64)> = series.iter().flat_map(|(_, _, p)| p.iter().copied()).collect();
 		if all.is_empty() {
@@ -122,8 +138,10 @@ impl LineChart {
 				}
 			};
 		}
-		let (mut x0, mut x1) = all.iter().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(*x), b.max(*x)));
-		let (mut y0, mut y1) = all.iter().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(*y), b.max(*y)));
+		let (mut x0, mut x1) =
+			all.iter().fold((f64::MAX, f64::MIN), |(a, b), (x, _)| (a.min(*x), b.max(*x)));
+		let (mut y0, mut y1) =
+			all.iter().fold((f64::MAX, f64::MIN), |(a, b), (_, y)| (a.min(*y), b.max(*y)));
 		// A single x or y value: widen the axis around it (by 10 %, or 1 at zero), never below zero for
 		// non-negative data (epochs, tokens, times).
 		let widen = |lo: f64, hi: f64| -> (f64, f64) {
@@ -147,7 +165,10 @@ impl LineChart {
 		let xt = nice_ticks(x0, x1, 5);
 		let yt = nice_ticks(y0, y1, 4);
 		let path = |pts: &[(f64, f64)]| -> String {
-			pts.iter().map(|(x, y)| format!("{:.1},{:.1}", sx(*x), sy(*y))).collect::<Vec<_>>().join(" ")
+			pts.iter()
+				.map(|(x, y)| format!("{:.1},{:.1}", sx(*x), sy(*y)))
+				.collect::<Vec<_>>()
+				.join(" ")
 		};
 		html! {
 			figure.chart {
@@ -194,7 +215,11 @@ mod tests {
 		assert_eq!(nice_ticks(3.2, 4.1, 4), vec![3.5, 4.0]);
 		assert_eq!(nice_ticks(0.0, 1234.0, 4), vec![0.0, 500.0, 1000.0]);
 		assert!(nice_ticks(f64::NAN, 1.0, 5).is_empty());
-		assert_eq!(nice_ticks(5.0, 5.0, 2), vec![4.5, 5.0, 5.5], "a flat range is widened around the value");
+		assert_eq!(
+			nice_ticks(5.0, 5.0, 2),
+			vec![4.5, 5.0, 5.5],
+			"a flat range is widened around the value"
+		);
 	}
 
 	#[test]
@@ -215,7 +240,10 @@ mod tests {
 			y_label: "nats".into(),
 			x_format: TickFormat::Number,
 			series: vec![
-				Series { name: "a&b".into(), points: vec![(0.0, 5.0), (1.0, 4.0), (2.0, f64::NAN)] },
+				Series {
+					name: "a&b".into(),
+					points: vec![(0.0, 5.0), (1.0, 4.0), (2.0, f64::NAN)],
+				},
 				Series { name: "single".into(), points: vec![(1.0, 4.5)] },
 			],
 		};
@@ -223,7 +251,11 @@ mod tests {
 		assert!(!svg.contains("<script>"), "{svg}");
 		assert!(svg.contains("loss &lt;script&gt;alert(1)&lt;/script&gt;"));
 		assert!(svg.contains("a&amp;b"));
-		assert_eq!(svg.matches("<polyline").count(), 1, "NaN point dropped, two finite points left");
+		assert_eq!(
+			svg.matches("<polyline").count(),
+			1,
+			"NaN point dropped, two finite points left"
+		);
 		assert_eq!(svg.matches("<circle").count(), 1, "a one-point series is a dot");
 		assert!(!svg.contains("style="), "no inline styles (the CSP forbids them)");
 	}
@@ -260,9 +292,16 @@ mod tests {
 		};
 		let svg = c.render().into_string();
 		assert!(!svg.contains(">-"), "no negative tick for non-negative data: {svg}");
-		let c = LineChart { series: vec![Series { name: "s".into(), points: vec![(1024.0, 6.2)] }], ..c };
+		let c = LineChart {
+			series: vec![Series { name: "s".into(), points: vec![(1024.0, 6.2)] }],
+			..c
+		};
 		let svg = c.render().into_string();
-		assert_eq!(svg.matches(">1.02k<").count(), 0, "ticks around 1024 are distinct round values: {svg}");
+		assert_eq!(
+			svg.matches(">1.02k<").count(),
+			0,
+			"ticks around 1024 are distinct round values: {svg}"
+		);
 		assert!(svg.contains(">1k<"));
 	}
 

@@ -159,7 +159,9 @@ impl Dashboard {
 /// Errors: [`DashboardError::Bind`] if `addr` cannot be bound, [`DashboardError::Serve`] if the server
 /// stops.
 pub async fn serve(addr: SocketAddr, config: DashboardConfig) -> Result<(), DashboardError> {
-	let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| DashboardError::Bind { addr, source })?;
+	let listener = tokio::net::TcpListener::bind(addr)
+		.await
+		.map_err(|source| DashboardError::Bind { addr, source })?;
 	let dashboard = Dashboard::connect(&config);
 	let refresh = dashboard.spawn_refresh();
 	tracing::info!(addr = %listener.local_addr().unwrap_or(addr), "dashboard listening");

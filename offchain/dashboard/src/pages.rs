@@ -76,7 +76,9 @@ pub fn error_page(title: &str, message: &str) -> Markup {
 fn feed_note<T>(what: &str, f: &Feed<T>) -> Option<Markup> {
 	match f {
 		Feed::Ok { .. } => None,
-		Feed::Pending => Some(html! { p.note.pending { (what) ": waiting for the first answer…" } }),
+		Feed::Pending => {
+			Some(html! { p.note.pending { (what) ": waiting for the first answer…" } })
+		},
 		Feed::Unavailable { reason } => {
 			Some(html! { p.note.down { strong { (what) " unavailable" } ": " (reason) } })
 		},
@@ -140,7 +142,9 @@ fn miner_status(s: &MinerStatus<u32>) -> String {
 	match s {
 		MinerStatus::Active => "active".into(),
 		MinerStatus::Leaving => "leaving".into(),
-		MinerStatus::Unbonding { until, last_epoch } => format!("unbonding (block {until}, last epoch {last_epoch})"),
+		MinerStatus::Unbonding { until, last_epoch } => {
+			format!("unbonding (block {until}, last epoch {last_epoch})")
+		},
 	}
 }
 
@@ -300,7 +304,10 @@ pub fn training(p: &TrainingPanel) -> Markup {
 			x_label: "epoch".into(),
 			y_label: "loss (nats)".into(),
 			x_format: TickFormat::Number,
-			series: vec![Series { name: "mean tail loss".into(), points: t.epochs.iter().map(|e| (f64::from(e.epoch), f64::from(e.loss))).collect() }],
+			series: vec![Series {
+				name: "mean tail loss".into(),
+				points: t.epochs.iter().map(|e| (f64::from(e.epoch), f64::from(e.loss))).collect(),
+			}],
 		};
 		let loss_tokens = LineChart {
 			title: "Loss per tokens trained".into(),
@@ -309,7 +316,11 @@ pub fn training(p: &TrainingPanel) -> Markup {
 			x_format: TickFormat::Number,
 			series: vec![Series {
 				name: "mean tail loss".into(),
-				points: t.epochs.iter().map(|e| (e.tokens_cumulative as f64, f64::from(e.loss))).collect(),
+				points: t
+					.epochs
+					.iter()
+					.map(|e| (e.tokens_cumulative as f64, f64::from(e.loss)))
+					.collect(),
 			}],
 		};
 		let stages = t.history.iter().map(|h| h.stage_tokens_per_sec.len()).max().unwrap_or(0);
@@ -319,7 +330,9 @@ pub fn training(p: &TrainingPanel) -> Markup {
 				points: t
 					.history
 					.iter()
-					.filter_map(|h| h.stage_tokens_per_sec.get(s).copied().flatten().map(|r| (h.t_ms as f64, r)))
+					.filter_map(|h| {
+						h.stage_tokens_per_sec.get(s).copied().flatten().map(|r| (h.t_ms as f64, r))
+					})
 					.collect(),
 			})
 			.collect();
@@ -474,7 +487,10 @@ pub fn miner(p: &MinerPanel) -> Markup {
 		x_label: "time (UTC)".into(),
 		y_label: "items".into(),
 		x_format: TickFormat::ClockMs,
-		series: vec![Series { name: "total".into(), points: p.samples.iter().map(|(t, n)| (*t as f64, *n as f64)).collect() }],
+		series: vec![Series {
+			name: "total".into(),
+			points: p.samples.iter().map(|(t, n)| (*t as f64, *n as f64)).collect(),
+		}],
 	};
 	html! {
 		(sources(&[("orchestrator", ok_of(&p.activity)), ("chain", ok_of(&p.chain))], 0))

@@ -16,7 +16,10 @@ use iota_rpc::AccountId;
 use serde::Serialize;
 
 use crate::state::{Feed, HistoryPoint, Snapshot, SpecSummary};
-use crate::views::{balance_str, Balance, ChainMiner, ChainStage, ChainValidator, EpochTrust, RunConfigView, VerdictView};
+use crate::views::{
+	balance_str, Balance, ChainMiner, ChainStage, ChainValidator, EpochTrust, RunConfigView,
+	VerdictView,
+};
 
 /// `/api/network`: the run at a glance.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -117,10 +120,18 @@ pub fn network(s: &Snapshot) -> NetworkPanel {
 		}
 	});
 	let spec_hash_agrees = match (s.orchestrator.data(), s.chain.data()) {
-		(Some(o), Some(c)) => c.overview.run_config.as_ref().map(|r| r.model_hash == o.status.spec_hash),
+		(Some(o), Some(c)) => {
+			c.overview.run_config.as_ref().map(|r| r.model_hash == o.status.spec_hash)
+		},
 		_ => None,
 	};
-	NetworkPanel { generation: s.generation, updated_ms: s.updated_ms, orchestrator, chain, spec_hash_agrees }
+	NetworkPanel {
+		generation: s.generation,
+		updated_ms: s.updated_ms,
+		orchestrator,
+		chain,
+		spec_hash_agrees,
+	}
 }
 
 /// `/api/stages`: per stage, its phase, queues, leases, merge progress and miners.
@@ -174,7 +185,10 @@ fn items_per_sec(samples: &[(u64, u64)]) -> Option<f64> {
 /// Build `/api/stages`.
 pub fn stages(s: &Snapshot) -> StagesPanel {
 	let chain_miners: Option<&Vec<ChainMiner>> = s.chain.data().map(|c| &c.overview.miners);
-	let quota = s.chain.data().and_then(|c| c.overview.run_config.as_ref().map(|r| r.backward_quota));
+	let quota = s
+		.chain
+		.data()
+		.and_then(|c| c.overview.run_config.as_ref().map(|r| r.backward_quota));
 	let stages = s.orchestrator.map(|o| {
 		o.status
 			.stages
@@ -189,10 +203,13 @@ pub fn stages(s: &Snapshot) -> StagesPanel {
 				let miner_rows = accounts
 					.into_iter()
 					.map(|account| {
-						let activity = o.status.miners.iter().find(|m| m.account == account).cloned();
-						let chain_status =
-							chain_miners.and_then(|ms| ms.iter().find(|m| m.account == account)).map(|m| m.status);
-						let items_per_sec = items_per_sec(&s.history.miner_samples(&account.to_string()));
+						let activity =
+							o.status.miners.iter().find(|m| m.account == account).cloned();
+						let chain_status = chain_miners
+							.and_then(|ms| ms.iter().find(|m| m.account == account))
+							.map(|m| m.status);
+						let items_per_sec =
+							items_per_sec(&s.history.miner_samples(&account.to_string()));
 						StageMinerRow { account, activity, items_per_sec, chain_status }
 					})
 					.collect();
@@ -351,7 +368,9 @@ impl MinerEpoch {
 /// Build `/api/miners/{account}`. The caller decides whether the miner is known
 /// ([`Snapshot::knows_miner`]).
 pub fn miner(s: &Snapshot, account: &AccountId) -> MinerPanel {
-	let activity = s.orchestrator.map(|o| o.status.miners.iter().find(|m| &m.account == account).cloned());
+	let activity = s
+		.orchestrator
+		.map(|o| o.status.miners.iter().find(|m| &m.account == account).cloned());
 	let chain = s.chain.map(|c| MinerChain {
 		record: c.overview.miners.iter().find(|m| &m.account == account).cloned(),
 		epochs: c
@@ -362,10 +381,19 @@ pub fn miner(s: &Snapshot, account: &AccountId) -> MinerPanel {
 				finalized: e.finalized,
 				verdicts: e.verdicts.iter().filter(|v| &v.miner == account).cloned().collect(),
 				score_ppb: e.scores.iter().find(|x| &x.miner == account).map(|x| x.ppb),
-				reward: e.emission.as_ref().and_then(|em| em.miners.iter().find(|p| &p.account == account)).map(|p| p.amount),
+				reward: e
+					.emission
+					.as_ref()
+					.and_then(|em| em.miners.iter().find(|p| &p.account == account))
+					.map(|p| p.amount),
 				slashed: e.slashes.iter().find(|p| &p.account == account).map(|p| p.amount),
 			})
-			.filter(|m| !m.verdicts.is_empty() || m.score_ppb.is_some() || m.reward.is_some() || m.slashed.is_some())
+			.filter(|m| {
+				!m.verdicts.is_empty()
+					|| m.score_ppb.is_some()
+					|| m.reward.is_some()
+					|| m.slashed.is_some()
+			})
 			.collect(),
 	});
 	MinerPanel {
@@ -393,6 +421,8 @@ pub struct EpochPanel {
 
 /// Build `/api/epochs/{epoch}` from the snapshot and a trust record fetched by the caller.
 pub fn epoch(s: &Snapshot, epoch: u32, trust: Feed<EpochTrust>) -> EpochPanel {
-	let summary = s.orchestrator.map(|o| o.status.epochs.iter().find(|e| e.epoch == epoch).cloned());
+	let summary = s
+		.orchestrator
+		.map(|o| o.status.epochs.iter().find(|e| e.epoch == epoch).cloned());
 	EpochPanel { generation: s.generation, epoch, summary, trust }
 }

@@ -24,7 +24,8 @@ pub const LIVE_JS: &str = include_str!("../assets/live.js");
 pub const STYLE_CSS: &str = include_str!("../assets/style.css");
 
 /// The content-security policy of every response.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+pub const CSP: &str =
+	"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 	connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// Query of a page request (live partials).
@@ -51,8 +52,14 @@ pub fn router(dashboard: Dashboard) -> Router {
 		.route("/api/trust", get(trust_api))
 		.route("/api/miners/{account}", get(miner_api))
 		.route("/api/epochs/{epoch}", get(epoch_api))
-		.route("/assets/live.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], LIVE_JS) }))
-		.route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE_CSS) }))
+		.route(
+			"/assets/live.js",
+			get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], LIVE_JS) }),
+		)
+		.route(
+			"/assets/style.css",
+			get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE_CSS) }),
+		)
 		.fallback(not_found)
 		.layer(axum::middleware::map_response(security_headers))
 		.with_state(dashboard)
@@ -68,7 +75,14 @@ async fn security_headers(mut res: Response) -> Response {
 }
 
 /// A full page, or its body for the live script.
-fn page(d: &Dashboard, q: &LiveQuery, generation: u64, title: &str, nav: Nav, body: impl FnOnce() -> Markup) -> Response {
+fn page(
+	d: &Dashboard,
+	q: &LiveQuery,
+	generation: u64,
+	title: &str,
+	nav: Nav,
+	body: impl FnOnce() -> Markup,
+) -> Response {
 	let gen_header = [("x-generation", generation.to_string())];
 	if q.partial.is_some() {
 		if q.since == Some(generation) {
@@ -77,12 +91,19 @@ fn page(d: &Dashboard, q: &LiveQuery, generation: u64, title: &str, nav: Nav, bo
 		return (gen_header, Html(body().into_string())).into_response();
 	}
 	let refresh_ms = d.options().refresh.as_millis() as u64;
-	(gen_header, Html(pages::layout(title, nav, generation, refresh_ms, body()).into_string())).into_response()
+	(gen_header, Html(pages::layout(title, nav, generation, refresh_ms, body()).into_string()))
+		.into_response()
 }
 
 fn error_page(d: &Dashboard, status: StatusCode, title: &str, message: &str) -> Response {
 	let refresh_ms = d.options().refresh.as_millis() as u64;
-	(status, Html(pages::layout(title, Nav::None, 0, refresh_ms, pages::error_page(title, message)).into_string()))
+	(
+		status,
+		Html(
+			pages::layout(title, Nav::None, 0, refresh_ms, pages::error_page(title, message))
+				.into_string(),
+		),
+	)
 		.into_response()
 }
 
@@ -141,14 +162,17 @@ impl Lookup {
 	fn api(self) -> Response {
 		match self {
 			Lookup::Unknown(m) => api_error(StatusCode::NOT_FOUND, &m),
-			Lookup::NoData => api_error(StatusCode::SERVICE_UNAVAILABLE, "no source has answered yet"),
+			Lookup::NoData => {
+				api_error(StatusCode::SERVICE_UNAVAILABLE, "no source has answered yet")
+			},
 		}
 	}
 }
 
 async fn find_miner(d: &Dashboard, raw: &str) -> Result<panels::MinerPanel, Lookup> {
-	let account: AccountId =
-		raw.parse().map_err(|_| Lookup::Unknown(format!("{raw:?} is not an SS58 account.")))?;
+	let account: AccountId = raw
+		.parse()
+		.map_err(|_| Lookup::Unknown(format!("{raw:?} is not an SS58 account.")))?;
 	d.with_snapshot(|s| {
 		if s.knows_miner(&account) {
 			Ok(panels::miner(s, &account))
@@ -161,7 +185,11 @@ async fn find_miner(d: &Dashboard, raw: &str) -> Result<panels::MinerPanel, Look
 	.await
 }
 
-async fn miner_page(State(d): State<Dashboard>, Path(raw): Path<String>, Query(q): Query<LiveQuery>) -> Response {
+async fn miner_page(
+	State(d): State<Dashboard>,
+	Path(raw): Path<String>,
+	Query(q): Query<LiveQuery>,
+) -> Response {
 	match find_miner(&d, &raw).await {
 		Ok(p) => {
 			let title = format!("Miner {}", pages::short(&p.account));
@@ -179,11 +207,15 @@ async fn miner_api(State(d): State<Dashboard>, Path(raw): Path<String>) -> Respo
 }
 
 async fn find_epoch(d: &Dashboard, raw: &str) -> Result<panels::EpochPanel, Lookup> {
-	let epoch: u32 = raw.parse().map_err(|_| Lookup::Unknown(format!("{raw:?} is not an epoch number.")))?;
+	let epoch: u32 = raw
+		.parse()
+		.map_err(|_| Lookup::Unknown(format!("{raw:?} is not an epoch number.")))?;
 	match d.with_snapshot(|s| s.top_epoch()).await {
 		None => return Err(Lookup::NoData),
 		Some(top) if epoch > top => {
-			return Err(Lookup::Unknown(format!("Epoch {epoch} has not started (the run is at epoch {top}).")))
+			return Err(Lookup::Unknown(format!(
+				"Epoch {epoch} has not started (the run is at epoch {top})."
+			)))
 		},
 		Some(_) => {},
 	}
@@ -191,7 +223,11 @@ async fn find_epoch(d: &Dashboard, raw: &str) -> Result<panels::EpochPanel, Look
 	Ok(d.with_snapshot(|s| panels::epoch(s, epoch, trust)).await)
 }
 
-async fn epoch_page(State(d): State<Dashboard>, Path(raw): Path<String>, Query(q): Query<LiveQuery>) -> Response {
+async fn epoch_page(
+	State(d): State<Dashboard>,
+	Path(raw): Path<String>,
+	Query(q): Query<LiveQuery>,
+) -> Response {
 	match find_epoch(&d, &raw).await {
 		Ok(p) => {
 			let title = format!("Epoch {}", p.epoch);

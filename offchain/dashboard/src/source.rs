@@ -126,7 +126,10 @@ impl RpcOrchestrator {
 			.request_timeout(self.timeout)
 			.build(&self.url)
 			.await
-			.map_err(|e| SourceError::Unreachable { url: self.url.clone(), reason: e.to_string() })?;
+			.map_err(|e| SourceError::Unreachable {
+				url: self.url.clone(),
+				reason: e.to_string(),
+			})?;
 		let client = Arc::new(client);
 		let phases = match IotaApiClient::subscribe_phases(&*client).await {
 			Ok(s) => Some(s),
@@ -143,7 +146,9 @@ impl RpcOrchestrator {
 		use jsonrpsee::core::client::Error as E;
 		match e {
 			E::Call(obj) => SourceError::Refused { url: self.url.clone(), reason: obj.to_string() },
-			E::ParseError(p) => SourceError::Invalid { url: self.url.clone(), reason: p.to_string() },
+			E::ParseError(p) => {
+				SourceError::Invalid { url: self.url.clone(), reason: p.to_string() }
+			},
 			other => SourceError::Unreachable { url: self.url.clone(), reason: other.to_string() },
 		}
 	}
@@ -163,7 +168,8 @@ impl OrchestratorSource for RpcOrchestrator {
 	async fn run_spec(&self) -> Result<RunSpec, SourceError> {
 		let client = self.client().await?;
 		let text = IotaApiClient::run_spec(&*client).await.map_err(|e| self.rpc_error(e))?;
-		serde_json::from_str(&text.json).map_err(|e| SourceError::Invalid { url: self.url.clone(), reason: e.to_string() })
+		serde_json::from_str(&text.json)
+			.map_err(|e| SourceError::Invalid { url: self.url.clone(), reason: e.to_string() })
 	}
 
 	async fn phase_events(&self) -> Result<Vec<PhaseEvent>, SourceError> {
@@ -174,7 +180,9 @@ impl OrchestratorSource for RpcOrchestrator {
 		loop {
 			match sub.next().now_or_never() {
 				Some(Some(Ok(ev))) => out.push(ev),
-				Some(Some(Err(e))) => tracing::debug!(error = %e, "undecodable phase event skipped"),
+				Some(Some(Err(e))) => {
+					tracing::debug!(error = %e, "undecodable phase event skipped")
+				},
 				Some(None) => {
 					c.phases = None;
 					break;
@@ -209,8 +217,14 @@ impl ChainReader {
 		}
 		let c = tokio::time::timeout(self.timeout, iota_chain::IotaClient::connect(&self.url))
 			.await
-			.map_err(|_| SourceError::Unreachable { url: self.url.clone(), reason: "connection timed out".into() })?
-			.map_err(|e| SourceError::Unreachable { url: self.url.clone(), reason: e.to_string() })?;
+			.map_err(|_| SourceError::Unreachable {
+				url: self.url.clone(),
+				reason: "connection timed out".into(),
+			})?
+			.map_err(|e| SourceError::Unreachable {
+				url: self.url.clone(),
+				reason: e.to_string(),
+			})?;
 		*slot = Some(c.clone());
 		Ok(c)
 	}
@@ -234,7 +248,9 @@ fn miner_status(s: iota_chain::MinerStatus<u32>) -> MinerStatus<u32> {
 	match s {
 		iota_chain::MinerStatus::Active => MinerStatus::Active,
 		iota_chain::MinerStatus::Leaving => MinerStatus::Leaving,
-		iota_chain::MinerStatus::Unbonding { until, last_epoch } => MinerStatus::Unbonding { until, last_epoch },
+		iota_chain::MinerStatus::Unbonding { until, last_epoch } => {
+			MinerStatus::Unbonding { until, last_epoch }
+		},
 	}
 }
 
@@ -350,7 +366,8 @@ impl ChainSource for ChainReader {
 					});
 				}
 			}
-			verdicts.sort_by(|a, b| (&a.miner.0, &a.validator.0).cmp(&(&b.miner.0, &b.validator.0)));
+			verdicts
+				.sort_by(|a, b| (&a.miner.0, &a.validator.0).cmp(&(&b.miner.0, &b.validator.0)));
 			let scores = c
 				.scores(epoch)
 				.await?
@@ -359,11 +376,26 @@ impl ChainSource for ChainReader {
 				.map(|(miner, ppb)| ScoreView { miner, ppb })
 				.collect();
 			let emission = c.emission_split(epoch).await?.map(|s| EmissionView {
-				miners: s.miners.0.into_iter().map(|(account, amount)| Payout { account, amount }).collect(),
-				validators: s.validators.0.into_iter().map(|(account, amount)| Payout { account, amount }).collect(),
+				miners: s
+					.miners
+					.0
+					.into_iter()
+					.map(|(account, amount)| Payout { account, amount })
+					.collect(),
+				validators: s
+					.validators
+					.0
+					.into_iter()
+					.map(|(account, amount)| Payout { account, amount })
+					.collect(),
 				unallocated: s.unallocated,
 			});
-			let slashes = c.slashes(epoch).await?.into_iter().map(|(account, amount)| Payout { account, amount }).collect();
+			let slashes = c
+				.slashes(epoch)
+				.await?
+				.into_iter()
+				.map(|(account, amount)| Payout { account, amount })
+				.collect();
 			let mut manifests = Vec::new();
 			for s in 0..stages {
 				if let Some(m) = c.merge_manifest(epoch, s).await? {

@@ -99,12 +99,12 @@ impl SpecSummary {
 		let m = &spec.model;
 		let preset = iota_model::config::PRESETS.iter().find_map(|name| {
 			let p = ModelConfig::preset(name).ok()?;
-			let same = p.vocab_size == m.vocab_size &&
-				p.d_model == m.d_model &&
-				p.n_layers == m.n_layers &&
-				p.n_heads == m.n_heads &&
-				p.n_kv_heads == m.n_kv_heads &&
-				p.ffn_dim == m.ffn_dim;
+			let same = p.vocab_size == m.vocab_size
+				&& p.d_model == m.d_model
+				&& p.n_layers == m.n_layers
+				&& p.n_heads == m.n_heads
+				&& p.n_kv_heads == m.n_kv_heads
+				&& p.ffn_dim == m.ffn_dim;
 			same.then(|| name.to_string())
 		});
 		let bytes_per_elem = match spec.encoding.as_str() {
@@ -199,7 +199,12 @@ pub struct History {
 impl History {
 	/// An empty history of at most `capacity` points (at least 2).
 	pub fn new(capacity: usize) -> Self {
-		Self { capacity: capacity.max(2), points: VecDeque::new(), counters: Vec::new(), miners: BTreeMap::new() }
+		Self {
+			capacity: capacity.max(2),
+			points: VecDeque::new(),
+			counters: Vec::new(),
+			miners: BTreeMap::new(),
+		}
 	}
 
 	/// The points, oldest first.
@@ -209,7 +214,10 @@ impl History {
 
 	/// `(t_ms, samples_total)` of one miner (SS58 account), oldest first.
 	pub fn miner_samples(&self, account: &str) -> Vec<(u64, u64)> {
-		self.miners.get(account).map(|v| v.iter().copied().collect()).unwrap_or_default()
+		self.miners
+			.get(account)
+			.map(|v| v.iter().copied().collect())
+			.unwrap_or_default()
 	}
 
 	/// Add one status poll. A status not newer than the last point (`now_ms` did not advance) is ignored.
@@ -236,19 +244,33 @@ impl History {
 				u64::from(st.backward_done.saturating_sub(c.done))
 			} else if st.epoch > c.epoch {
 				let q = u64::from(quota.unwrap_or(0));
-				q.saturating_sub(u64::from(c.done)) + q * u64::from(st.epoch - c.epoch - 1) + u64::from(st.backward_done)
+				q.saturating_sub(u64::from(c.done))
+					+ q * u64::from(st.epoch - c.epoch - 1)
+					+ u64::from(st.backward_done)
 			} else {
 				0
 			};
-			self.counters[i] = StageCounter { epoch: st.epoch, done: st.backward_done, cumulative: c.cumulative + delta };
+			self.counters[i] = StageCounter {
+				epoch: st.epoch,
+				done: st.backward_done,
+				cumulative: c.cumulative + delta,
+			};
 		}
 		let totals: Vec<u64> = self.counters.iter().map(|c| c.cumulative).collect();
-		let base = self.points.iter().find(|p| p.t_ms + RATE_WINDOW_MS >= status.now_ms).or(self.points.back());
+		let base = self
+			.points
+			.iter()
+			.find(|p| p.t_ms + RATE_WINDOW_MS >= status.now_ms)
+			.or(self.points.back());
 		let rates = match (base, tokens_per_sample) {
 			(Some(b), Some(tps)) => {
 				let secs = (status.now_ms - b.t_ms) as f64 / 1000.0;
 				(0..totals.len())
-					.map(|i| b.stage_backward_total.get(i).map(|b0| (totals[i] - b0) as f64 * tps as f64 / secs))
+					.map(|i| {
+						b.stage_backward_total
+							.get(i)
+							.map(|b0| (totals[i] - b0) as f64 * tps as f64 / secs)
+					})
 					.collect()
 			},
 			_ => vec![None; totals.len()],
@@ -302,14 +324,19 @@ pub struct Snapshot {
 impl Snapshot {
 	/// Whether `account` appears anywhere in the snapshot (orchestrator, chain records, trust records).
 	pub fn knows_miner(&self, account: &AccountId) -> bool {
-		let in_orch = self.orchestrator.data().is_some_and(|o| o.status.miners.iter().any(|m| &m.account == account));
+		let in_orch = self
+			.orchestrator
+			.data()
+			.is_some_and(|o| o.status.miners.iter().any(|m| &m.account == account));
 		let in_chain = self.chain.data().is_some_and(|c| {
-			c.overview.miners.iter().any(|m| &m.account == account) ||
-				c.epochs.iter().any(|e| {
-					e.verdicts.iter().any(|v| &v.miner == account) ||
-						e.scores.iter().any(|s| &s.miner == account) ||
-						e.slashes.iter().any(|s| &s.account == account) ||
-						e.emission.as_ref().is_some_and(|em| em.miners.iter().any(|p| &p.account == account))
+			c.overview.miners.iter().any(|m| &m.account == account)
+				|| c.epochs.iter().any(|e| {
+					e.verdicts.iter().any(|v| &v.miner == account)
+						|| e.scores.iter().any(|s| &s.miner == account)
+						|| e.slashes.iter().any(|s| &s.account == account)
+						|| e.emission
+							.as_ref()
+							.is_some_and(|em| em.miners.iter().any(|p| &p.account == account))
 				})
 		});
 		in_orch || in_chain
@@ -377,7 +404,11 @@ fn now_ms() -> u64 {
 impl Dashboard {
 	/// A dashboard over the given sources; nothing is fetched until [`Self::refresh_once`] or
 	/// [`Self::spawn_refresh`].
-	pub fn new(orchestrator: Arc<dyn OrchestratorSource>, chain: Arc<dyn ChainSource>, options: Options) -> Self {
+	pub fn new(
+		orchestrator: Arc<dyn OrchestratorSource>,
+		chain: Arc<dyn ChainSource>,
+		options: Options,
+	) -> Self {
 		let snapshot = Snapshot {
 			generation: 0,
 			updated_ms: 0,
@@ -413,10 +444,16 @@ impl Dashboard {
 		f(&*self.inner.snapshot.read().await)
 	}
 
-	async fn timed<T>(&self, what: String, f: impl std::future::Future<Output = Result<T, SourceError>>) -> Result<T, SourceError> {
+	async fn timed<T>(
+		&self,
+		what: String,
+		f: impl std::future::Future<Output = Result<T, SourceError>>,
+	) -> Result<T, SourceError> {
 		tokio::time::timeout(self.inner.options.source_timeout, f)
 			.await
-			.unwrap_or_else(|_| Err(SourceError::Unreachable { url: what, reason: "no answer in time".into() }))
+			.unwrap_or_else(|_| {
+				Err(SourceError::Unreachable { url: what, reason: "no answer in time".into() })
+			})
 	}
 
 	async fn fetch_orchestrator(&self) -> (Feed<OrchestratorData>, Vec<PhaseEvent>) {
@@ -442,7 +479,8 @@ impl Dashboard {
 			.timed(src.describe(), async {
 				let overview = src.overview().await?;
 				let top = overview.top_epoch();
-				let stages = overview.run_config.as_ref().map_or(overview.stages.len() as u16, |c| c.stages);
+				let stages =
+					overview.run_config.as_ref().map_or(overview.stages.len() as u16, |c| c.stages);
 				let lowest = (top + 1).saturating_sub(self.inner.options.trust_epochs);
 				let mut epochs = Vec::new();
 				for e in (lowest..=top).rev() {
@@ -458,8 +496,11 @@ impl Dashboard {
 	/// becomes [`Feed::Unavailable`]; the other is unaffected.
 	pub async fn refresh_once(&self) {
 		let _one_at_a_time = self.inner.refresh_lock.lock().await;
-		let ((orchestrator, events), chain) = tokio::join!(self.fetch_orchestrator(), self.fetch_chain());
-		let quota = chain.data().and_then(|c| c.overview.run_config.as_ref().map(|r| r.backward_quota));
+		let ((orchestrator, events), chain) =
+			tokio::join!(self.fetch_orchestrator(), self.fetch_chain());
+		let quota = chain
+			.data()
+			.and_then(|c| c.overview.run_config.as_ref().map(|r| r.backward_quota));
 		let mut snap = self.inner.snapshot.write().await;
 		if let Some(o) = orchestrator.data() {
 			let tps = o.spec.as_ref().map(|s| s.tokens_per_sample);
@@ -567,7 +608,10 @@ mod tests {
 		h.record(&status(40_000, &[(1, 2), (0, 2)]), Some(4), Some(10));
 		// Stage 0 skipped a whole epoch (quota 4) and did 1 of epoch 3: 2 + 4 + 1 = 7 in 40 s.
 		h.record(&status(80_000, &[(3, 1), (0, 2)]), Some(4), Some(10));
-		assert_eq!(rates(&h), vec![vec![None, None], vec![Some(1.25), Some(0.5)], vec![Some(1.75), Some(0.0)]]);
+		assert_eq!(
+			rates(&h),
+			vec![vec![None, None], vec![Some(1.25), Some(0.5)], vec![Some(1.75), Some(0.0)]]
+		);
 		let totals: Vec<Vec<u64>> = h.points().map(|p| p.stage_backward_total.clone()).collect();
 		assert_eq!(totals, vec![vec![0, 0], vec![5, 2], vec![12, 2]]);
 	}
@@ -580,7 +624,11 @@ mod tests {
 		h.record(&status(2_000, &[(0, 8)]), Some(8), Some(10));
 		h.record(&status(10_000, &[(0, 8)]), Some(8), Some(10));
 		assert_eq!(rates(&h)[1], vec![Some(40.0)]);
-		assert_eq!(rates(&h)[2], vec![Some(8.0)], "8 passes × 10 tokens over the 10 s since the window's first point");
+		assert_eq!(
+			rates(&h)[2],
+			vec![Some(8.0)],
+			"8 passes × 10 tokens over the 10 s since the window's first point"
+		);
 		// Past the window the burst drops out.
 		h.record(&status(35_000, &[(0, 8)]), Some(8), Some(10));
 		assert_eq!(rates(&h)[3], vec![Some(0.0)]);
@@ -595,7 +643,11 @@ mod tests {
 		let mut h = History::new(10);
 		h.record(&status(1_000, &[(0, 3)]), None, Some(10));
 		h.record(&status(2_000, &[(1, 1)]), None, Some(10));
-		assert_eq!(rates(&h)[1], vec![Some(10.0)], "only the new epoch's pass is counted without the quota");
+		assert_eq!(
+			rates(&h)[1],
+			vec![Some(10.0)],
+			"only the new epoch's pass is counted without the quota"
+		);
 	}
 
 	#[test]
@@ -632,15 +684,21 @@ mod tests {
 			})
 			.collect();
 		h.record(&st, Some(4), Some(1));
-		assert!(h.points().all(|p| p.stage_tokens_per_sec.is_empty() && p.stage_backward_total.is_empty()));
+		assert!(h
+			.points()
+			.all(|p| p.stage_tokens_per_sec.is_empty() && p.stage_backward_total.is_empty()));
 		assert_eq!(h.miners.len(), MAX_TRACKED_MINERS);
 	}
 
 	#[test]
 	fn feeds_keep_the_reason_of_a_failure() {
-		let f: Feed<u32> = Err(SourceError::Unreachable { url: "ws://x".into(), reason: "refused".into() }).into();
+		let f: Feed<u32> =
+			Err(SourceError::Unreachable { url: "ws://x".into(), reason: "refused".into() }).into();
 		assert_eq!(f, Feed::Unavailable { reason: "cannot reach ws://x: refused".into() });
-		assert_eq!(f.map(|v| v + 1), Feed::Unavailable { reason: "cannot reach ws://x: refused".into() });
+		assert_eq!(
+			f.map(|v| v + 1),
+			Feed::Unavailable { reason: "cannot reach ws://x: refused".into() }
+		);
 		let ok: Feed<u32> = Ok(1).into();
 		assert_eq!(ok.map(|v| v + 1).data(), Some(&2));
 	}

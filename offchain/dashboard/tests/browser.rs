@@ -36,7 +36,8 @@ async fn live_updates_reach_the_dom_in_headless_chromium() {
 	let app = d.router().layer(axum::middleware::from_fn(move |req: Request, next: Next| {
 		let (d, o, s) = (d2.clone(), o2.clone(), s2.clone());
 		async move {
-			let full_page = req.uri().path() == "/" && req.uri().query().is_none_or(|q| !q.contains("partial"));
+			let full_page =
+				req.uri().path() == "/" && req.uri().query().is_none_or(|q| !q.contains("partial"));
 			let res = next.run(req).await;
 			if full_page && !s.swap(true, Ordering::SeqCst) {
 				o.set(Ok(status("run-a", 20_000, &[5.5, 4.25, 3.125], 1)));
@@ -51,13 +52,23 @@ async fn live_updates_reach_the_dom_in_headless_chromium() {
 
 	let dom = browser.dom(&format!("{base}/")).await.unwrap();
 	assert!(switched.load(Ordering::SeqCst), "the page was served");
-	assert!(dom.contains("data-live-updates=\""), "the live script replaced the body at least once:\n{dom}");
-	assert!(dom.contains(r#"<dd id="last-loss">3.1250</dd>"#), "state B's loss reached the DOM:\n{dom}");
+	assert!(
+		dom.contains("data-live-updates=\""),
+		"the live script replaced the body at least once:\n{dom}"
+	);
+	assert!(
+		dom.contains(r#"<dd id="last-loss">3.1250</dd>"#),
+		"state B's loss reached the DOM:\n{dom}"
+	);
 	assert!(!dom.contains("4.2500"), "state A's loss is gone");
 	assert!(dom.contains(r#"<dd id="stage-count">3</dd>"#));
 	assert!(dom.contains(r#"<dd id="miners-registered">3</dd>"#));
 	assert!(dom.contains(r#"<dd id="current-epoch">3</dd>"#));
-	assert!(dom.contains(r#"class="ok" id="live-state""#) || dom.contains(r#"id="live-state" class="ok""#), "badge says live");
+	assert!(
+		dom.contains(r#"class="ok" id="live-state""#)
+			|| dom.contains(r#"id="live-state" class="ok""#),
+		"badge says live"
+	);
 
 	// The Training page in the browser: four SVG charts and the loss table; and a screenshot of it.
 	let dom = browser.dom(&format!("{base}/training")).await.unwrap();
@@ -67,13 +78,18 @@ async fn live_updates_reach_the_dom_in_headless_chromium() {
 	let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("iota-dashboard-browser");
 	std::fs::create_dir_all(&dir).unwrap();
 	let miner_page = format!("/miners/{}", miner(1));
-	for (name, path) in
-		[("training", "/training"), ("network", "/"), ("stages", "/stages"), ("trust", "/trust"), ("miner", &miner_page)]
-	{
+	for (name, path) in [
+		("training", "/training"),
+		("network", "/"),
+		("stages", "/stages"),
+		("trust", "/trust"),
+		("miner", &miner_page),
+	] {
 		let shot = dir.join(format!("{name}.png"));
 		let _ = std::fs::remove_file(&shot);
 		browser.screenshot(&format!("{base}{path}"), &shot, 1280, 1500).await.unwrap();
-		let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()));
+		let png =
+			std::fs::read(&shot).unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()));
 		assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{name}: a PNG");
 		eprintln!("screenshot: {}", shot.display());
 	}

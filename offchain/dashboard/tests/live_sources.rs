@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use iota_dashboard::{
-	ChainReader, ChainSource, Dashboard, DashboardConfig, DashboardError, Feed, OrchestratorSource, RpcOrchestrator,
-	SourceError,
+	ChainReader, ChainSource, Dashboard, DashboardConfig, DashboardError, Feed, OrchestratorSource,
+	RpcOrchestrator, SourceError,
 };
 use iota_primitives::Phase;
 use iota_rpc::types::{PhaseEvent, RunSpecText};
@@ -33,18 +33,27 @@ async fn rpc_orchestrator_reads_status_spec_and_pushed_phase_changes() {
 	let st = status("run-a", 10_000, &[5.5], 3);
 	let mut module = RpcModule::new(());
 	let s = st.clone();
-	module.register_method("iota_status", move |_, _, _| Ok::<_, ErrorObjectOwned>(s.clone())).unwrap();
-	let text = RunSpecText { json: String::from_utf8(spec("run-a").to_bytes()).unwrap() };
-	module.register_method("iota_runSpec", move |_, _, _| Ok::<_, ErrorObjectOwned>(text.clone())).unwrap();
 	module
-		.register_subscription("iota_subscribePhases", "iota_phase", "iota_unsubscribePhases", |_, pending, _, _| async move {
-			let sink = pending.accept().await?;
-			for ev in events() {
-				sink.send(SubscriptionMessage::from_json(&ev)?).await?;
-			}
-			sink.closed().await;
-			Ok(())
-		})
+		.register_method("iota_status", move |_, _, _| Ok::<_, ErrorObjectOwned>(s.clone()))
+		.unwrap();
+	let text = RunSpecText { json: String::from_utf8(spec("run-a").to_bytes()).unwrap() };
+	module
+		.register_method("iota_runSpec", move |_, _, _| Ok::<_, ErrorObjectOwned>(text.clone()))
+		.unwrap();
+	module
+		.register_subscription(
+			"iota_subscribePhases",
+			"iota_phase",
+			"iota_unsubscribePhases",
+			|_, pending, _, _| async move {
+				let sink = pending.accept().await?;
+				for ev in events() {
+					sink.send(SubscriptionMessage::from_json(&ev)?).await?;
+				}
+				sink.closed().await;
+				Ok(())
+			},
+		)
 		.unwrap();
 	let server = Server::builder().build("127.0.0.1:0").await.unwrap();
 	let url = format!("ws://{}", server.local_addr().unwrap());
@@ -83,15 +92,22 @@ async fn a_method_error_is_refused_not_unreachable() {
 		})
 		.unwrap();
 	module
-		.register_method("iota_runSpec", |_, _, _| Ok::<_, ErrorObjectOwned>(RunSpecText { json: "{not json".into() }))
+		.register_method("iota_runSpec", |_, _, _| {
+			Ok::<_, ErrorObjectOwned>(RunSpecText { json: "{not json".into() })
+		})
 		.unwrap();
 	let server = Server::builder().build("127.0.0.1:0").await.unwrap();
 	let url = format!("ws://{}", server.local_addr().unwrap());
 	let handle = server.start(module);
 	let src = RpcOrchestrator::new(url, Duration::from_secs(10));
-	assert!(matches!(src.status().await, Err(SourceError::Refused { reason, .. }) if reason.contains("unavailable")));
+	assert!(
+		matches!(src.status().await, Err(SourceError::Refused { reason, .. }) if reason.contains("unavailable"))
+	);
 	assert!(matches!(src.run_spec().await, Err(SourceError::Invalid { .. })));
-	assert!(src.phase_events().await.unwrap().is_empty(), "no subscription method: no events, no error");
+	assert!(
+		src.phase_events().await.unwrap().is_empty(),
+		"no subscription method: no events, no error"
+	);
 	handle.stop().unwrap();
 }
 
@@ -100,12 +116,20 @@ async fn unreachable_live_sources_leave_the_dashboard_serving() {
 	let orch_url = format!("ws://127.0.0.1:{}", closed_port());
 	let chain_url = format!("ws://127.0.0.1:{}", closed_port());
 	let o = RpcOrchestrator::new(orch_url.clone(), Duration::from_secs(5));
-	assert!(matches!(o.status().await, Err(SourceError::Unreachable { url, .. }) if url == orch_url));
+	assert!(
+		matches!(o.status().await, Err(SourceError::Unreachable { url, .. }) if url == orch_url)
+	);
 	let c = ChainReader::new(chain_url.clone(), Duration::from_secs(5));
-	assert!(matches!(c.overview().await, Err(SourceError::Unreachable { url, .. }) if url == chain_url));
+	assert!(
+		matches!(c.overview().await, Err(SourceError::Unreachable { url, .. }) if url == chain_url)
+	);
 	assert!(matches!(c.epoch(0, 3).await, Err(SourceError::Unreachable { .. })));
 
-	let config = DashboardConfig { orchestrator_ws_url: orch_url, chain_ws_url: chain_url, options: options() };
+	let config = DashboardConfig {
+		orchestrator_ws_url: orch_url,
+		chain_ws_url: chain_url,
+		options: options(),
+	};
 	let d = Dashboard::connect(&config);
 	d.refresh_once().await;
 	let snap = d.snapshot().await;
@@ -126,7 +150,11 @@ async fn serve_reports_an_address_in_use() {
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
 	use tokio::io::{AsyncReadExt, AsyncWriteExt};
 	let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-	s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+	s.write_all(
+		format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+	)
+	.await
+	.unwrap();
 	let mut raw = Vec::new();
 	s.read_to_end(&mut raw).await.unwrap();
 	let text = String::from_utf8(raw).unwrap();

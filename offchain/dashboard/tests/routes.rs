@@ -10,7 +10,11 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 async fn get(d: &iota_dashboard::Dashboard, uri: &str) -> (StatusCode, HeaderMap, String) {
-	let res = d.router().oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+	let res = d
+		.router()
+		.oneshot(Request::get(uri).body(Body::empty()).unwrap())
+		.await
+		.unwrap();
 	let status = res.status();
 	let headers = res.headers().clone();
 	let body = axum::body::to_bytes(res.into_body(), 1 << 24).await.unwrap();
@@ -24,7 +28,8 @@ async fn json(d: &iota_dashboard::Dashboard, uri: &str) -> Value {
 	serde_json::from_str(&body).unwrap()
 }
 
-async fn ready() -> (iota_dashboard::Dashboard, std::sync::Arc<FakeOrchestrator>, std::sync::Arc<FakeChain>) {
+async fn ready(
+) -> (iota_dashboard::Dashboard, std::sync::Arc<FakeOrchestrator>, std::sync::Arc<FakeChain>) {
 	let (o, c) = recorded();
 	let d = dashboard(o.clone(), c.clone());
 	d.refresh_once().await;
@@ -107,7 +112,12 @@ async fn training_endpoint_has_losses_throughput_history_and_wire_bytes_per_toke
 	d.refresh_once().await;
 	let v = json(&d, "/api/training").await;
 	let t = &v["orchestrator"]["data"];
-	let losses: Vec<f64> = t["epochs"].as_array().unwrap().iter().map(|e| e["loss"].as_f64().unwrap()).collect();
+	let losses: Vec<f64> = t["epochs"]
+		.as_array()
+		.unwrap()
+		.iter()
+		.map(|e| e["loss"].as_f64().unwrap())
+		.collect();
 	assert_eq!(losses, vec![5.5, 4.25]);
 	let h = t["history"].as_array().unwrap();
 	assert_eq!(h.len(), 2);
@@ -130,7 +140,10 @@ async fn trust_endpoint_reads_verdicts_scores_emission_and_slashes_from_chain() 
 	let v = json(&d, "/api/trust").await;
 	let t = &v["chain"]["data"];
 	let epochs = t["epochs"].as_array().unwrap();
-	assert_eq!(epochs.iter().map(|e| e["epoch"].as_u64().unwrap()).collect::<Vec<_>>(), vec![2, 1, 0]);
+	assert_eq!(
+		epochs.iter().map(|e| e["epoch"].as_u64().unwrap()).collect::<Vec<_>>(),
+		vec![2, 1, 0]
+	);
 	let e0 = &epochs[2];
 	assert_eq!(e0["finalized"], true);
 	assert_eq!(e0["verdicts"].as_array().unwrap().len(), 3);
@@ -166,7 +179,11 @@ async fn miner_page_and_endpoint_show_its_work_verdicts_scores_and_rewards() {
 
 	let (status, _, html) = get(&d, &format!("/miners/{m1}")).await;
 	assert_eq!(status, StatusCode::OK);
-	assert!(html.contains(&m1.to_string()) && html.contains("FAIL") && html.contains("Work items completed"));
+	assert!(
+		html.contains(&m1.to_string())
+			&& html.contains("FAIL")
+			&& html.contains("Work items completed")
+	);
 }
 
 #[tokio::test]
@@ -186,7 +203,12 @@ async fn unknown_miners_epochs_and_paths_are_404_pages() {
 		assert!(headers["content-type"].to_str().unwrap().starts_with("text/html"), "{uri}");
 		assert!(html.contains("Not found"), "{uri}: {html}");
 	}
-	for uri in [format!("/api/miners/{stranger}"), "/api/epochs/3".into(), "/api/epochs/x".into(), "/api/nothing".into()] {
+	for uri in [
+		format!("/api/miners/{stranger}"),
+		"/api/epochs/3".into(),
+		"/api/epochs/x".into(),
+		"/api/nothing".into(),
+	] {
 		let (status, _, body) = get(&d, &uri).await;
 		assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
 		let v: Value = serde_json::from_str(&body).unwrap();
@@ -223,10 +245,21 @@ async fn hostile_text_from_the_network_is_escaped_everywhere() {
 	let d = dashboard(o.clone(), c.clone());
 	d.refresh_once().await;
 	let mut pages = Vec::new();
-	for uri in ["/", "/stages", "/training", "/trust", "/epochs/0", "/miners/%3Cscript%3Ealert(1)%3C%2Fscript%3E", "/%3Cimg%20src=x%20onerror=alert(1)%3E"] {
+	for uri in [
+		"/",
+		"/stages",
+		"/training",
+		"/trust",
+		"/epochs/0",
+		"/miners/%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+		"/%3Cimg%20src=x%20onerror=alert(1)%3E",
+	] {
 		pages.push((uri.to_string(), get(&d, uri).await.2));
 	}
-	c.set(Err(iota_dashboard::SourceError::Refused { url: "ws://chain".into(), reason: HOSTILE.into() }));
+	c.set(Err(iota_dashboard::SourceError::Refused {
+		url: "ws://chain".into(),
+		reason: HOSTILE.into(),
+	}));
 	d.refresh_once().await;
 	pages.push(("/ (chain down)".into(), get(&d, "/").await.2));
 	pages.push(("/?partial=1".into(), get(&d, "/?partial=1").await.2));
@@ -234,12 +267,19 @@ async fn hostile_text_from_the_network_is_escaped_everywhere() {
 	for (uri, html) in &pages {
 		assert!(!html.contains("<script>"), "{uri}: raw script tag\n{html}");
 		assert!(!html.contains("<img"), "{uri}: raw img tag");
-		assert_eq!(html.matches("<script").count(), html.matches(r#"<script src="/assets/live.js" defer></script>"#).count(), "{uri}");
+		assert_eq!(
+			html.matches("<script").count(),
+			html.matches(r#"<script src="/assets/live.js" defer></script>"#).count(),
+			"{uri}"
+		);
 		if html.contains("&lt;script&gt;") {
 			seen_escaped += 1;
 		}
 	}
-	assert!(seen_escaped >= 5, "the hostile text is shown, escaped, on most pages ({seen_escaped})");
+	assert!(
+		seen_escaped >= 5,
+		"the hostile text is shown, escaped, on most pages ({seen_escaped})"
+	);
 	// JSON carries it as a plain string.
 	assert_eq!(json(&d, "/api/network").await["orchestrator"]["data"]["run"], HOSTILE);
 }

@@ -27,30 +27,30 @@ use crate::error::{Error, Result};
 /// How a parameter is initialised.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
-    /// All ones (RMSNorm gains).
-    Ones,
-    /// Normal with mean 0 and this standard deviation.
-    Normal(f32),
+	/// All ones (RMSNorm gains).
+	Ones,
+	/// Normal with mean 0 and this standard deviation.
+	Normal(f32),
 }
 
 /// One trainable tensor of a stage: its name, shape, initialisation and whether AdamW decays it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamSpec {
-    /// Hugging Face style name, e.g. `model.layers.0.mlp.up_proj.weight`.
-    pub name: String,
-    /// Shape (Linear weights are `[out, in]`).
-    pub shape: Vec<usize>,
-    /// Initialisation.
-    pub init: Init,
-    /// Weight decay applies (matrices other than the embedding); not to norms.
-    pub decay: bool,
+	/// Hugging Face style name, e.g. `model.layers.0.mlp.up_proj.weight`.
+	pub name: String,
+	/// Shape (Linear weights are `[out, in]`).
+	pub shape: Vec<usize>,
+	/// Initialisation.
+	pub init: Init,
+	/// Weight decay applies (matrices other than the embedding); not to norms.
+	pub decay: bool,
 }
 
 impl ParamSpec {
-    /// Number of elements.
-    pub fn numel(&self) -> usize {
-        self.shape.iter().product()
-    }
+	/// Number of elements.
+	pub fn numel(&self) -> usize {
+		self.shape.iter().product()
+	}
 }
 
 /// Initialisation standard deviation of weight matrices (GPT-2 / Llama convention).
@@ -61,57 +61,86 @@ pub const INIT_STD: f32 = 0.02;
 /// # Errors
 /// [`Error::Config`] if the config is invalid or `s` is not a stage index.
 pub fn param_specs(cfg: &ModelConfig, s: usize) -> Result<Vec<ParamSpec>> {
-    cfg.validate()?;
-    let [start, end] = *cfg
-        .stages
-        .get(s)
-        .ok_or_else(|| Error::Config(format!("stage {s} does not exist ({} stages)", cfg.n_stages())))?;
-    let (d, hd, ffn) = (cfg.d_model, cfg.head_dim(), cfg.ffn_dim);
-    let resid_std = INIT_STD / ((2 * cfg.n_layers) as f32).sqrt();
-    let mut v = Vec::new();
-    let mut push = |name: String, shape: Vec<usize>, init: Init, decay: bool| {
-        v.push(ParamSpec { name, shape, init, decay })
-    };
-    let last = cfg.n_stages() - 1;
-    if s == 0 {
-        push("model.embed_tokens.weight".into(), vec![cfg.vocab_size, d], Init::Normal(INIT_STD), false);
-    }
-    for i in start..end {
-        let p = format!("model.layers.{i}");
-        push(format!("{p}.input_layernorm.weight"), vec![d], Init::Ones, false);
-        push(format!("{p}.post_attention_layernorm.weight"), vec![d], Init::Ones, false);
-        push(format!("{p}.self_attn.q_proj.weight"), vec![cfg.n_heads * hd, d], Init::Normal(INIT_STD), true);
-        push(format!("{p}.self_attn.k_proj.weight"), vec![cfg.n_kv_heads * hd, d], Init::Normal(INIT_STD), true);
-        push(format!("{p}.self_attn.v_proj.weight"), vec![cfg.n_kv_heads * hd, d], Init::Normal(INIT_STD), true);
-        push(format!("{p}.self_attn.o_proj.weight"), vec![d, cfg.n_heads * hd], Init::Normal(resid_std), true);
-        push(format!("{p}.mlp.gate_proj.weight"), vec![ffn, d], Init::Normal(INIT_STD), true);
-        push(format!("{p}.mlp.up_proj.weight"), vec![ffn, d], Init::Normal(INIT_STD), true);
-        push(format!("{p}.mlp.down_proj.weight"), vec![d, ffn], Init::Normal(resid_std), true);
-        if cfg.bottleneck && i == start && s > 0 {
-            let b = cfg.bottleneck_width;
-            push(format!("{p}.bottleneck_up.weight"), vec![d, b], Init::Normal(1.0 / (b as f32).sqrt()), true);
-        }
-        if cfg.bottleneck && i + 1 == end && s < last {
-            let b = cfg.bottleneck_width;
-            push(format!("{p}.bottleneck_down.weight"), vec![b, d], Init::Normal(INIT_STD), true);
-        }
-    }
-    if s == last {
-        push("model.norm.weight".into(), vec![d], Init::Ones, false);
-        push("lm_head.weight".into(), vec![cfg.vocab_size, d], Init::Normal(INIT_STD), true);
-    }
-    v.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(v)
+	cfg.validate()?;
+	let [start, end] = *cfg.stages.get(s).ok_or_else(|| {
+		Error::Config(format!("stage {s} does not exist ({} stages)", cfg.n_stages()))
+	})?;
+	let (d, hd, ffn) = (cfg.d_model, cfg.head_dim(), cfg.ffn_dim);
+	let resid_std = INIT_STD / ((2 * cfg.n_layers) as f32).sqrt();
+	let mut v = Vec::new();
+	let mut push = |name: String, shape: Vec<usize>, init: Init, decay: bool| {
+		v.push(ParamSpec { name, shape, init, decay })
+	};
+	let last = cfg.n_stages() - 1;
+	if s == 0 {
+		push(
+			"model.embed_tokens.weight".into(),
+			vec![cfg.vocab_size, d],
+			Init::Normal(INIT_STD),
+			false,
+		);
+	}
+	for i in start..end {
+		let p = format!("model.layers.{i}");
+		push(format!("{p}.input_layernorm.weight"), vec![d], Init::Ones, false);
+		push(format!("{p}.post_attention_layernorm.weight"), vec![d], Init::Ones, false);
+		push(
+			format!("{p}.self_attn.q_proj.weight"),
+			vec![cfg.n_heads * hd, d],
+			Init::Normal(INIT_STD),
+			true,
+		);
+		push(
+			format!("{p}.self_attn.k_proj.weight"),
+			vec![cfg.n_kv_heads * hd, d],
+			Init::Normal(INIT_STD),
+			true,
+		);
+		push(
+			format!("{p}.self_attn.v_proj.weight"),
+			vec![cfg.n_kv_heads * hd, d],
+			Init::Normal(INIT_STD),
+			true,
+		);
+		push(
+			format!("{p}.self_attn.o_proj.weight"),
+			vec![d, cfg.n_heads * hd],
+			Init::Normal(resid_std),
+			true,
+		);
+		push(format!("{p}.mlp.gate_proj.weight"), vec![ffn, d], Init::Normal(INIT_STD), true);
+		push(format!("{p}.mlp.up_proj.weight"), vec![ffn, d], Init::Normal(INIT_STD), true);
+		push(format!("{p}.mlp.down_proj.weight"), vec![d, ffn], Init::Normal(resid_std), true);
+		if cfg.bottleneck && i == start && s > 0 {
+			let b = cfg.bottleneck_width;
+			push(
+				format!("{p}.bottleneck_up.weight"),
+				vec![d, b],
+				Init::Normal(1.0 / (b as f32).sqrt()),
+				true,
+			);
+		}
+		if cfg.bottleneck && i + 1 == end && s < last {
+			let b = cfg.bottleneck_width;
+			push(format!("{p}.bottleneck_down.weight"), vec![b, d], Init::Normal(INIT_STD), true);
+		}
+	}
+	if s == last {
+		push("model.norm.weight".into(), vec![d], Init::Ones, false);
+		push("lm_head.weight".into(), vec![cfg.vocab_size, d], Init::Normal(INIT_STD), true);
+	}
+	v.sort_by(|a, b| a.name.cmp(&b.name));
+	Ok(v)
 }
 
 /// Stable 64-bit FNV-1a hash, used to derive a per-parameter RNG stream from `(seed, name)`.
 fn fnv1a(seed: u64, name: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
-    for b in name.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+	let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+	for b in name.bytes() {
+		h ^= b as u64;
+		h = h.wrapping_mul(0x0100_0000_01b3);
+	}
+	h
 }
 
 /// Deterministic initial value of one parameter: ChaCha8 seeded from `(seed, name)`, so every
@@ -120,285 +149,310 @@ fn fnv1a(seed: u64, name: &str) -> u64 {
 /// # Errors
 /// Candle errors creating the tensor.
 pub fn init_tensor(spec: &ParamSpec, seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
-    let n = spec.numel();
-    let data: Vec<f32> = match spec.init {
-        Init::Ones => vec![1.0; n],
-        Init::Normal(std) => {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(fnv1a(seed, &spec.name));
-            let normal = rand_distr::Normal::new(0.0f32, std)
-                .map_err(|e| Error::Config(format!("init std {std} for {}: {e}", spec.name)))?;
-            (0..n).map(|_| normal.sample(&mut rng)).collect()
-        }
-    };
-    Ok(Tensor::from_vec(data, spec.shape.as_slice(), device)?.to_dtype(dtype)?)
+	let n = spec.numel();
+	let data: Vec<f32> = match spec.init {
+		Init::Ones => vec![1.0; n],
+		Init::Normal(std) => {
+			let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(fnv1a(seed, &spec.name));
+			let normal = rand_distr::Normal::new(0.0f32, std)
+				.map_err(|e| Error::Config(format!("init std {std} for {}: {e}", spec.name)))?;
+			(0..n).map(|_| normal.sample(&mut rng)).collect()
+		},
+	};
+	Ok(Tensor::from_vec(data, spec.shape.as_slice(), device)?.to_dtype(dtype)?)
 }
 
 /// RMSNorm with a learned gain, `x / sqrt(mean(x²) + ε) · g` over the last dim.
 #[derive(Clone, Debug)]
 pub struct RmsNorm {
-    weight: Tensor,
-    eps: f32,
+	weight: Tensor,
+	eps: f32,
 }
 
 impl RmsNorm {
-    /// Load gain `[d]` from `vb.get(d, "weight")`.
-    pub fn load(vb: VarBuilder, d: usize, eps: f64) -> Result<Self> {
-        Ok(RmsNorm { weight: vb.get(d, "weight")?, eps: eps as f32 })
-    }
+	/// Load gain `[d]` from `vb.get(d, "weight")`.
+	pub fn load(vb: VarBuilder, d: usize, eps: f64) -> Result<Self> {
+		Ok(RmsNorm { weight: vb.get(d, "weight")?, eps: eps as f32 })
+	}
 }
 
 impl Module for RmsNorm {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        // The fused `candle_nn::ops::rms_norm` has no backward (DESIGN §9).
-        candle_nn::ops::rms_norm_slow(x, &self.weight, self.eps)
-    }
+	fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+		// The fused `candle_nn::ops::rms_norm` has no backward (DESIGN §9).
+		candle_nn::ops::rms_norm_slow(x, &self.weight, self.eps)
+	}
 }
 
 /// RoPE tables `cos`, `sin`: `[max_seq_len, head_dim / 2]`.
 #[derive(Clone, Debug)]
 pub struct Rope {
-    cos: Tensor,
-    sin: Tensor,
+	cos: Tensor,
+	sin: Tensor,
 }
 
 impl Rope {
-    /// Tables for `cfg` in `dtype` on `device`; angles `t · θ^(-2i/head_dim)` computed in f64.
-    pub fn new(cfg: &ModelConfig, dtype: DType, device: &Device) -> Result<Self> {
-        let hd = cfg.head_dim();
-        let half = hd / 2;
-        let mut cos = Vec::with_capacity(cfg.max_seq_len * half);
-        let mut sin = Vec::with_capacity(cfg.max_seq_len * half);
-        for t in 0..cfg.max_seq_len {
-            for i in 0..half {
-                let inv = cfg.rope_theta.powf(-((2 * i) as f64) / hd as f64);
-                let a = t as f64 * inv;
-                cos.push(a.cos());
-                sin.push(a.sin());
-            }
-        }
-        let shape = (cfg.max_seq_len, half);
-        Ok(Rope {
-            cos: Tensor::from_vec(cos, shape, device)?.to_dtype(dtype)?,
-            sin: Tensor::from_vec(sin, shape, device)?.to_dtype(dtype)?,
-        })
-    }
+	/// Tables for `cfg` in `dtype` on `device`; angles `t · θ^(-2i/head_dim)` computed in f64.
+	pub fn new(cfg: &ModelConfig, dtype: DType, device: &Device) -> Result<Self> {
+		let hd = cfg.head_dim();
+		let half = hd / 2;
+		let mut cos = Vec::with_capacity(cfg.max_seq_len * half);
+		let mut sin = Vec::with_capacity(cfg.max_seq_len * half);
+		for t in 0..cfg.max_seq_len {
+			for i in 0..half {
+				let inv = cfg.rope_theta.powf(-((2 * i) as f64) / hd as f64);
+				let a = t as f64 * inv;
+				cos.push(a.cos());
+				sin.push(a.sin());
+			}
+		}
+		let shape = (cfg.max_seq_len, half);
+		Ok(Rope {
+			cos: Tensor::from_vec(cos, shape, device)?.to_dtype(dtype)?,
+			sin: Tensor::from_vec(sin, shape, device)?.to_dtype(dtype)?,
+		})
+	}
 
-    /// Rotate `x: [B, H, T, head_dim]` by position (T ≤ max_seq_len).
-    pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
-        // `rope` / `rope_i` are fused without backward; `rope_slow` is composed (DESIGN §9).
-        Ok(candle_nn::rotary_emb::rope_slow(x, &self.cos, &self.sin)?)
-    }
+	/// Rotate `x: [B, H, T, head_dim]` by position (T ≤ max_seq_len).
+	pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
+		// `rope` / `rope_i` are fused without backward; `rope_slow` is composed (DESIGN §9).
+		Ok(candle_nn::rotary_emb::rope_slow(x, &self.cos, &self.sin)?)
+	}
 }
 
 /// Grouped-query causal self-attention.
 #[derive(Clone, Debug)]
 pub struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
-    n_heads: usize,
-    n_kv_heads: usize,
-    head_dim: usize,
+	q: Linear,
+	k: Linear,
+	v: Linear,
+	o: Linear,
+	n_heads: usize,
+	n_kv_heads: usize,
+	head_dim: usize,
 }
 
 impl Attention {
-    /// Load `q_proj`, `k_proj`, `v_proj`, `o_proj` under `vb`.
-    pub fn load(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
-        let (d, hd) = (cfg.d_model, cfg.head_dim());
-        let lin = |o: usize, i: usize, n: &str| -> Result<Linear> {
-            Ok(Linear::new(vb.pp(n).get((o, i), "weight")?, None))
-        };
-        Ok(Attention {
-            q: lin(cfg.n_heads * hd, d, "q_proj")?,
-            k: lin(cfg.n_kv_heads * hd, d, "k_proj")?,
-            v: lin(cfg.n_kv_heads * hd, d, "v_proj")?,
-            o: lin(d, cfg.n_heads * hd, "o_proj")?,
-            n_heads: cfg.n_heads,
-            n_kv_heads: cfg.n_kv_heads,
-            head_dim: hd,
-        })
-    }
+	/// Load `q_proj`, `k_proj`, `v_proj`, `o_proj` under `vb`.
+	pub fn load(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
+		let (d, hd) = (cfg.d_model, cfg.head_dim());
+		let lin = |o: usize, i: usize, n: &str| -> Result<Linear> {
+			Ok(Linear::new(vb.pp(n).get((o, i), "weight")?, None))
+		};
+		Ok(Attention {
+			q: lin(cfg.n_heads * hd, d, "q_proj")?,
+			k: lin(cfg.n_kv_heads * hd, d, "k_proj")?,
+			v: lin(cfg.n_kv_heads * hd, d, "v_proj")?,
+			o: lin(d, cfg.n_heads * hd, "o_proj")?,
+			n_heads: cfg.n_heads,
+			n_kv_heads: cfg.n_kv_heads,
+			head_dim: hd,
+		})
+	}
 
-    /// `x: [B, T, d] -> [B, T, d]`, causal; `mask: [T, T]` with 0 on and below the diagonal, -inf above.
-    pub fn forward(&self, x: &Tensor, rope: &Rope, mask: &Tensor) -> Result<Tensor> {
-        let (b, t, _) = x.dims3()?;
-        let heads = |y: Tensor, h: usize| -> Result<Tensor> {
-            Ok(y.reshape((b, t, h, self.head_dim))?.transpose(1, 2)?.contiguous()?)
-        };
-        let q = rope.apply(&heads(self.q.forward(x)?, self.n_heads)?)?;
-        let k = rope.apply(&heads(self.k.forward(x)?, self.n_kv_heads)?)?;
-        let v = heads(self.v.forward(x)?, self.n_kv_heads)?;
-        let rep = self.n_heads / self.n_kv_heads;
-        let k = repeat_kv(&k, rep)?;
-        let v = repeat_kv(&v, rep)?;
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let att = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
-        // `softmax_last_dim` is fused without backward (DESIGN §9).
-        let att = candle_nn::ops::softmax(&att, D::Minus1)?;
-        let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, self.n_heads * self.head_dim))?;
-        Ok(self.o.forward(&y)?)
-    }
+	/// `x: [B, T, d] -> [B, T, d]`, causal; `mask: [T, T]` with 0 on and below the diagonal, -inf above.
+	pub fn forward(&self, x: &Tensor, rope: &Rope, mask: &Tensor) -> Result<Tensor> {
+		let (b, t, _) = x.dims3()?;
+		let heads = |y: Tensor, h: usize| -> Result<Tensor> {
+			Ok(y.reshape((b, t, h, self.head_dim))?.transpose(1, 2)?.contiguous()?)
+		};
+		let q = rope.apply(&heads(self.q.forward(x)?, self.n_heads)?)?;
+		let k = rope.apply(&heads(self.k.forward(x)?, self.n_kv_heads)?)?;
+		let v = heads(self.v.forward(x)?, self.n_kv_heads)?;
+		let rep = self.n_heads / self.n_kv_heads;
+		let k = repeat_kv(&k, rep)?;
+		let v = repeat_kv(&v, rep)?;
+		let scale = 1.0 / (self.head_dim as f64).sqrt();
+		let att = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
+		// `softmax_last_dim` is fused without backward (DESIGN §9).
+		let att = candle_nn::ops::softmax(&att, D::Minus1)?;
+		let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, self.n_heads * self.head_dim))?;
+		Ok(self.o.forward(&y)?)
+	}
 }
 
 /// `[B, kvH, T, D] -> [B, kvH·rep, T, D]`, each key/value head serving `rep` query heads.
 fn repeat_kv(x: &Tensor, rep: usize) -> Result<Tensor> {
-    if rep == 1 {
-        return Ok(x.clone());
-    }
-    let (b, h, t, d) = x.dims4()?;
-    Ok(x.unsqueeze(2)?.broadcast_as((b, h, rep, t, d))?.contiguous()?.reshape((b, h * rep, t, d))?)
+	if rep == 1 {
+		return Ok(x.clone());
+	}
+	let (b, h, t, d) = x.dims4()?;
+	Ok(x.unsqueeze(2)?.broadcast_as((b, h, rep, t, d))?.contiguous()?.reshape((
+		b,
+		h * rep,
+		t,
+		d,
+	))?)
 }
 
 /// SwiGLU MLP `down(silu(gate(x)) · up(x))`.
 #[derive(Clone, Debug)]
 pub struct Mlp {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+	gate: Linear,
+	up: Linear,
+	down: Linear,
 }
 
 impl Mlp {
-    /// Load `gate_proj`, `up_proj`, `down_proj` under `vb`.
-    pub fn load(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
-        let (d, f) = (cfg.d_model, cfg.ffn_dim);
-        Ok(Mlp {
-            gate: Linear::new(vb.pp("gate_proj").get((f, d), "weight")?, None),
-            up: Linear::new(vb.pp("up_proj").get((f, d), "weight")?, None),
-            down: Linear::new(vb.pp("down_proj").get((d, f), "weight")?, None),
-        })
-    }
+	/// Load `gate_proj`, `up_proj`, `down_proj` under `vb`.
+	pub fn load(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
+		let (d, f) = (cfg.d_model, cfg.ffn_dim);
+		Ok(Mlp {
+			gate: Linear::new(vb.pp("gate_proj").get((f, d), "weight")?, None),
+			up: Linear::new(vb.pp("up_proj").get((f, d), "weight")?, None),
+			down: Linear::new(vb.pp("down_proj").get((d, f), "weight")?, None),
+		})
+	}
 }
 
 impl Module for Mlp {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let g = self.gate.forward(x)?.silu()?;
-        self.down.forward(&(g * self.up.forward(x)?)?)
-    }
+	fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+		let g = self.gate.forward(x)?.silu()?;
+		self.down.forward(&(g * self.up.forward(x)?)?)
+	}
 }
 
 /// One decoder block, optionally with the bottleneck's up-projection at its entry and/or its
 /// down-projection at its exit.
 #[derive(Clone, Debug)]
 pub struct Block {
-    norm1: RmsNorm,
-    attn: Attention,
-    norm2: RmsNorm,
-    mlp: Mlp,
-    /// `[d, b]`: entry lift of a non-first stage's first block.
-    up: Option<Linear>,
-    /// `[b, d]`: exit projection of a non-final stage's last block.
-    down: Option<Linear>,
-    width: usize,
+	norm1: RmsNorm,
+	attn: Attention,
+	norm2: RmsNorm,
+	mlp: Mlp,
+	/// `[d, b]`: entry lift of a non-first stage's first block.
+	up: Option<Linear>,
+	/// `[b, d]`: exit projection of a non-final stage's last block.
+	down: Option<Linear>,
+	width: usize,
 }
 
 impl Block {
-    /// Load block `vb` (= `model.layers.{i}`), with the bottleneck ends the flags ask for.
-    pub fn load(vb: VarBuilder, cfg: &ModelConfig, entry: bool, exit: bool) -> Result<Self> {
-        let (d, b) = (cfg.d_model, cfg.bottleneck_width);
-        Ok(Block {
-            norm1: RmsNorm::load(vb.pp("input_layernorm"), d, cfg.norm_eps)?,
-            attn: Attention::load(vb.pp("self_attn"), cfg)?,
-            norm2: RmsNorm::load(vb.pp("post_attention_layernorm"), d, cfg.norm_eps)?,
-            mlp: Mlp::load(vb.pp("mlp"), cfg)?,
-            up: if entry { Some(Linear::new(vb.pp("bottleneck_up").get((d, b), "weight")?, None)) } else { None },
-            down: if exit { Some(Linear::new(vb.pp("bottleneck_down").get((b, d), "weight")?, None)) } else { None },
-            width: b,
-        })
-    }
+	/// Load block `vb` (= `model.layers.{i}`), with the bottleneck ends the flags ask for.
+	pub fn load(vb: VarBuilder, cfg: &ModelConfig, entry: bool, exit: bool) -> Result<Self> {
+		let (d, b) = (cfg.d_model, cfg.bottleneck_width);
+		Ok(Block {
+			norm1: RmsNorm::load(vb.pp("input_layernorm"), d, cfg.norm_eps)?,
+			attn: Attention::load(vb.pp("self_attn"), cfg)?,
+			norm2: RmsNorm::load(vb.pp("post_attention_layernorm"), d, cfg.norm_eps)?,
+			mlp: Mlp::load(vb.pp("mlp"), cfg)?,
+			up: if entry {
+				Some(Linear::new(vb.pp("bottleneck_up").get((d, b), "weight")?, None))
+			} else {
+				None
+			},
+			down: if exit {
+				Some(Linear::new(vb.pp("bottleneck_down").get((b, d), "weight")?, None))
+			} else {
+				None
+			},
+			width: b,
+		})
+	}
 
-    /// `x: [B, T, b or d] -> [B, T, b or d]` (b-wide in when the block lifts, b-wide out when it projects).
-    pub fn forward(&self, x: &Tensor, rope: &Rope, mask: &Tensor) -> Result<Tensor> {
-        let x = match &self.up {
-            Some(up) => {
-                let d = up.weight().dim(0)?;
-                // relu(up(z)), then z added back into the first b channels.
-                (up.forward(x)?.relu()? + x.pad_with_zeros(D::Minus1, 0, d - self.width)?)?
-            }
-            None => x.clone(),
-        };
-        let h = (&x + self.attn.forward(&self.norm1.forward(&x)?, rope, mask)?)?;
-        let f = self.mlp.forward(&self.norm2.forward(&h)?)?;
-        Ok(match &self.down {
-            Some(down) => (down.forward(&f.silu()?)? + h.narrow(D::Minus1, 0, self.width)?)?,
-            None => (h + f)?,
-        })
-    }
+	/// `x: [B, T, b or d] -> [B, T, b or d]` (b-wide in when the block lifts, b-wide out when it projects).
+	pub fn forward(&self, x: &Tensor, rope: &Rope, mask: &Tensor) -> Result<Tensor> {
+		let x = match &self.up {
+			Some(up) => {
+				let d = up.weight().dim(0)?;
+				// relu(up(z)), then z added back into the first b channels.
+				(up.forward(x)?.relu()? + x.pad_with_zeros(D::Minus1, 0, d - self.width)?)?
+			},
+			None => x.clone(),
+		};
+		let h = (&x + self.attn.forward(&self.norm1.forward(&x)?, rope, mask)?)?;
+		let f = self.mlp.forward(&self.norm2.forward(&h)?)?;
+		Ok(match &self.down {
+			Some(down) => (down.forward(&f.silu()?)? + h.narrow(D::Minus1, 0, self.width)?)?,
+			None => (h + f)?,
+		})
+	}
 }
 
 /// Causal additive mask `[T, T]`: 0 where key ≤ query, -inf above the diagonal.
 pub fn causal_mask(t: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-    let m: Vec<f32> = (0..t)
-        .flat_map(|i| (0..t).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY }))
-        .collect();
-    Ok(Tensor::from_vec(m, (t, t), device)?.to_dtype(dtype)?)
+	let m: Vec<f32> = (0..t)
+		.flat_map(|i| (0..t).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY }))
+		.collect();
+	Ok(Tensor::from_vec(m, (t, t), device)?.to_dtype(dtype)?)
 }
 
 /// The modules of one stage (weights shared with the stage's `Var`s).
 #[derive(Clone, Debug)]
 pub struct StageModules {
-    embed: Option<Embedding>,
-    blocks: Vec<Block>,
-    norm: Option<RmsNorm>,
-    lm_head: Option<Linear>,
-    rope: Rope,
+	embed: Option<Embedding>,
+	blocks: Vec<Block>,
+	norm: Option<RmsNorm>,
+	lm_head: Option<Linear>,
+	rope: Rope,
 }
 
 impl StageModules {
-    /// Build stage `s` from `vb` (the model root: names are absolute, `model.layers.{i}...`).
-    pub fn load(vb: VarBuilder, cfg: &ModelConfig, s: usize) -> Result<Self> {
-        let [start, end] = cfg.stages[s];
-        let last = cfg.n_stages() - 1;
-        let embed = if s == 0 {
-            Some(Embedding::new(vb.pp("model.embed_tokens").get((cfg.vocab_size, cfg.d_model), "weight")?, cfg.d_model))
-        } else {
-            None
-        };
-        let blocks = (start..end)
-            .map(|i| {
-                let entry = cfg.bottleneck && s > 0 && i == start;
-                let exit = cfg.bottleneck && s < last && i + 1 == end;
-                Block::load(vb.pp(format!("model.layers.{i}")), cfg, entry, exit)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let (norm, lm_head) = if s == last {
-            (
-                Some(RmsNorm::load(vb.pp("model.norm"), cfg.d_model, cfg.norm_eps)?),
-                Some(Linear::new(vb.pp("lm_head").get((cfg.vocab_size, cfg.d_model), "weight")?, None)),
-            )
-        } else {
-            (None, None)
-        };
-        Ok(StageModules { embed, blocks, norm, lm_head, rope: Rope::new(cfg, vb.dtype(), vb.device())? })
-    }
+	/// Build stage `s` from `vb` (the model root: names are absolute, `model.layers.{i}...`).
+	pub fn load(vb: VarBuilder, cfg: &ModelConfig, s: usize) -> Result<Self> {
+		let [start, end] = cfg.stages[s];
+		let last = cfg.n_stages() - 1;
+		let embed = if s == 0 {
+			Some(Embedding::new(
+				vb.pp("model.embed_tokens").get((cfg.vocab_size, cfg.d_model), "weight")?,
+				cfg.d_model,
+			))
+		} else {
+			None
+		};
+		let blocks = (start..end)
+			.map(|i| {
+				let entry = cfg.bottleneck && s > 0 && i == start;
+				let exit = cfg.bottleneck && s < last && i + 1 == end;
+				Block::load(vb.pp(format!("model.layers.{i}")), cfg, entry, exit)
+			})
+			.collect::<Result<Vec<_>>>()?;
+		let (norm, lm_head) = if s == last {
+			(
+				Some(RmsNorm::load(vb.pp("model.norm"), cfg.d_model, cfg.norm_eps)?),
+				Some(Linear::new(
+					vb.pp("lm_head").get((cfg.vocab_size, cfg.d_model), "weight")?,
+					None,
+				)),
+			)
+		} else {
+			(None, None)
+		};
+		Ok(StageModules {
+			embed,
+			blocks,
+			norm,
+			lm_head,
+			rope: Rope::new(cfg, vb.dtype(), vb.device())?,
+		})
+	}
 
-    /// Run the stage's blocks: tokens `[B, T]` u32 (first stage) or activations `[B, T, w_in]`
-    /// in, `[B, T, w_out]` out (`w_out = d_model` on the last stage). Inputs must be checked by the caller.
-    pub fn forward(&self, input: &Tensor) -> Result<Tensor> {
-        let mut x = match &self.embed {
-            Some(e) => e.forward(input)?,
-            None => input.clone(),
-        };
-        let t = x.dim(1)?;
-        let mask = causal_mask(t, x.dtype(), x.device())?;
-        for b in &self.blocks {
-            x = b.forward(&x, &self.rope, &mask)?;
-        }
-        Ok(x)
-    }
+	/// Run the stage's blocks: tokens `[B, T]` u32 (first stage) or activations `[B, T, w_in]`
+	/// in, `[B, T, w_out]` out (`w_out = d_model` on the last stage). Inputs must be checked by the caller.
+	pub fn forward(&self, input: &Tensor) -> Result<Tensor> {
+		let mut x = match &self.embed {
+			Some(e) => e.forward(input)?,
+			None => input.clone(),
+		};
+		let t = x.dim(1)?;
+		let mask = causal_mask(t, x.dtype(), x.device())?;
+		for b in &self.blocks {
+			x = b.forward(&x, &self.rope, &mask)?;
+		}
+		Ok(x)
+	}
 
-    /// Last stage: hidden `[B, T, d]` -> logits `[B, T, V]`.
-    pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
-        match (&self.norm, &self.lm_head) {
-            (Some(n), Some(h)) => Ok(h.forward(&n.forward(hidden)?)?),
-            _ => Err(Error::Config("logits requested from a stage without the LM head".into())),
-        }
-    }
+	/// Last stage: hidden `[B, T, d]` -> logits `[B, T, V]`.
+	pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
+		match (&self.norm, &self.lm_head) {
+			(Some(n), Some(h)) => Ok(h.forward(&n.forward(hidden)?)?),
+			_ => Err(Error::Config("logits requested from a stage without the LM head".into())),
+		}
+	}
 
-    /// Last stage: mean next-token cross-entropy (nats) of hidden `[B, T, d]` against targets `[B, T]` u32.
-    pub fn loss(&self, hidden: &Tensor, targets: &Tensor) -> Result<Tensor> {
-        let logits = self.logits(hidden)?;
-        let (b, t, v) = logits.dims3()?;
-        Ok(candle_nn::loss::cross_entropy(&logits.reshape((b * t, v))?, &targets.reshape(b * t)?)?)
-    }
+	/// Last stage: mean next-token cross-entropy (nats) of hidden `[B, T, d]` against targets `[B, T]` u32.
+	pub fn loss(&self, hidden: &Tensor, targets: &Tensor) -> Result<Tensor> {
+		let logits = self.logits(hidden)?;
+		let (b, t, v) = logits.dims3()?;
+		Ok(candle_nn::loss::cross_entropy(&logits.reshape((b * t, v))?, &targets.reshape(b * t)?)?)
+	}
 }

@@ -21,629 +21,695 @@ use crate::optim::{adamw_step, clip_in_place, stage_clip_norm, AdamState, AdamW}
 /// Options of one optimizer step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepOptions {
-    /// AdamW hyper-parameters (the learning rate of this step included).
-    pub adamw: AdamW,
-    /// Global clipping norm; the stage clips at `max_norm · sqrt(stage_params / total_params)`.
-    /// `None` disables clipping.
-    pub max_norm: Option<f32>,
+	/// AdamW hyper-parameters (the learning rate of this step included).
+	pub adamw: AdamW,
+	/// Global clipping norm; the stage clips at `max_norm · sqrt(stage_params / total_params)`.
+	/// `None` disables clipping.
+	pub max_norm: Option<f32>,
 }
 
 impl Default for StepOptions {
-    fn default() -> Self {
-        StepOptions { adamw: AdamW::default(), max_norm: Some(1.0) }
-    }
+	fn default() -> Self {
+		StepOptions { adamw: AdamW::default(), max_norm: Some(1.0) }
+	}
 }
 
 /// What an optimizer step did.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepReport {
-    /// L2 norm of the mean gradient before clipping.
-    pub grad_norm: f64,
-    /// Clipping threshold used (`f32::INFINITY` when clipping is off).
-    pub clip_threshold: f32,
-    /// Samples (micro-batches) the gradient averaged.
-    pub samples: usize,
+	/// L2 norm of the mean gradient before clipping.
+	pub grad_norm: f64,
+	/// Clipping threshold used (`f32::INFINITY` when clipping is off).
+	pub clip_threshold: f32,
+	/// Samples (micro-batches) the gradient averaged.
+	pub samples: usize,
 }
 
 /// A forward pass whose graph is kept for [`Stage::backward`].
 #[derive(Debug)]
 pub struct Forward {
-    output: Tensor,
-    input: Option<Var>,
-    stage: usize,
+	output: Tensor,
+	input: Option<Var>,
+	stage: usize,
 }
 
 impl LossForward {
-    /// The loss tensor (still attached to the graph).
-    pub fn loss_tensor(&self) -> Tensor {
-        self.loss.clone()
-    }
+	/// The loss tensor (still attached to the graph).
+	pub fn loss_tensor(&self) -> Tensor {
+		self.loss.clone()
+	}
 }
 
 impl Forward {
-    /// The stage output `[B, T, w_out]` (detached: what goes on the wire).
-    pub fn output(&self) -> Tensor {
-        self.output.detach()
-    }
+	/// The stage output `[B, T, w_out]` (detached: what goes on the wire).
+	pub fn output(&self) -> Tensor {
+		self.output.detach()
+	}
 }
 
 /// The tail's forward pass: the loss and the graph kept for [`Stage::backward_loss`].
 #[derive(Debug)]
 pub struct LossForward {
-    loss: Tensor,
-    input: Option<Var>,
-    stage: usize,
-    /// Mean next-token cross-entropy in nats.
-    pub value: f32,
+	loss: Tensor,
+	input: Option<Var>,
+	stage: usize,
+	/// Mean next-token cross-entropy in nats.
+	pub value: f32,
 }
 
 /// One pipeline stage with its parameters, accumulated gradient and AdamW state.
 pub struct Stage {
-    cfg: ModelConfig,
-    index: usize,
-    dtype: DType,
-    device: Device,
-    specs: Vec<ParamSpec>,
-    vars: Vec<Var>,
-    decay: Vec<bool>,
-    modules: StageModules,
-    grad_sum: Option<Vec<Tensor>>,
-    grad_count: usize,
-    adam: AdamState,
-    total_params: usize,
+	cfg: ModelConfig,
+	index: usize,
+	dtype: DType,
+	device: Device,
+	specs: Vec<ParamSpec>,
+	vars: Vec<Var>,
+	decay: Vec<bool>,
+	modules: StageModules,
+	grad_sum: Option<Vec<Tensor>>,
+	grad_count: usize,
+	adam: AdamState,
+	total_params: usize,
 }
 
 impl std::fmt::Debug for Stage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stage")
-            .field("index", &self.index)
-            .field("params", &self.param_count())
-            .field("dtype", &self.dtype)
-            .field("accumulated", &self.grad_count)
-            .field("adam_step", &self.adam.step)
-            .finish()
-    }
+	fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+		f.debug_struct("Stage")
+			.field("index", &self.index)
+			.field("params", &self.param_count())
+			.field("dtype", &self.dtype)
+			.field("accumulated", &self.grad_count)
+			.field("adam_step", &self.adam.step)
+			.finish()
+	}
 }
 
 /// Flat index of the first NaN/Inf of `t`, if any.
 pub(crate) fn first_non_finite(t: &Tensor) -> Result<Option<usize>> {
-    let v = t.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
-    Ok(v.iter().position(|x| !x.is_finite()))
+	let v = t.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+	Ok(v.iter().position(|x| !x.is_finite()))
 }
 
 /// [`Stage::state_hash`] of flat parameters and an AdamW state.
 fn state_hash_of(params: &[f32], adam: &AdamState) -> [u8; 32] {
-    let mut h = blake3::Hasher::new();
-    let mut buf = Vec::with_capacity(4 * 16_384);
-    for v in [params, &adam.m, &adam.v] {
-        for chunk in v.chunks(16_384) {
-            buf.clear();
-            buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
-            h.update(&buf);
-        }
-    }
-    h.update(&adam.step.to_le_bytes());
-    *h.finalize().as_bytes()
+	let mut h = blake3::Hasher::new();
+	let mut buf = Vec::with_capacity(4 * 16_384);
+	for v in [params, &adam.m, &adam.v] {
+		for chunk in v.chunks(16_384) {
+			buf.clear();
+			buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
+			h.update(&buf);
+		}
+	}
+	h.update(&adam.step.to_le_bytes());
+	*h.finalize().as_bytes()
 }
 
 fn hex(h: &[u8; 32]) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
+	h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn shape_str(dims: &[Option<usize>]) -> String {
-    let parts: Vec<String> = dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
-    format!("[{}]", parts.join(", "))
+	let parts: Vec<String> = dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+	format!("[{}]", parts.join(", "))
 }
 
 impl Stage {
-    /// Stage `index` of `cfg` with weights initialised deterministically from `seed`
-    /// (identical on every replica and machine), in `dtype` (F32 for training; F64 for gradient checks).
-    ///
-    /// # Errors
-    /// [`Error::Config`] for an invalid config or stage index; candle errors allocating tensors.
-    pub fn new(cfg: &ModelConfig, index: usize, seed: u64, dtype: DType, device: &Device) -> Result<Self> {
-        let specs = param_specs(cfg, index)?;
-        let varmap = VarMap::new();
-        let mut vars = Vec::with_capacity(specs.len());
-        {
-            let mut data = varmap.data().lock().map_err(|_| Error::Config("var map lock poisoned".into()))?;
-            for spec in &specs {
-                let var = Var::from_tensor(&init_tensor(spec, seed, dtype, device)?)?;
-                data.insert(spec.name.clone(), var.clone());
-                vars.push(var);
-            }
-        }
-        let vb = VarBuilder::from_varmap(&varmap, dtype, device);
-        let modules = StageModules::load(vb, cfg, index)?;
-        let decay = specs.iter().flat_map(|s| std::iter::repeat_n(s.decay, s.numel())).collect::<Vec<_>>();
-        let n = decay.len();
-        Ok(Stage {
-            cfg: cfg.clone(),
-            index,
-            dtype,
-            device: device.clone(),
-            specs,
-            vars,
-            decay,
-            modules,
-            grad_sum: None,
-            grad_count: 0,
-            adam: AdamState::new(n),
-            total_params: cfg.total_param_count()?,
-        })
-    }
+	/// Stage `index` of `cfg` with weights initialised deterministically from `seed`
+	/// (identical on every replica and machine), in `dtype` (F32 for training; F64 for gradient checks).
+	///
+	/// # Errors
+	/// [`Error::Config`] for an invalid config or stage index; candle errors allocating tensors.
+	pub fn new(
+		cfg: &ModelConfig,
+		index: usize,
+		seed: u64,
+		dtype: DType,
+		device: &Device,
+	) -> Result<Self> {
+		let specs = param_specs(cfg, index)?;
+		let varmap = VarMap::new();
+		let mut vars = Vec::with_capacity(specs.len());
+		{
+			let mut data = varmap
+				.data()
+				.lock()
+				.map_err(|_| Error::Config("var map lock poisoned".into()))?;
+			for spec in &specs {
+				let var = Var::from_tensor(&init_tensor(spec, seed, dtype, device)?)?;
+				data.insert(spec.name.clone(), var.clone());
+				vars.push(var);
+			}
+		}
+		let vb = VarBuilder::from_varmap(&varmap, dtype, device);
+		let modules = StageModules::load(vb, cfg, index)?;
+		let decay = specs
+			.iter()
+			.flat_map(|s| std::iter::repeat_n(s.decay, s.numel()))
+			.collect::<Vec<_>>();
+		let n = decay.len();
+		Ok(Stage {
+			cfg: cfg.clone(),
+			index,
+			dtype,
+			device: device.clone(),
+			specs,
+			vars,
+			decay,
+			modules,
+			grad_sum: None,
+			grad_count: 0,
+			adam: AdamState::new(n),
+			total_params: cfg.total_param_count()?,
+		})
+	}
 
-    /// Stage index.
-    pub fn index(&self) -> usize {
-        self.index
-    }
-    /// The model config.
-    pub fn config(&self) -> &ModelConfig {
-        &self.cfg
-    }
-    /// Whether this stage holds the embedding and takes token ids.
-    pub fn is_first(&self) -> bool {
-        self.index == 0
-    }
-    /// Whether this stage holds the LM head and computes the loss.
-    pub fn is_last(&self) -> bool {
-        self.index + 1 == self.cfg.n_stages()
-    }
-    /// Compute dtype.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-    /// Device.
-    pub fn device(&self) -> &Device {
-        &self.device
-    }
-    /// Number of trainable scalars (length of the flat vectors).
-    pub fn param_count(&self) -> usize {
-        self.decay.len()
-    }
-    /// Parameter specs in flattening order.
-    pub fn specs(&self) -> &[ParamSpec] {
-        &self.specs
-    }
-    /// Parameters as `(name, var)` in flattening order.
-    pub fn params(&self) -> impl Iterator<Item = (&str, &Var)> {
-        self.specs.iter().map(|s| s.name.as_str()).zip(self.vars.iter())
-    }
-    /// Micro-batches accumulated since the last step or [`take_gradient`](Self::take_gradient).
-    pub fn accumulated(&self) -> usize {
-        self.grad_count
-    }
-    /// AdamW state.
-    pub fn adam_state(&self) -> &AdamState {
-        &self.adam
-    }
-    /// Width of the activation this stage receives (`None` for the first stage, which takes tokens).
-    pub fn input_width(&self) -> Option<usize> {
-        (!self.is_first()).then(|| self.cfg.wire_width())
-    }
-    /// Width of the activation this stage sends (`None` for the last stage).
-    pub fn output_width(&self) -> Option<usize> {
-        (!self.is_last()).then(|| self.cfg.wire_width())
-    }
+	/// Stage index.
+	pub fn index(&self) -> usize {
+		self.index
+	}
+	/// The model config.
+	pub fn config(&self) -> &ModelConfig {
+		&self.cfg
+	}
+	/// Whether this stage holds the embedding and takes token ids.
+	pub fn is_first(&self) -> bool {
+		self.index == 0
+	}
+	/// Whether this stage holds the LM head and computes the loss.
+	pub fn is_last(&self) -> bool {
+		self.index + 1 == self.cfg.n_stages()
+	}
+	/// Compute dtype.
+	pub fn dtype(&self) -> DType {
+		self.dtype
+	}
+	/// Device.
+	pub fn device(&self) -> &Device {
+		&self.device
+	}
+	/// Number of trainable scalars (length of the flat vectors).
+	pub fn param_count(&self) -> usize {
+		self.decay.len()
+	}
+	/// Parameter specs in flattening order.
+	pub fn specs(&self) -> &[ParamSpec] {
+		&self.specs
+	}
+	/// Parameters as `(name, var)` in flattening order.
+	pub fn params(&self) -> impl Iterator<Item = (&str, &Var)> {
+		self.specs.iter().map(|s| s.name.as_str()).zip(self.vars.iter())
+	}
+	/// Micro-batches accumulated since the last step or [`take_gradient`](Self::take_gradient).
+	pub fn accumulated(&self) -> usize {
+		self.grad_count
+	}
+	/// AdamW state.
+	pub fn adam_state(&self) -> &AdamState {
+		&self.adam
+	}
+	/// Width of the activation this stage receives (`None` for the first stage, which takes tokens).
+	pub fn input_width(&self) -> Option<usize> {
+		(!self.is_first()).then(|| self.cfg.wire_width())
+	}
+	/// Width of the activation this stage sends (`None` for the last stage).
+	pub fn output_width(&self) -> Option<usize> {
+		(!self.is_last()).then(|| self.cfg.wire_width())
+	}
 
-    pub(crate) fn check_tokens(&self, what: &str, t: &Tensor) -> Result<(usize, usize)> {
-        if t.dtype() != DType::U32 {
-            return Err(Error::dtype(what, DType::U32, t.dtype()));
-        }
-        let (b, n) = match t.dims() {
-            &[b, n] if b > 0 && n > 0 && n <= self.cfg.max_seq_len => (b, n),
-            d => return Err(Error::shape(what, format!("[B, T] with B ≥ 1, 1 ≤ T ≤ {}", self.cfg.max_seq_len), d)),
-        };
-        let ids = t.flatten_all()?.to_vec1::<u32>()?;
-        if let Some((index, &id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= self.cfg.vocab_size) {
-            return Err(Error::TokenOutOfRange { id, index, vocab: self.cfg.vocab_size });
-        }
-        Ok((b, n))
-    }
+	pub(crate) fn check_tokens(&self, what: &str, t: &Tensor) -> Result<(usize, usize)> {
+		if t.dtype() != DType::U32 {
+			return Err(Error::dtype(what, DType::U32, t.dtype()));
+		}
+		let (b, n) = match t.dims() {
+			&[b, n] if b > 0 && n > 0 && n <= self.cfg.max_seq_len => (b, n),
+			d => {
+				return Err(Error::shape(
+					what,
+					format!("[B, T] with B ≥ 1, 1 ≤ T ≤ {}", self.cfg.max_seq_len),
+					d,
+				))
+			},
+		};
+		let ids = t.flatten_all()?.to_vec1::<u32>()?;
+		if let Some((index, &id)) =
+			ids.iter().enumerate().find(|(_, &id)| id as usize >= self.cfg.vocab_size)
+		{
+			return Err(Error::TokenOutOfRange { id, index, vocab: self.cfg.vocab_size });
+		}
+		Ok((b, n))
+	}
 
-    fn check_activation(&self, what: &str, t: &Tensor, expect: [Option<usize>; 3]) -> Result<()> {
-        if t.dtype() != self.dtype {
-            return Err(Error::dtype(what, self.dtype, t.dtype()));
-        }
-        let dims = t.dims();
-        let ok = dims.len() == 3
-            && dims.iter().zip(expect).all(|(&d, e)| d > 0 && e.is_none_or(|e| e == d))
-            && dims[1] <= self.cfg.max_seq_len;
-        if !ok {
-            return Err(Error::shape(what, shape_str(&expect), dims));
-        }
-        if let Some(index) = first_non_finite(t)? {
-            return Err(Error::NonFinite { what: what.into(), index });
-        }
-        Ok(())
-    }
+	fn check_activation(&self, what: &str, t: &Tensor, expect: [Option<usize>; 3]) -> Result<()> {
+		if t.dtype() != self.dtype {
+			return Err(Error::dtype(what, self.dtype, t.dtype()));
+		}
+		let dims = t.dims();
+		let ok = dims.len() == 3
+			&& dims.iter().zip(expect).all(|(&d, e)| d > 0 && e.is_none_or(|e| e == d))
+			&& dims[1] <= self.cfg.max_seq_len;
+		if !ok {
+			return Err(Error::shape(what, shape_str(&expect), dims));
+		}
+		if let Some(index) = first_non_finite(t)? {
+			return Err(Error::NonFinite { what: what.into(), index });
+		}
+		Ok(())
+	}
 
-    /// Check a stage input; returns `(B, T)`.
-    pub(crate) fn check_input(&self, input: &Tensor) -> Result<(usize, usize)> {
-        if self.is_first() {
-            self.check_tokens("stage input tokens", input)
-        } else {
-            self.check_activation("stage input activation", input, [None, None, self.input_width()])?;
-            Ok((input.dim(0)?, input.dim(1)?))
-        }
-    }
+	/// Check a stage input; returns `(B, T)`.
+	pub(crate) fn check_input(&self, input: &Tensor) -> Result<(usize, usize)> {
+		if self.is_first() {
+			self.check_tokens("stage input tokens", input)
+		} else {
+			self.check_activation(
+				"stage input activation",
+				input,
+				[None, None, self.input_width()],
+			)?;
+			Ok((input.dim(0)?, input.dim(1)?))
+		}
+	}
 
-    /// The stage's graph without input checks (used by the checked API and the unsplit model).
-    pub(crate) fn forward_unchecked(&self, input: &Tensor) -> Result<Tensor> {
-        self.modules.forward(input)
-    }
+	/// The stage's graph without input checks (used by the checked API and the unsplit model).
+	pub(crate) fn forward_unchecked(&self, input: &Tensor) -> Result<Tensor> {
+		self.modules.forward(input)
+	}
 
-    /// The last stage's loss graph without input checks.
-    pub(crate) fn loss_unchecked(&self, input: &Tensor, targets: &Tensor) -> Result<Tensor> {
-        let h = self.modules.forward(input)?;
-        self.modules.loss(&h, targets)
-    }
+	/// The last stage's loss graph without input checks.
+	pub(crate) fn loss_unchecked(&self, input: &Tensor, targets: &Tensor) -> Result<Tensor> {
+		let h = self.modules.forward(input)?;
+		self.modules.loss(&h, targets)
+	}
 
-    fn wrap_input(&self, input: &Tensor) -> Result<(Tensor, Option<Var>)> {
-        if self.is_first() {
-            Ok((input.clone(), None))
-        } else {
-            let v = Var::from_tensor(&input.detach())?;
-            Ok((v.as_tensor().clone(), Some(v)))
-        }
-    }
+	fn wrap_input(&self, input: &Tensor) -> Result<(Tensor, Option<Var>)> {
+		if self.is_first() {
+			Ok((input.clone(), None))
+		} else {
+			let v = Var::from_tensor(&input.detach())?;
+			Ok((v.as_tensor().clone(), Some(v)))
+		}
+	}
 
-    /// Forward a non-final stage, keeping the graph for [`backward`](Self::backward).
-    ///
-    /// Input: tokens `[B, T]` u32 on the first stage, else activations `[B, T, w]` in the stage
-    /// dtype with `w` = [`input_width`](Self::input_width). Output: `[B, T, w_out]`.
-    ///
-    /// # Errors
-    /// [`Error::WrongStage`] on the last stage (use [`forward_loss`](Self::forward_loss));
-    /// [`Error::DType`], [`Error::Shape`], [`Error::NonFinite`], [`Error::TokenOutOfRange`] for bad input.
-    pub fn forward(&self, input: &Tensor) -> Result<Forward> {
-        if self.is_last() {
-            return Err(Error::WrongStage { stage: self.index, op: "forward", needs: "non-final" });
-        }
-        self.check_input(input)?;
-        let (x, var) = self.wrap_input(input)?;
-        let output = self.forward_unchecked(&x)?;
-        Ok(Forward { output, input: var, stage: self.index })
-    }
+	/// Forward a non-final stage, keeping the graph for [`backward`](Self::backward).
+	///
+	/// Input: tokens `[B, T]` u32 on the first stage, else activations `[B, T, w]` in the stage
+	/// dtype with `w` = [`input_width`](Self::input_width). Output: `[B, T, w_out]`.
+	///
+	/// # Errors
+	/// [`Error::WrongStage`] on the last stage (use [`forward_loss`](Self::forward_loss));
+	/// [`Error::DType`], [`Error::Shape`], [`Error::NonFinite`], [`Error::TokenOutOfRange`] for bad input.
+	pub fn forward(&self, input: &Tensor) -> Result<Forward> {
+		if self.is_last() {
+			return Err(Error::WrongStage { stage: self.index, op: "forward", needs: "non-final" });
+		}
+		self.check_input(input)?;
+		let (x, var) = self.wrap_input(input)?;
+		let output = self.forward_unchecked(&x)?;
+		Ok(Forward { output, input: var, stage: self.index })
+	}
 
-    /// Backward of a kept forward: `grad_output` (`∂L/∂output`, same shape and dtype as the
-    /// output) in; parameter gradients added to the accumulator (count + 1); returns `∂L/∂input`
-    /// `[B, T, w_in]`, or `None` on the first stage (token ids have no gradient).
-    ///
-    /// # Errors
-    /// [`Error::Shape`], [`Error::DType`], [`Error::NonFinite`] for a bad `grad_output`;
-    /// [`Error::ForeignForward`] for a forward made by another stage.
-    pub fn backward(&mut self, fwd: Forward, grad_output: &Tensor) -> Result<Option<Tensor>> {
-        if fwd.stage != self.index {
-            return Err(Error::ForeignForward { stage: self.index, got: fwd.stage });
-        }
-        let dims = fwd.output.dims().iter().map(|&d| Some(d)).collect::<Vec<_>>();
-        self.check_activation("gradient of stage output", grad_output, [dims[0], dims[1], dims[2]])?;
-        let proxy = (&fwd.output * grad_output.detach())?.sum_all()?;
-        let grads = proxy.backward()?;
-        self.accumulate(&grads)?;
-        self.input_grad(&grads, fwd.input.as_ref())
-    }
+	/// Backward of a kept forward: `grad_output` (`∂L/∂output`, same shape and dtype as the
+	/// output) in; parameter gradients added to the accumulator (count + 1); returns `∂L/∂input`
+	/// `[B, T, w_in]`, or `None` on the first stage (token ids have no gradient).
+	///
+	/// # Errors
+	/// [`Error::Shape`], [`Error::DType`], [`Error::NonFinite`] for a bad `grad_output`;
+	/// [`Error::ForeignForward`] for a forward made by another stage.
+	pub fn backward(&mut self, fwd: Forward, grad_output: &Tensor) -> Result<Option<Tensor>> {
+		if fwd.stage != self.index {
+			return Err(Error::ForeignForward { stage: self.index, got: fwd.stage });
+		}
+		let dims = fwd.output.dims().iter().map(|&d| Some(d)).collect::<Vec<_>>();
+		self.check_activation(
+			"gradient of stage output",
+			grad_output,
+			[dims[0], dims[1], dims[2]],
+		)?;
+		let proxy = (&fwd.output * grad_output.detach())?.sum_all()?;
+		let grads = proxy.backward()?;
+		self.accumulate(&grads)?;
+		self.input_grad(&grads, fwd.input.as_ref())
+	}
 
-    /// Backward without a kept graph: recompute the forward from `input`, then as
-    /// [`backward`](Self::backward). Any replica of the stage can do this for a lost miner (DESIGN §3.5).
-    ///
-    /// # Errors
-    /// As [`forward`](Self::forward) and [`backward`](Self::backward).
-    pub fn backward_from_input(&mut self, input: &Tensor, grad_output: &Tensor) -> Result<Option<Tensor>> {
-        let fwd = self.forward(input)?;
-        self.backward(fwd, grad_output)
-    }
+	/// Backward without a kept graph: recompute the forward from `input`, then as
+	/// [`backward`](Self::backward). Any replica of the stage can do this for a lost miner (DESIGN §3.5).
+	///
+	/// # Errors
+	/// As [`forward`](Self::forward) and [`backward`](Self::backward).
+	pub fn backward_from_input(
+		&mut self,
+		input: &Tensor,
+		grad_output: &Tensor,
+	) -> Result<Option<Tensor>> {
+		let fwd = self.forward(input)?;
+		self.backward(fwd, grad_output)
+	}
 
-    /// Last stage: forward and mean next-token cross-entropy (nats) of `input` against
-    /// `targets: [B, T]` u32, keeping the graph for [`backward_loss`](Self::backward_loss).
-    ///
-    /// # Errors
-    /// [`Error::WrongStage`] on a non-final stage; input errors as [`forward`](Self::forward);
-    /// targets of the wrong dtype, a shape other than the input's `[B, T]`, or ids ≥ vocab.
-    pub fn forward_loss(&self, input: &Tensor, targets: &Tensor) -> Result<LossForward> {
-        if !self.is_last() {
-            return Err(Error::WrongStage { stage: self.index, op: "forward_loss", needs: "final" });
-        }
-        let (b, t) = self.check_input(input)?;
-        let (tb, tt) = self.check_tokens("targets", targets)?;
-        if (tb, tt) != (b, t) {
-            return Err(Error::shape("targets", format!("[{b}, {t}] (the input's batch and length)"), targets.dims()));
-        }
-        let (x, var) = self.wrap_input(input)?;
-        let loss = self.loss_unchecked(&x, targets)?;
-        let value = loss.to_dtype(DType::F32)?.to_scalar::<f32>()?;
-        Ok(LossForward { loss, input: var, value, stage: self.index })
-    }
+	/// Last stage: forward and mean next-token cross-entropy (nats) of `input` against
+	/// `targets: [B, T]` u32, keeping the graph for [`backward_loss`](Self::backward_loss).
+	///
+	/// # Errors
+	/// [`Error::WrongStage`] on a non-final stage; input errors as [`forward`](Self::forward);
+	/// targets of the wrong dtype, a shape other than the input's `[B, T]`, or ids ≥ vocab.
+	pub fn forward_loss(&self, input: &Tensor, targets: &Tensor) -> Result<LossForward> {
+		if !self.is_last() {
+			return Err(Error::WrongStage {
+				stage: self.index,
+				op: "forward_loss",
+				needs: "final",
+			});
+		}
+		let (b, t) = self.check_input(input)?;
+		let (tb, tt) = self.check_tokens("targets", targets)?;
+		if (tb, tt) != (b, t) {
+			return Err(Error::shape(
+				"targets",
+				format!("[{b}, {t}] (the input's batch and length)"),
+				targets.dims(),
+			));
+		}
+		let (x, var) = self.wrap_input(input)?;
+		let loss = self.loss_unchecked(&x, targets)?;
+		let value = loss.to_dtype(DType::F32)?.to_scalar::<f32>()?;
+		Ok(LossForward { loss, input: var, value, stage: self.index })
+	}
 
-    /// Last stage: backward of the loss; parameter gradients accumulated (count + 1); returns
-    /// `∂loss/∂input` `[B, T, w_in]` (`None` for a single-stage model).
-    ///
-    /// # Errors
-    /// [`Error::ForeignForward`] for a forward made by another stage; candle errors.
-    pub fn backward_loss(&mut self, fwd: LossForward) -> Result<Option<Tensor>> {
-        if fwd.stage != self.index {
-            return Err(Error::ForeignForward { stage: self.index, got: fwd.stage });
-        }
-        let grads = fwd.loss.backward()?;
-        self.accumulate(&grads)?;
-        self.input_grad(&grads, fwd.input.as_ref())
-    }
+	/// Last stage: backward of the loss; parameter gradients accumulated (count + 1); returns
+	/// `∂loss/∂input` `[B, T, w_in]` (`None` for a single-stage model).
+	///
+	/// # Errors
+	/// [`Error::ForeignForward`] for a forward made by another stage; candle errors.
+	pub fn backward_loss(&mut self, fwd: LossForward) -> Result<Option<Tensor>> {
+		if fwd.stage != self.index {
+			return Err(Error::ForeignForward { stage: self.index, got: fwd.stage });
+		}
+		let grads = fwd.loss.backward()?;
+		self.accumulate(&grads)?;
+		self.input_grad(&grads, fwd.input.as_ref())
+	}
 
-    /// Last stage: loss without gradient bookkeeping (evaluation, validators).
-    ///
-    /// # Errors
-    /// As [`forward_loss`](Self::forward_loss).
-    pub fn eval_loss(&self, input: &Tensor, targets: &Tensor) -> Result<f32> {
-        Ok(self.forward_loss(input, targets)?.value)
-    }
+	/// Last stage: loss without gradient bookkeeping (evaluation, validators).
+	///
+	/// # Errors
+	/// As [`forward_loss`](Self::forward_loss).
+	pub fn eval_loss(&self, input: &Tensor, targets: &Tensor) -> Result<f32> {
+		Ok(self.forward_loss(input, targets)?.value)
+	}
 
-    fn input_grad(&self, grads: &GradStore, input: Option<&Var>) -> Result<Option<Tensor>> {
-        match input {
-            None => Ok(None),
-            Some(v) => match grads.get(v.as_tensor()) {
-                Some(g) => Ok(Some(g.detach())),
-                None => Ok(Some(v.as_tensor().zeros_like()?)),
-            },
-        }
-    }
+	fn input_grad(&self, grads: &GradStore, input: Option<&Var>) -> Result<Option<Tensor>> {
+		match input {
+			None => Ok(None),
+			Some(v) => match grads.get(v.as_tensor()) {
+				Some(g) => Ok(Some(g.detach())),
+				None => Ok(Some(v.as_tensor().zeros_like()?)),
+			},
+		}
+	}
 
-    /// Add this backward's parameter gradients to the accumulator (a parameter the graph did not
-    /// reach contributes zero).
-    pub(crate) fn accumulate(&mut self, grads: &GradStore) -> Result<()> {
-        let fresh: Vec<Tensor> = self
-            .vars
-            .iter()
-            .map(|v| match grads.get(v.as_tensor()) {
-                Some(g) => Ok(g.detach()),
-                None => v.as_tensor().zeros_like(),
-            })
-            .collect::<candle_core::Result<_>>()?;
-        self.grad_sum = Some(match self.grad_sum.take() {
-            None => fresh,
-            Some(sum) => sum.iter().zip(&fresh).map(|(a, b)| a + b).collect::<candle_core::Result<_>>()?,
-        });
-        self.grad_count += 1;
-        Ok(())
-    }
+	/// Add this backward's parameter gradients to the accumulator (a parameter the graph did not
+	/// reach contributes zero).
+	pub(crate) fn accumulate(&mut self, grads: &GradStore) -> Result<()> {
+		let fresh: Vec<Tensor> = self
+			.vars
+			.iter()
+			.map(|v| match grads.get(v.as_tensor()) {
+				Some(g) => Ok(g.detach()),
+				None => v.as_tensor().zeros_like(),
+			})
+			.collect::<candle_core::Result<_>>()?;
+		self.grad_sum = Some(match self.grad_sum.take() {
+			None => fresh,
+			Some(sum) => {
+				sum.iter().zip(&fresh).map(|(a, b)| a + b).collect::<candle_core::Result<_>>()?
+			},
+		});
+		self.grad_count += 1;
+		Ok(())
+	}
 
-    /// Accumulated gradient as one flat f32 vector (sum over micro-batches, in parameter order)
-    /// and the micro-batch count; the accumulator is reset. This is what a miner uploads for the
-    /// butterfly merge (the merge takes the count-weighted mean).
-    ///
-    /// # Errors
-    /// [`Error::NoGradient`] if nothing was accumulated.
-    pub fn take_gradient(&mut self) -> Result<(Vec<f32>, usize)> {
-        let sum = self.grad_sum.take().ok_or(Error::NoGradient { stage: self.index })?;
-        let count = std::mem::take(&mut self.grad_count);
-        let mut flat = Vec::with_capacity(self.param_count());
-        for g in &sum {
-            flat.extend(g.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
-        }
-        Ok((flat, count))
-    }
+	/// Accumulated gradient as one flat f32 vector (sum over micro-batches, in parameter order)
+	/// and the micro-batch count; the accumulator is reset. This is what a miner uploads for the
+	/// butterfly merge (the merge takes the count-weighted mean).
+	///
+	/// # Errors
+	/// [`Error::NoGradient`] if nothing was accumulated.
+	pub fn take_gradient(&mut self) -> Result<(Vec<f32>, usize)> {
+		let sum = self.grad_sum.take().ok_or(Error::NoGradient { stage: self.index })?;
+		let count = std::mem::take(&mut self.grad_count);
+		let mut flat = Vec::with_capacity(self.param_count());
+		for g in &sum {
+			flat.extend(g.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
+		}
+		Ok((flat, count))
+	}
 
-    /// Drop the accumulated gradient.
-    pub fn zero_grad(&mut self) {
-        self.grad_sum = None;
-        self.grad_count = 0;
-    }
+	/// Drop the accumulated gradient.
+	pub fn zero_grad(&mut self) {
+		self.grad_sum = None;
+		self.grad_count = 0;
+	}
 
-    /// Parameters as one flat f32 vector in [`specs`](Self::specs) order.
-    ///
-    /// # Errors
-    /// Candle errors only.
-    pub fn flat_params(&self) -> Result<Vec<f32>> {
-        let mut flat = Vec::with_capacity(self.param_count());
-        for v in &self.vars {
-            flat.extend(v.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
-        }
-        Ok(flat)
-    }
+	/// Parameters as one flat f32 vector in [`specs`](Self::specs) order.
+	///
+	/// # Errors
+	/// Candle errors only.
+	pub fn flat_params(&self) -> Result<Vec<f32>> {
+		let mut flat = Vec::with_capacity(self.param_count());
+		for v in &self.vars {
+			flat.extend(v.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
+		}
+		Ok(flat)
+	}
 
-    /// Overwrite the parameters from a flat vector (inverse of [`flat_params`](Self::flat_params)).
-    ///
-    /// # Errors
-    /// [`Error::Length`] for a wrong length, [`Error::NonFinite`] for NaN/Inf; nothing changes then.
-    pub fn set_flat_params(&mut self, flat: &[f32]) -> Result<()> {
-        if flat.len() != self.param_count() {
-            return Err(Error::Length { what: "flat parameters".into(), expected: self.param_count(), got: flat.len() });
-        }
-        if let Some(index) = flat.iter().position(|x| !x.is_finite()) {
-            return Err(Error::NonFinite { what: "flat parameters".into(), index });
-        }
-        let mut off = 0;
-        for (spec, var) in self.specs.iter().zip(&self.vars) {
-            let n = spec.numel();
-            let t = Tensor::from_slice(&flat[off..off + n], spec.shape.as_slice(), &self.device)?.to_dtype(self.dtype)?;
-            var.set(&t)?;
-            off += n;
-        }
-        Ok(())
-    }
+	/// Overwrite the parameters from a flat vector (inverse of [`flat_params`](Self::flat_params)).
+	///
+	/// # Errors
+	/// [`Error::Length`] for a wrong length, [`Error::NonFinite`] for NaN/Inf; nothing changes then.
+	pub fn set_flat_params(&mut self, flat: &[f32]) -> Result<()> {
+		if flat.len() != self.param_count() {
+			return Err(Error::Length {
+				what: "flat parameters".into(),
+				expected: self.param_count(),
+				got: flat.len(),
+			});
+		}
+		if let Some(index) = flat.iter().position(|x| !x.is_finite()) {
+			return Err(Error::NonFinite { what: "flat parameters".into(), index });
+		}
+		let mut off = 0;
+		for (spec, var) in self.specs.iter().zip(&self.vars) {
+			let n = spec.numel();
+			let t = Tensor::from_slice(&flat[off..off + n], spec.shape.as_slice(), &self.device)?
+				.to_dtype(self.dtype)?;
+			var.set(&t)?;
+			off += n;
+		}
+		Ok(())
+	}
 
-    /// One AdamW step with an already averaged flat gradient (the butterfly's output), clipped
-    /// per stage at `max_norm · sqrt(stage_params / total_params)`. Every replica that calls this
-    /// with the same gradient and state ends bit-identical.
-    ///
-    /// # Errors
-    /// [`Error::Length`] or [`Error::NonFinite`] for a bad gradient (nothing changes then).
-    pub fn apply_gradient(&mut self, mean_grad: &[f32], opts: &StepOptions, samples: usize) -> Result<StepReport> {
-        if mean_grad.len() != self.param_count() {
-            return Err(Error::Length { what: "flat gradient".into(), expected: self.param_count(), got: mean_grad.len() });
-        }
-        if let Some(index) = mean_grad.iter().position(|x| !x.is_finite()) {
-            return Err(Error::NonFinite { what: "flat gradient".into(), index });
-        }
-        let mut g = mean_grad.to_vec();
-        let clip_threshold = match opts.max_norm {
-            Some(m) => stage_clip_norm(m, self.param_count(), self.total_params),
-            None => f32::INFINITY,
-        };
-        let grad_norm = clip_in_place(&mut g, clip_threshold);
-        let mut p = self.flat_params()?;
-        adamw_step(&mut p, &g, &self.decay, &mut self.adam, &opts.adamw)?;
-        self.set_flat_params(&p)?;
-        Ok(StepReport { grad_norm, clip_threshold, samples })
-    }
+	/// One AdamW step with an already averaged flat gradient (the butterfly's output), clipped
+	/// per stage at `max_norm · sqrt(stage_params / total_params)`. Every replica that calls this
+	/// with the same gradient and state ends bit-identical.
+	///
+	/// # Errors
+	/// [`Error::Length`] or [`Error::NonFinite`] for a bad gradient (nothing changes then).
+	pub fn apply_gradient(
+		&mut self,
+		mean_grad: &[f32],
+		opts: &StepOptions,
+		samples: usize,
+	) -> Result<StepReport> {
+		if mean_grad.len() != self.param_count() {
+			return Err(Error::Length {
+				what: "flat gradient".into(),
+				expected: self.param_count(),
+				got: mean_grad.len(),
+			});
+		}
+		if let Some(index) = mean_grad.iter().position(|x| !x.is_finite()) {
+			return Err(Error::NonFinite { what: "flat gradient".into(), index });
+		}
+		let mut g = mean_grad.to_vec();
+		let clip_threshold = match opts.max_norm {
+			Some(m) => stage_clip_norm(m, self.param_count(), self.total_params),
+			None => f32::INFINITY,
+		};
+		let grad_norm = clip_in_place(&mut g, clip_threshold);
+		let mut p = self.flat_params()?;
+		adamw_step(&mut p, &g, &self.decay, &mut self.adam, &opts.adamw)?;
+		self.set_flat_params(&p)?;
+		Ok(StepReport { grad_norm, clip_threshold, samples })
+	}
 
-    /// Optimizer step on this stage's own accumulated gradient (mean over micro-batches).
-    ///
-    /// # Errors
-    /// [`Error::NoGradient`] if nothing was accumulated; as [`apply_gradient`](Self::apply_gradient).
-    pub fn step(&mut self, opts: &StepOptions) -> Result<StepReport> {
-        let (mut g, n) = self.take_gradient()?;
-        let inv = 1.0 / n as f32;
-        g.iter_mut().for_each(|x| *x *= inv);
-        self.apply_gradient(&g, opts, n)
-    }
+	/// Optimizer step on this stage's own accumulated gradient (mean over micro-batches).
+	///
+	/// # Errors
+	/// [`Error::NoGradient`] if nothing was accumulated; as [`apply_gradient`](Self::apply_gradient).
+	pub fn step(&mut self, opts: &StepOptions) -> Result<StepReport> {
+		let (mut g, n) = self.take_gradient()?;
+		let inv = 1.0 / n as f32;
+		g.iter_mut().for_each(|x| *x *= inv);
+		self.apply_gradient(&g, opts, n)
+	}
 
-    /// Checkpoint bytes (safetensors): every parameter in f32 under its name, the AdamW moments
-    /// as flat `optimizer.adam_m` / `optimizer.adam_v`, and metadata `iota.config` (JSON),
-    /// `iota.stage`, `iota.adam_step`.
-    ///
-    /// # Errors
-    /// Candle or serialisation errors.
-    pub fn to_safetensors(&self) -> Result<Vec<u8>> {
-        let mut owned: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-        let le = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        for (spec, var) in self.specs.iter().zip(&self.vars) {
-            let v = var.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
-            owned.push((spec.name.clone(), spec.shape.clone(), le(&v)));
-        }
-        owned.push(("optimizer.adam_m".into(), vec![self.adam.m.len()], le(&self.adam.m)));
-        owned.push(("optimizer.adam_v".into(), vec![self.adam.v.len()], le(&self.adam.v)));
-        let views = owned
-            .iter()
-            .map(|(n, s, d)| {
-                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d)
-                    .map(|v| (n.clone(), v))
-                    .map_err(|e| Error::Checkpoint(e.to_string()))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let meta = HashMap::from([
-            ("iota.config".to_string(), serde_json::to_string(&self.cfg)?),
-            ("iota.stage".to_string(), self.index.to_string()),
-            ("iota.adam_step".to_string(), self.adam.step.to_string()),
-        ]);
-        safetensors::serialize(views, Some(meta)).map_err(|e| Error::Checkpoint(e.to_string()))
-    }
+	/// Checkpoint bytes (safetensors): every parameter in f32 under its name, the AdamW moments
+	/// as flat `optimizer.adam_m` / `optimizer.adam_v`, and metadata `iota.config` (JSON),
+	/// `iota.stage`, `iota.adam_step`.
+	///
+	/// # Errors
+	/// Candle or serialisation errors.
+	pub fn to_safetensors(&self) -> Result<Vec<u8>> {
+		let mut owned: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+		let le = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+		for (spec, var) in self.specs.iter().zip(&self.vars) {
+			let v = var.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+			owned.push((spec.name.clone(), spec.shape.clone(), le(&v)));
+		}
+		owned.push(("optimizer.adam_m".into(), vec![self.adam.m.len()], le(&self.adam.m)));
+		owned.push(("optimizer.adam_v".into(), vec![self.adam.v.len()], le(&self.adam.v)));
+		let views = owned
+			.iter()
+			.map(|(n, s, d)| {
+				safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), d)
+					.map(|v| (n.clone(), v))
+					.map_err(|e| Error::Checkpoint(e.to_string()))
+			})
+			.collect::<Result<Vec<_>>>()?;
+		let meta = HashMap::from([
+			("iota.config".to_string(), serde_json::to_string(&self.cfg)?),
+			("iota.stage".to_string(), self.index.to_string()),
+			("iota.adam_step".to_string(), self.adam.step.to_string()),
+		]);
+		safetensors::serialize(views, Some(meta)).map_err(|e| Error::Checkpoint(e.to_string()))
+	}
 
-    /// Restore parameters and AdamW state from [`to_safetensors`](Self::to_safetensors) bytes.
-    /// The accumulated gradient is dropped.
-    ///
-    /// # Errors
-    /// [`Error::Checkpoint`] for unparsable bytes, another config or stage, a missing tensor or a
-    /// tensor of the wrong dtype or shape; [`Error::NonFinite`] for NaN/Inf. Nothing changes on error.
-    pub fn load_safetensors(&mut self, bytes: &[u8]) -> Result<()> {
-        let (flat, adam) = self.parse_checkpoint(bytes)?;
-        self.set_flat_params(&flat)?;
-        self.adam = adam;
-        self.zero_grad();
-        Ok(())
-    }
+	/// Restore parameters and AdamW state from [`to_safetensors`](Self::to_safetensors) bytes.
+	/// The accumulated gradient is dropped.
+	///
+	/// # Errors
+	/// [`Error::Checkpoint`] for unparsable bytes, another config or stage, a missing tensor or a
+	/// tensor of the wrong dtype or shape; [`Error::NonFinite`] for NaN/Inf. Nothing changes on error.
+	pub fn load_safetensors(&mut self, bytes: &[u8]) -> Result<()> {
+		let (flat, adam) = self.parse_checkpoint(bytes)?;
+		self.set_flat_params(&flat)?;
+		self.adam = adam;
+		self.zero_grad();
+		Ok(())
+	}
 
-    /// BLAKE3 of the stage state (DESIGN §3 step 6, the value every replica attests after a merge):
-    /// the parameters as f32 little-endian in [`specs`](Self::specs) order (`param_count` values),
-    /// then the AdamW first moments `m` and second moments `v` (f32 LE, same order and length), then
-    /// the AdamW step count as u64 LE. Two replicas have equal hashes exactly when their weights,
-    /// moments and step are bit-identical.
-    ///
-    /// # Errors
-    /// Candle errors reading the parameters only.
-    pub fn state_hash(&self) -> Result<[u8; 32]> {
-        Ok(state_hash_of(&self.flat_params()?, &self.adam))
-    }
+	/// BLAKE3 of the stage state (DESIGN §3 step 6, the value every replica attests after a merge):
+	/// the parameters as f32 little-endian in [`specs`](Self::specs) order (`param_count` values),
+	/// then the AdamW first moments `m` and second moments `v` (f32 LE, same order and length), then
+	/// the AdamW step count as u64 LE. Two replicas have equal hashes exactly when their weights,
+	/// moments and step are bit-identical.
+	///
+	/// # Errors
+	/// Candle errors reading the parameters only.
+	pub fn state_hash(&self) -> Result<[u8; 32]> {
+		Ok(state_hash_of(&self.flat_params()?, &self.adam))
+	}
 
-    /// The stage checkpoint the merge uploads (`iota_storage::keys::stage_checkpoint`): the
-    /// [`to_safetensors`](Self::to_safetensors) bytes (parameters in f32, AdamW `m`, `v` and step).
-    /// Loading it with [`load_checkpoint`](Self::load_checkpoint) reproduces
-    /// [`state_hash`](Self::state_hash) exactly (for an f32 stage; parameters travel as f32).
-    ///
-    /// # Errors
-    /// As [`to_safetensors`](Self::to_safetensors).
-    pub fn to_checkpoint(&self) -> Result<Vec<u8>> {
-        self.to_safetensors()
-    }
+	/// The stage checkpoint the merge uploads (`iota_storage::keys::stage_checkpoint`): the
+	/// [`to_safetensors`](Self::to_safetensors) bytes (parameters in f32, AdamW `m`, `v` and step).
+	/// Loading it with [`load_checkpoint`](Self::load_checkpoint) reproduces
+	/// [`state_hash`](Self::state_hash) exactly (for an f32 stage; parameters travel as f32).
+	///
+	/// # Errors
+	/// As [`to_safetensors`](Self::to_safetensors).
+	pub fn to_checkpoint(&self) -> Result<Vec<u8>> {
+		self.to_safetensors()
+	}
 
-    /// Load a stage checkpoint only if its state hashes to `expected` (the `state_hash` every replica
-    /// attested in the on-chain merge manifest): the hash is computed from the parsed checkpoint
-    /// before anything is applied, so unverified weights never reach the stage. The accumulated
-    /// gradient is dropped on success.
-    ///
-    /// # Errors
-    /// As [`load_safetensors`](Self::load_safetensors); [`Error::StateHashMismatch`] when the
-    /// checkpoint's state is not the attested one. Nothing changes on error.
-    pub fn load_checkpoint(&mut self, bytes: &[u8], expected: &[u8; 32]) -> Result<()> {
-        let (flat, adam) = self.parse_checkpoint(bytes)?;
-        let got = state_hash_of(&flat, &adam);
-        if &got != expected {
-            return Err(Error::StateHashMismatch { expected: hex(expected), got: hex(&got) });
-        }
-        self.set_flat_params(&flat)?;
-        self.adam = adam;
-        self.zero_grad();
-        Ok(())
-    }
+	/// Load a stage checkpoint only if its state hashes to `expected` (the `state_hash` every replica
+	/// attested in the on-chain merge manifest): the hash is computed from the parsed checkpoint
+	/// before anything is applied, so unverified weights never reach the stage. The accumulated
+	/// gradient is dropped on success.
+	///
+	/// # Errors
+	/// As [`load_safetensors`](Self::load_safetensors); [`Error::StateHashMismatch`] when the
+	/// checkpoint's state is not the attested one. Nothing changes on error.
+	pub fn load_checkpoint(&mut self, bytes: &[u8], expected: &[u8; 32]) -> Result<()> {
+		let (flat, adam) = self.parse_checkpoint(bytes)?;
+		let got = state_hash_of(&flat, &adam);
+		if &got != expected {
+			return Err(Error::StateHashMismatch { expected: hex(expected), got: hex(&got) });
+		}
+		self.set_flat_params(&flat)?;
+		self.adam = adam;
+		self.zero_grad();
+		Ok(())
+	}
 
-    /// Parse and check a checkpoint for this stage: `(flat parameters, AdamW state)`.
-    fn parse_checkpoint(&self, bytes: &[u8]) -> Result<(Vec<f32>, AdamState)> {
-        let ck = |m: String| Error::Checkpoint(m);
-        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| ck(format!("not a safetensors file: {e}")))?;
-        let (_, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| ck(e.to_string()))?;
-        let meta = meta.metadata().clone().unwrap_or_default();
-        let cfg_json = meta.get("iota.config").ok_or_else(|| ck("metadata iota.config missing".into()))?;
-        let cfg: ModelConfig = serde_json::from_str(cfg_json)?;
-        if cfg != self.cfg {
-            return Err(ck("checkpoint was written for another model config".into()));
-        }
-        let stage = meta.get("iota.stage").and_then(|s| s.parse::<usize>().ok());
-        if stage != Some(self.index) {
-            return Err(ck(format!("checkpoint is for stage {stage:?}, this is stage {}", self.index)));
-        }
-        let step = meta
-            .get("iota.adam_step")
-            .and_then(|s| s.parse::<u64>().ok())
-            .ok_or_else(|| ck("metadata iota.adam_step missing or not a number".into()))?;
-        let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
-            let t = st.tensor(name).map_err(|_| ck(format!("tensor {name} missing")))?;
-            if t.dtype() != safetensors::Dtype::F32 {
-                return Err(ck(format!("{name}: expected dtype F32, got {:?}", t.dtype())));
-            }
-            if t.shape() != shape {
-                return Err(ck(format!("{name}: expected shape {shape:?}, got {:?}", t.shape())));
-            }
-            let v: Vec<f32> =
-                t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            if let Some(index) = v.iter().position(|x| !x.is_finite()) {
-                return Err(Error::NonFinite { what: format!("checkpoint tensor {name}"), index });
-            }
-            Ok(v)
-        };
-        let mut flat = Vec::with_capacity(self.param_count());
-        for spec in &self.specs {
-            flat.extend(read(&spec.name, &spec.shape)?);
-        }
-        let n = self.param_count();
-        let m = read("optimizer.adam_m", &[n])?;
-        let v = read("optimizer.adam_v", &[n])?;
-        Ok((flat, AdamState { m, v, step }))
-    }
+	/// Parse and check a checkpoint for this stage: `(flat parameters, AdamW state)`.
+	fn parse_checkpoint(&self, bytes: &[u8]) -> Result<(Vec<f32>, AdamState)> {
+		let ck = |m: String| Error::Checkpoint(m);
+		let st = safetensors::SafeTensors::deserialize(bytes)
+			.map_err(|e| ck(format!("not a safetensors file: {e}")))?;
+		let (_, meta) =
+			safetensors::SafeTensors::read_metadata(bytes).map_err(|e| ck(e.to_string()))?;
+		let meta = meta.metadata().clone().unwrap_or_default();
+		let cfg_json = meta
+			.get("iota.config")
+			.ok_or_else(|| ck("metadata iota.config missing".into()))?;
+		let cfg: ModelConfig = serde_json::from_str(cfg_json)?;
+		if cfg != self.cfg {
+			return Err(ck("checkpoint was written for another model config".into()));
+		}
+		let stage = meta.get("iota.stage").and_then(|s| s.parse::<usize>().ok());
+		if stage != Some(self.index) {
+			return Err(ck(format!(
+				"checkpoint is for stage {stage:?}, this is stage {}",
+				self.index
+			)));
+		}
+		let step = meta
+			.get("iota.adam_step")
+			.and_then(|s| s.parse::<u64>().ok())
+			.ok_or_else(|| ck("metadata iota.adam_step missing or not a number".into()))?;
+		let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
+			let t = st.tensor(name).map_err(|_| ck(format!("tensor {name} missing")))?;
+			if t.dtype() != safetensors::Dtype::F32 {
+				return Err(ck(format!("{name}: expected dtype F32, got {:?}", t.dtype())));
+			}
+			if t.shape() != shape {
+				return Err(ck(format!("{name}: expected shape {shape:?}, got {:?}", t.shape())));
+			}
+			let v: Vec<f32> = t
+				.data()
+				.chunks_exact(4)
+				.map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+				.collect();
+			if let Some(index) = v.iter().position(|x| !x.is_finite()) {
+				return Err(Error::NonFinite { what: format!("checkpoint tensor {name}"), index });
+			}
+			Ok(v)
+		};
+		let mut flat = Vec::with_capacity(self.param_count());
+		for spec in &self.specs {
+			flat.extend(read(&spec.name, &spec.shape)?);
+		}
+		let n = self.param_count();
+		let m = read("optimizer.adam_m", &[n])?;
+		let v = read("optimizer.adam_v", &[n])?;
+		Ok((flat, AdamState { m, v, step }))
+	}
 
-    /// Write [`to_safetensors`](Self::to_safetensors) to `path`.
-    ///
-    /// # Errors
-    /// I/O and serialisation errors.
-    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
-        Ok(std::fs::write(path, self.to_safetensors()?)?)
-    }
+	/// Write [`to_safetensors`](Self::to_safetensors) to `path`.
+	///
+	/// # Errors
+	/// I/O and serialisation errors.
+	pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+		Ok(std::fs::write(path, self.to_safetensors()?)?)
+	}
 
-    /// Read a checkpoint from `path` ([`load_safetensors`](Self::load_safetensors)).
-    ///
-    /// # Errors
-    /// I/O errors and those of [`load_safetensors`](Self::load_safetensors).
-    pub fn load(&mut self, path: impl AsRef<Path>) -> Result<()> {
-        let bytes = std::fs::read(path)?;
-        self.load_safetensors(&bytes)
-    }
+	/// Read a checkpoint from `path` ([`load_safetensors`](Self::load_safetensors)).
+	///
+	/// # Errors
+	/// I/O errors and those of [`load_safetensors`](Self::load_safetensors).
+	pub fn load(&mut self, path: impl AsRef<Path>) -> Result<()> {
+		let bytes = std::fs::read(path)?;
+		self.load_safetensors(&bytes)
+	}
 }

@@ -35,13 +35,24 @@ impl Registry {
 	/// `WrongStage`.
 	pub fn miner(&self, who: &AccountId, stage: Option<u16>) -> Result<u16, Refusal> {
 		match self.miners.get(&who.0) {
-			Some((_, MinerStanding::Unbonding)) => Err(Refusal::new(ErrorCode::WrongRole, format!("miner {who} has left its stage"))),
+			Some((_, MinerStanding::Unbonding)) => {
+				Err(Refusal::new(ErrorCode::WrongRole, format!("miner {who} has left its stage")))
+			},
 			Some((s, _)) => match stage {
-				Some(asked) if asked != *s => Err(Refusal::new(ErrorCode::WrongStage, format!("{who} holds stage {s}, not {asked}"))),
+				Some(asked) if asked != *s => Err(Refusal::new(
+					ErrorCode::WrongStage,
+					format!("{who} holds stage {s}, not {asked}"),
+				)),
 				_ => Ok(*s),
 			},
-			None if self.validators.contains_key(&who.0) => Err(Refusal::new(ErrorCode::WrongRole, format!("{who} is a validator, not a miner"))),
-			None => Err(Refusal::new(ErrorCode::NotRegistered, format!("{who} is not registered on chain"))),
+			None if self.validators.contains_key(&who.0) => Err(Refusal::new(
+				ErrorCode::WrongRole,
+				format!("{who} is a validator, not a miner"),
+			)),
+			None => Err(Refusal::new(
+				ErrorCode::NotRegistered,
+				format!("{who} is not registered on chain"),
+			)),
 		}
 	}
 
@@ -51,9 +62,17 @@ impl Registry {
 	pub fn validator(&self, who: &AccountId) -> Result<(), Refusal> {
 		match self.validators.get(&who.0) {
 			Some(true) => Ok(()),
-			Some(false) => Err(Refusal::new(ErrorCode::WrongRole, format!("validator {who} is unbonding"))),
-			None if self.miners.contains_key(&who.0) => Err(Refusal::new(ErrorCode::WrongRole, format!("{who} is a miner, not a validator"))),
-			None => Err(Refusal::new(ErrorCode::NotRegistered, format!("{who} is not registered on chain"))),
+			Some(false) => {
+				Err(Refusal::new(ErrorCode::WrongRole, format!("validator {who} is unbonding")))
+			},
+			None if self.miners.contains_key(&who.0) => Err(Refusal::new(
+				ErrorCode::WrongRole,
+				format!("{who} is a miner, not a validator"),
+			)),
+			None => Err(Refusal::new(
+				ErrorCode::NotRegistered,
+				format!("{who} is not registered on chain"),
+			)),
 		}
 	}
 }
@@ -88,7 +107,10 @@ impl NonceBook {
 	/// Errors: `NonceReused`.
 	pub fn check(&self, account: &AccountId, nonce: u64) -> Result<(), Refusal> {
 		if self.seen.contains_key(&(account.0, nonce)) {
-			return Err(Refusal::new(ErrorCode::NonceReused, format!("nonce {nonce} was already used by {account}")));
+			return Err(Refusal::new(
+				ErrorCode::NonceReused,
+				format!("nonce {nonce} was already used by {account}"),
+			));
 		}
 		Ok(())
 	}

@@ -95,7 +95,8 @@ impl ChainDriver {
 			r.miners.insert(who.0, (info.stage, standing));
 		}
 		for (who, info) in self.client.validators().await? {
-			r.validators.insert(who.0, matches!(info.status, iota_chain::ValidatorStatus::Active));
+			r.validators
+				.insert(who.0, matches!(info.status, iota_chain::ValidatorStatus::Active));
 		}
 		self.orch.set_registry(r);
 		self.last_registry = Some(block);
@@ -119,7 +120,8 @@ impl ChainDriver {
 					| IotaEvent::MergeCommitted { .. }
 			)
 		});
-		if registry_event || self.last_registry.is_none_or(|b| block >= b + REGISTRY_REFRESH_BLOCKS) {
+		if registry_event || self.last_registry.is_none_or(|b| block >= b + REGISTRY_REFRESH_BLOCKS)
+		{
 			self.refresh_registry(block).await?;
 		}
 		self.sync(block).await?;
@@ -137,10 +139,21 @@ impl ChainDriver {
 		let mut events = Vec::new();
 		for s in 0..self.stages {
 			let st = self.client.stage(s).await?;
-			let members: Vec<AccountId> = self.client.stage_members(s).await?.into_iter().map(|a| AccountId::from(a.0)).collect();
+			let members: Vec<AccountId> = self
+				.client
+				.stage_members(s)
+				.await?
+				.into_iter()
+				.map(|a| AccountId::from(a.0))
+				.collect();
 			let phase = phase_of(&st.phase);
 			let same = self.orch.with_state(|state| {
-				state.stage(s).is_some_and(|v| v.epoch == st.epoch && v.phase == phase && v.round == st.round && v.members == members)
+				state.stage(s).is_some_and(|v| {
+					v.epoch == st.epoch
+						&& v.phase == phase
+						&& v.round == st.round
+						&& v.members == members
+				})
 			});
 			if !same {
 				events.push(Event::ChainStage {
@@ -154,10 +167,17 @@ impl ChainDriver {
 				});
 			}
 			if phase == Phase::Merging {
-				let need = self.orch.with_state(|state| state.stage(s).is_none_or(|v| v.merge.plan.is_none()));
+				let need = self
+					.orch
+					.with_state(|state| state.stage(s).is_none_or(|v| v.merge.plan.is_none()));
 				if need {
 					if let Some(seed) = self.client.epoch_seed(st.epoch).await? {
-						events.push(Event::MergeSeed { stage: s, epoch: st.epoch, round: st.round, epoch_seed: seed });
+						events.push(Event::MergeSeed {
+							stage: s,
+							epoch: st.epoch,
+							round: st.round,
+							epoch_seed: seed,
+						});
 					}
 				}
 			}
@@ -185,7 +205,10 @@ impl ChainDriver {
 			};
 			if let Ok(t) = next_phase(&progress, u64::from(block), u64::from(cfg.phase_timeout)) {
 				tracing::info!(stage = s, epoch = chain.epoch, from = ?progress.phase, to = ?t.to, timed_out = t.timed_out, ?report, "advance_phase");
-				let r = iota_chain::StageReport { backward_done: report.backward_done, gradients_submitted: report.gradients_submitted };
+				let r = iota_chain::StageReport {
+					backward_done: report.backward_done,
+					gradients_submitted: report.gradients_submitted,
+				};
 				if let Err(e) = self.client.advance_phase(&self.signer, s, chain.epoch, r).await {
 					tracing::warn!(stage = s, error = %e, "advance_phase refused");
 				}
@@ -195,7 +218,10 @@ impl ChainDriver {
 	}
 
 	async fn commit(&self, plan: CommitPlan) -> Result<(), ChainError> {
-		let obj = |o: &Obj| iota_chain::ObjectRef { key: iota_chain::BoundedVec(o.key.as_bytes().to_vec()), hash: iota_chain::ContentHash(o.hash.0) };
+		let obj = |o: &Obj| iota_chain::ObjectRef {
+			key: iota_chain::BoundedVec(o.key.as_bytes().to_vec()),
+			hash: iota_chain::ContentHash(o.hash.0),
+		};
 		let manifest = iota_chain::MergeManifest {
 			members: plan.members,
 			param_count: plan.param_count,
@@ -204,8 +230,16 @@ impl ChainDriver {
 			state_hash: iota_chain::ContentHash(plan.state_hash.0),
 			checkpoint: plan.checkpoint.as_ref().map(obj),
 		};
-		tracing::info!(stage = plan.stage, epoch = plan.epoch, members = plan.members, samples = plan.samples, "commit_merge");
-		if let Err(e) = self.client.commit_merge(&self.signer, plan.stage, plan.epoch, manifest).await {
+		tracing::info!(
+			stage = plan.stage,
+			epoch = plan.epoch,
+			members = plan.members,
+			samples = plan.samples,
+			"commit_merge"
+		);
+		if let Err(e) =
+			self.client.commit_merge(&self.signer, plan.stage, plan.epoch, manifest).await
+		{
 			tracing::warn!(stage = plan.stage, error = %e, "commit_merge refused");
 		}
 		Ok(())
@@ -222,21 +256,33 @@ impl ChainDriver {
 pub async fn resolve_disputes(orch: &Orchestrator) -> Result<(), ChainError> {
 	let stages = orch.with_state(|st| st.config().stages);
 	for s in 0..stages {
-		let (disputed, subs, run) = orch.with_state(|st| (st.disputed(s), st.submissions(s), st.config().run.clone()));
+		let (disputed, subs, run) =
+			orch.with_state(|st| (st.disputed(s), st.submissions(s), st.config().run.clone()));
 		for (epoch, round, shard, range) in disputed {
-			let p = orch.with_state(|st| st.config().param_counts.get(usize::from(s)).copied().unwrap_or(0));
+			let p = orch.with_state(|st| {
+				st.config().param_counts.get(usize::from(s)).copied().unwrap_or(0)
+			});
 			let bytes = reduce_shard(orch.store(), &subs, shard, range, p).await?;
 			let hash = ContentHash::of(&bytes);
 			let copies: Vec<CopyRec> = orch.with_state(|st| st.copies(s, shard));
 			let object = match copies.iter().find(|c| c.object.hash == hash) {
 				Some(c) => c.object.clone(),
 				None => {
-					let name = keys::Id::new(format!("shard-s{s}-e{epoch}-r{round}-k{shard}")).map_err(|_| ChainError::NoRunConfig)?;
-					let r = orch.store().put(&keys::run_report(&run, &name), Bytes::from(bytes)).await?;
+					let name = keys::Id::new(format!("shard-s{s}-e{epoch}-r{round}-k{shard}"))
+						.map_err(|_| ChainError::NoRunConfig)?;
+					let r = orch
+						.store()
+						.put(&keys::run_report(&run, &name), Bytes::from(bytes))
+						.await?;
 					Obj { key: r.key, hash: r.hash, size: r.size }
 				},
 			};
-			tracing::warn!(stage = s, epoch, shard, "shard copies disagreed; resolved by recomputation");
+			tracing::warn!(
+				stage = s,
+				epoch,
+				shard,
+				"shard copies disagreed; resolved by recomputation"
+			);
 			orch.record(vec![Event::ShardResolved { stage: s, epoch, round, shard, object }])?;
 		}
 	}
@@ -250,9 +296,15 @@ pub async fn resolve_disputes(orch: &Orchestrator) -> Result<(), ChainError> {
 pub async fn write_pathways(orch: &Orchestrator) -> Result<(), ChainError> {
 	for epoch in orch.with_state(|st| st.pathway_due()) {
 		let (log, run) = orch.with_state(|st| (st.pathway_log(epoch), st.config().run.clone()));
-		let r = orch.store().put(&keys::pathway_log(&run, u64::from(epoch)), Bytes::from(log.to_bytes())).await?;
+		let r = orch
+			.store()
+			.put(&keys::pathway_log(&run, u64::from(epoch)), Bytes::from(log.to_bytes()))
+			.await?;
 		tracing::info!(epoch, records = log.records.len(), hash = %r.hash, "pathway log written");
-		orch.record(vec![Event::PathwayWritten { epoch, object: Obj { key: r.key, hash: r.hash, size: r.size } }])?;
+		orch.record(vec![Event::PathwayWritten {
+			epoch,
+			object: Obj { key: r.key, hash: r.hash, size: r.size },
+		}])?;
 	}
 	Ok(())
 }
@@ -263,7 +315,13 @@ pub async fn write_pathways(orch: &Orchestrator) -> Result<(), ChainError> {
 ///
 /// # Errors
 /// [`ChainError::Storage`], [`ChainError::BadChunk`].
-pub async fn reduce_shard(store: &ObjectStore, subs: &[(AccountId, Submission)], shard: u32, range: [u64; 2], param_count: u64) -> Result<Vec<u8>, ChainError> {
+pub async fn reduce_shard(
+	store: &ObjectStore,
+	subs: &[(AccountId, Submission)],
+	shard: u32,
+	range: [u64; 2],
+	param_count: u64,
+) -> Result<Vec<u8>, ChainError> {
 	let [start, end] = range;
 	let len = (end - start) as usize;
 	let mut acc = vec![0f64; len];
@@ -273,7 +331,11 @@ pub async fn reduce_shard(store: &ObjectStore, subs: &[(AccountId, Submission)],
 		let data = store.get_range(&s.object.key, bytes.clone()).await?;
 		for (i, c) in data.chunks((gradient_chunk_elems(param_count) * 4) as usize).enumerate() {
 			if s.chunk_hashes.get(first + i) != Some(&ContentHash::of(c)) {
-				return Err(ChainError::BadChunk { miner: miner.to_string(), chunk: first + i, shard });
+				return Err(ChainError::BadChunk {
+					miner: miner.to_string(),
+					chunk: first + i,
+					shard,
+				});
 			}
 		}
 		let offset = (start * 4 - bytes.start) as usize;
@@ -282,5 +344,8 @@ pub async fn reduce_shard(store: &ObjectStore, subs: &[(AccountId, Submission)],
 			*a += f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
 		}
 	}
-	Ok(acc.into_iter().flat_map(|a| ((a / total.max(1) as f64) as f32).to_le_bytes()).collect())
+	Ok(acc
+		.into_iter()
+		.flat_map(|a| ((a / total.max(1) as f64) as f32).to_le_bytes())
+		.collect())
 }

@@ -121,7 +121,10 @@ fn spec_object(r: ObjectRef) -> SpecObject {
 /// [`DataError::Corpus`] (missing corpus, tokenizer failure), [`DataError::Options`] (model config,
 /// `seq_len`, `batch_rows`, vocabulary, or a corpus too small for one shard), [`DataError::Storage`].
 /// Nothing is written before the options and the corpus have been checked.
-pub async fn prepare_data(store: &ObjectStore, opts: &PrepareOptions) -> Result<Prepared, DataError> {
+pub async fn prepare_data(
+	store: &ObjectStore,
+	opts: &PrepareOptions,
+) -> Result<Prepared, DataError> {
 	let run = keys::Id::new(opts.run.clone()).map_err(|e| DataError::Options(e.to_string()))?;
 	if opts.run.len() > MAX_RUN_ID_LEN {
 		return Err(DataError::Options(format!(
@@ -153,8 +156,13 @@ pub async fn prepare_data(store: &ObjectStore, opts: &PrepareOptions) -> Result<
 	}
 
 	// Tokenize (CPU-bound: off the async runtime).
-	let (corpus, tok_path, vocab, seq_len, seed) =
-		(opts.corpus.clone(), opts.tokenizer.clone(), opts.vocab_size, opts.seq_len as usize, opts.seed);
+	let (corpus, tok_path, vocab, seq_len, seed) = (
+		opts.corpus.clone(),
+		opts.tokenizer.clone(),
+		opts.vocab_size,
+		opts.seq_len as usize,
+		opts.seed,
+	);
 	let (tokenizer_json, dataset) = tokio::task::spawn_blocking(move || -> Result<_, DataError> {
 		let docs = data::load_texts(&corpus)?;
 		let tokenizer = match tok_path {
@@ -164,7 +172,9 @@ pub async fn prepare_data(store: &ObjectStore, opts: &PrepareOptions) -> Result<
 				data::train_tokenizer(&texts, vocab)?
 			},
 		};
-		let json = tokenizer.to_string(false).map_err(|e| iota_model::Error::Tokenizer(e.to_string()))?;
+		let json = tokenizer
+			.to_string(false)
+			.map_err(|e| iota_model::Error::Tokenizer(e.to_string()))?;
 		let tokens = data::tokenize_corpus(&tokenizer, &docs)?;
 		Ok((json, data::PackedDataset::new(tokens, seq_len, seed)?))
 	})
@@ -172,16 +182,21 @@ pub async fn prepare_data(store: &ObjectStore, opts: &PrepareOptions) -> Result<
 	.map_err(|e| DataError::Options(format!("tokenizer task failed: {e}")))??;
 	if let Some(&t) = dataset.tokens().iter().max() {
 		if t as usize >= opts.model.vocab_size {
-			return Err(DataError::Options(format!("token id {t} is outside the model's vocabulary")));
+			return Err(DataError::Options(format!(
+				"token id {t} is outside the model's vocabulary"
+			)));
 		}
 	}
 	let rows = dataset.rows() as u64;
 	let shards = rows / u64::from(rows_per_shard);
 	if shards == 0 {
-		return Err(DataError::Options(format!("{rows} rows do not fill one shard of {rows_per_shard}")));
+		return Err(DataError::Options(format!(
+			"{rows} rows do not fill one shard of {rows_per_shard}"
+		)));
 	}
 
-	let tokenizer = spec_object(store.put(&keys::tokenizer(&run), Bytes::from(tokenizer_json)).await?);
+	let tokenizer =
+		spec_object(store.put(&keys::tokenizer(&run), Bytes::from(tokenizer_json)).await?);
 	let mut shard_objects = Vec::with_capacity(shards as usize);
 	let rps = u64::from(rows_per_shard);
 	for shard in 0..shards {
@@ -213,7 +228,12 @@ pub async fn prepare_data(store: &ObjectStore, opts: &PrepareOptions) -> Result<
 	};
 	spec.validate()?;
 	store.put(&keys::run_spec(&run), Bytes::from(spec.to_bytes())).await?;
-	Ok(Prepared { spec, rows: shards * rps, rows_dropped: rows - shards * rps, tokens: dataset.tokens().len() as u64 })
+	Ok(Prepared {
+		spec,
+		rows: shards * rps,
+		rows_dropped: rows - shards * rps,
+		tokens: dataset.tokens().len() as u64,
+	})
 }
 
 /// Reads the run spec of `run` from the bucket: its exact stored bytes and the parsed spec. The caller

@@ -68,9 +68,13 @@ impl Db {
 			   PRIMARY KEY (account, nonce));
 			 CREATE INDEX IF NOT EXISTS nonces_ts ON nonces (ts);",
 		)?;
-		let found: Option<String> = conn.query_row("SELECT v FROM meta WHERE k = 'run'", [], |r| r.get(0)).optional()?;
+		let found: Option<String> = conn
+			.query_row("SELECT v FROM meta WHERE k = 'run'", [], |r| r.get(0))
+			.optional()?;
 		match found {
-			Some(f) if f != run => return Err(DbError::OtherRun { found: f, expected: run.to_string() }),
+			Some(f) if f != run => {
+				return Err(DbError::OtherRun { found: f, expected: run.to_string() })
+			},
 			Some(_) => {},
 			None => {
 				conn.execute("INSERT INTO meta (k, v) VALUES ('run', ?1)", params![run])?;
@@ -89,7 +93,10 @@ impl Db {
 		let mut out = Vec::new();
 		for row in rows {
 			let (id, json) = row?;
-			out.push(serde_json::from_str(&json).map_err(|e| DbError::Corrupt { id, reason: e.to_string() })?);
+			out.push(
+				serde_json::from_str(&json)
+					.map_err(|e| DbError::Corrupt { id, reason: e.to_string() })?,
+			);
 		}
 		Ok(out)
 	}
@@ -118,16 +125,23 @@ impl Db {
 	///
 	/// # Errors
 	/// [`DbError::Sqlite`] (nothing is written then).
-	pub fn record(&mut self, nonce: Option<([u8; 32], u64, u64)>, events: &[Event]) -> Result<(), DbError> {
+	pub fn record(
+		&mut self,
+		nonce: Option<([u8; 32], u64, u64)>,
+		events: &[Event],
+	) -> Result<(), DbError> {
 		let tx = self.conn.transaction()?;
 		if let Some((acc, n, ts)) = nonce {
-			tx.prepare_cached("INSERT OR REPLACE INTO nonces (account, nonce, ts) VALUES (?1, ?2, ?3)")?
-				.execute(params![&acc[..], n as i64, ts as i64])?;
+			tx.prepare_cached(
+				"INSERT OR REPLACE INTO nonces (account, nonce, ts) VALUES (?1, ?2, ?3)",
+			)?
+			.execute(params![&acc[..], n as i64, ts as i64])?;
 		}
 		{
 			let mut stmt = tx.prepare_cached("INSERT INTO events (json) VALUES (?1)")?;
 			for e in events {
-				let json = serde_json::to_string(e).map_err(|e| DbError::Corrupt { id: -1, reason: e.to_string() })?;
+				let json = serde_json::to_string(e)
+					.map_err(|e| DbError::Corrupt { id: -1, reason: e.to_string() })?;
 				stmt.execute(params![json])?;
 			}
 		}
@@ -140,7 +154,9 @@ impl Db {
 	/// # Errors
 	/// [`DbError::Sqlite`].
 	pub fn prune_nonces(&self, before_ms: u64) -> Result<usize, DbError> {
-		Ok(self.conn.execute("DELETE FROM nonces WHERE ts < ?1", params![before_ms as i64])?)
+		Ok(self
+			.conn
+			.execute("DELETE FROM nonces WHERE ts < ?1", params![before_ms as i64])?)
 	}
 }
 
@@ -155,11 +171,18 @@ mod tests {
 		let path = dir.path().join("o.db");
 		{
 			let mut db = Db::open(&path, "r1").unwrap();
-			db.record(Some(([1; 32], 5, 1_000)), &[Event::LeaseReleased { lease: 3 }, Event::LeaseExpired { lease: 4 }]).unwrap();
+			db.record(
+				Some(([1; 32], 5, 1_000)),
+				&[Event::LeaseReleased { lease: 3 }, Event::LeaseExpired { lease: 4 }],
+			)
+			.unwrap();
 			db.record(Some(([1; 32], 6, 50_000)), &[]).unwrap();
 		}
 		let db = Db::open(&path, "r1").unwrap();
-		assert_eq!(db.events().unwrap(), vec![Event::LeaseReleased { lease: 3 }, Event::LeaseExpired { lease: 4 }]);
+		assert_eq!(
+			db.events().unwrap(),
+			vec![Event::LeaseReleased { lease: 3 }, Event::LeaseExpired { lease: 4 }]
+		);
 		assert_eq!(db.nonces(0).unwrap().len(), 2);
 		assert_eq!(db.nonces(2_000).unwrap(), vec![([1; 32], 6, 50_000)]);
 		assert_eq!(db.prune_nonces(2_000).unwrap(), 1);

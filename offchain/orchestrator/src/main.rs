@@ -19,7 +19,11 @@ use iota_rpc::RunSpec;
 use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, StoreConfig};
 
 #[derive(Parser, Debug)]
-#[command(name = "iota-orchestrator", version, about = "iota-rs orchestrator: signed JSON-RPC work routing, leases, per-stage phases on chain")]
+#[command(
+	name = "iota-orchestrator",
+	version,
+	about = "iota-rs orchestrator: signed JSON-RPC work routing, leases, per-stage phases on chain"
+)]
 struct Cli {
 	#[command(subcommand)]
 	command: Command,
@@ -89,7 +93,12 @@ struct StoreArgs {
 	#[arg(long, env = "IOTA_S3_ACCESS_KEY", default_value = "iota-dev")]
 	s3_access_key: String,
 	/// Secret key (with `--s3-endpoint`).
-	#[arg(long, env = "IOTA_S3_SECRET_KEY", default_value = "iota-dev-secret", hide_env_values = true)]
+	#[arg(
+		long,
+		env = "IOTA_S3_SECRET_KEY",
+		default_value = "iota-dev-secret",
+		hide_env_values = true
+	)]
 	s3_secret_key: String,
 	/// Region (AWS).
 	#[arg(long, env = "IOTA_S3_REGION", default_value = "us-east-1")]
@@ -155,7 +164,9 @@ struct RunArgs {
 #[tokio::main]
 async fn main() -> Result<()> {
 	tracing_subscriber::fmt()
-		.with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+		.with_env_filter(
+			tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+		)
 		.init();
 	match Cli::parse().command {
 		Command::Run(args) => run(args).await,
@@ -186,7 +197,11 @@ async fn open_store(a: &StoreArgs) -> Result<(ObjectStore, Option<EmbeddedS3>)> 
 /// The stored spec bytes of `run` and the parsed, validated spec.
 async fn load_spec(store: &ObjectStore, run: &keys::Id) -> Result<(Vec<u8>, RunSpec)> {
 	let key = keys::run_spec(run);
-	let size = store.head(&key).await.with_context(|| format!("run spec {key} (run `prepare-data` first)"))?.size;
+	let size = store
+		.head(&key)
+		.await
+		.with_context(|| format!("run spec {key} (run `prepare-data` first)"))?
+		.size;
 	let bytes = store.get_range(&key, 0..size).await?.to_vec();
 	let spec: RunSpec = serde_json::from_slice(&bytes).context("run spec JSON")?;
 	spec.validate()?;
@@ -196,7 +211,8 @@ async fn load_spec(store: &ObjectStore, run: &keys::Id) -> Result<(Vec<u8>, RunS
 async fn prepare(a: PrepareArgs) -> Result<()> {
 	let (store, _embedded) = open_store(&a.store).await?;
 	let model = iota_model::ModelConfig::preset(&a.preset)?;
-	let mut o = iota_orchestrator::data::PrepareOptions::new(a.run.clone(), a.corpus.clone(), model);
+	let mut o =
+		iota_orchestrator::data::PrepareOptions::new(a.run.clone(), a.corpus.clone(), model);
 	o.tokenizer = a.tokenizer.clone();
 	o.seed = a.seed;
 	o.encoding = a.encoding.clone();
@@ -214,7 +230,14 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 	}
 	let p = iota_orchestrator::data::prepare_data(&store, &o).await?;
 	let run = keys::Id::new(a.run)?;
-	println!("run spec {} written: {} shards, {} rows ({} dropped), {} tokens", keys::run_spec(&run), p.spec.data.shards.len(), p.rows, p.rows_dropped, p.tokens);
+	println!(
+		"run spec {} written: {} shards, {} rows ({} dropped), {} tokens",
+		keys::run_spec(&run),
+		p.spec.data.shards.len(),
+		p.rows,
+		p.rows_dropped,
+		p.tokens
+	);
 	println!("model_hash {}", p.spec.hash());
 	Ok(())
 }
@@ -262,9 +285,13 @@ async fn run(a: RunArgs) -> Result<()> {
 	}
 	match client.orchestrator().await? {
 		Some(o) if o == signer.account_id() => {},
-		other => tracing::warn!(?other, me = %signer.account_id(), "this key is not the chain's orchestrator: phase calls will be refused"),
+		other => {
+			tracing::warn!(?other, me = %signer.account_id(), "this key is not the chain's orchestrator: phase calls will be refused")
+		},
 	}
-	let param_counts = (0..spec.model.n_stages()).map(|s| spec.model.stage_param_count(s).map(|p| p as u64)).collect::<Result<Vec<_>, _>>()?;
+	let param_counts = (0..spec.model.n_stages())
+		.map(|s| spec.model.stage_param_count(s).map(|p| p as u64))
+		.collect::<Result<Vec<_>, _>>()?;
 	let lease_ms = a.lease_ms.unwrap_or(u64::from(cfg.lease_timeout_secs) * 1000);
 	let state = State::new(StateConfig {
 		run: run_id.clone(),
@@ -278,14 +305,22 @@ async fn run(a: RunArgs) -> Result<()> {
 	});
 	let db = Db::open(&a.db, &a.run)?;
 	let metrics = Metrics::new()?;
-	let server_cfg = ServerConfig { window_ms: a.window_ms, presign_secs: (lease_ms / 1000 + 60).min(900), ..ServerConfig::default() };
+	let server_cfg = ServerConfig {
+		window_ms: a.window_ms,
+		presign_secs: (lease_ms / 1000 + 60).min(900),
+		..ServerConfig::default()
+	};
 	let spec_json = String::from_utf8(spec_bytes)?;
 	let orch = Orchestrator::new(state, db, store, spec, spec_json, server_cfg, metrics.clone())?;
 	// Who is registered and where every stage stands, from finalized state, before the first request:
 	// a restarted orchestrator must not refuse registered miners as unknown while its first chain step
 	// is still on its way.
 	let mut driver = ChainDriver::new(client, signer, orch.clone(), cfg.stages);
-	let finalized = driver.client().finalized_number().await.context("reading the finalized block")?;
+	let finalized = driver
+		.client()
+		.finalized_number()
+		.await
+		.context("reading the finalized block")?;
 	driver.refresh_registry(finalized).await.context("reading the registry")?;
 	driver.sync(finalized).await.context("reading the stages")?;
 	let (metrics_addr, metrics_task) = metrics.serve(a.metrics_addr).await?;
@@ -375,13 +410,14 @@ async fn shutdown_signal() {
 	let ctrl_c = tokio::signal::ctrl_c();
 	#[cfg(unix)]
 	{
-		let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-			Ok(t) => t,
-			Err(_) => {
-				let _ = ctrl_c.await;
-				return;
-			},
-		};
+		let mut term =
+			match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+				Ok(t) => t,
+				Err(_) => {
+					let _ = ctrl_c.await;
+					return;
+				},
+			};
 		tokio::select! {
 			_ = ctrl_c => {},
 			_ = term.recv() => {},

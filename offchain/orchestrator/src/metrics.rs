@@ -3,7 +3,9 @@
 
 use std::net::SocketAddr;
 
-use prometheus::{Encoder, Gauge, GaugeVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{
+	Encoder, Gauge, GaugeVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+};
 
 /// The orchestrator's metrics.
 #[derive(Clone)]
@@ -31,11 +33,26 @@ impl Metrics {
 	/// Prometheus registration errors (never for a fresh registry).
 	pub fn new() -> Result<Self, prometheus::Error> {
 		let registry = Registry::new();
-		let requests = IntCounterVec::new(Opts::new("iota_orchestrator_requests_total", "RPC requests by method and result"), &["method", "result"])?;
-		let refusals = IntCounterVec::new(Opts::new("iota_orchestrator_refusals_total", "Refused RPC requests by error code"), &["code"])?;
-		let leases_expired = IntCounter::new("iota_orchestrator_leases_expired_total", "Leases that expired and were re-listed")?;
-		let queue_depth = GaugeVec::new(Opts::new("iota_orchestrator_queue_depth", "Items waiting per stage and direction"), &["stage", "direction"])?;
-		let tokens_per_sec = Gauge::new("iota_orchestrator_tokens_per_second", "Tokens trained per second over the last minute")?;
+		let requests = IntCounterVec::new(
+			Opts::new("iota_orchestrator_requests_total", "RPC requests by method and result"),
+			&["method", "result"],
+		)?;
+		let refusals = IntCounterVec::new(
+			Opts::new("iota_orchestrator_refusals_total", "Refused RPC requests by error code"),
+			&["code"],
+		)?;
+		let leases_expired = IntCounter::new(
+			"iota_orchestrator_leases_expired_total",
+			"Leases that expired and were re-listed",
+		)?;
+		let queue_depth = GaugeVec::new(
+			Opts::new("iota_orchestrator_queue_depth", "Items waiting per stage and direction"),
+			&["stage", "direction"],
+		)?;
+		let tokens_per_sec = Gauge::new(
+			"iota_orchestrator_tokens_per_second",
+			"Tokens trained per second over the last minute",
+		)?;
 		let loss = Gauge::new("iota_orchestrator_loss", "Last reported tail loss (nats)")?;
 		registry.register(Box::new(requests.clone()))?;
 		registry.register(Box::new(refusals.clone()))?;
@@ -57,7 +74,10 @@ impl Metrics {
 	///
 	/// # Errors
 	/// Binding the address.
-	pub async fn serve(self, addr: SocketAddr) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+	pub async fn serve(
+		self,
+		addr: SocketAddr,
+	) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
 		let listener = tokio::net::TcpListener::bind(addr).await?;
 		let local = listener.local_addr()?;
 		let app = axum::Router::new().route(

@@ -91,7 +91,15 @@ impl Orchestrator {
 	///
 	/// # Errors
 	/// Database errors while replaying.
-	pub fn new(mut state: State, db: Db, store: ObjectStore, spec: RunSpec, spec_json: String, cfg: ServerConfig, metrics: Metrics) -> Result<Arc<Self>, crate::db::DbError> {
+	pub fn new(
+		mut state: State,
+		db: Db,
+		store: ObjectStore,
+		spec: RunSpec,
+		spec_json: String,
+		cfg: ServerConfig,
+		metrics: Metrics,
+	) -> Result<Arc<Self>, crate::db::DbError> {
 		let events = db.events()?;
 		for e in &events {
 			state.apply(e);
@@ -101,7 +109,11 @@ impl Orchestrator {
 		for (a, n, ts) in db.nonces(now.saturating_sub(cfg.window_ms))? {
 			nonces.insert(a, n, ts, 0);
 		}
-		tracing::info!(events = events.len(), nonces = nonces.len(), "state restored from the database");
+		tracing::info!(
+			events = events.len(),
+			nonces = nonces.len(),
+			"state restored from the database"
+		);
 		let (phases, _) = broadcast::channel(256);
 		Ok(Arc::new(Self {
 			inner: Mutex::new(Inner { state, db, nonces }),
@@ -169,7 +181,12 @@ impl Orchestrator {
 				if let Event::ChainStage { stage, epoch, phase, block, .. } = e {
 					let before = inner.state.stage(*stage).map(|s| (s.epoch, s.phase));
 					if before != Some((*epoch, *phase)) {
-						changes.push(PhaseEvent { stage: *stage, epoch: *epoch, phase: *phase, block: *block });
+						changes.push(PhaseEvent {
+							stage: *stage,
+							epoch: *epoch,
+							phase: *phase,
+							block: *block,
+						});
 					}
 				}
 				if matches!(e, Event::LeaseExpired { .. }) {
@@ -197,8 +214,14 @@ impl Orchestrator {
 		let inner = self.lock();
 		for s in inner.state.stage_status() {
 			let st = s.stage.to_string();
-			self.metrics.queue_depth.with_label_values(&[&st, "forward"]).set(f64::from(s.forward_queue));
-			self.metrics.queue_depth.with_label_values(&[&st, "backward"]).set(f64::from(s.backward_queue));
+			self.metrics
+				.queue_depth
+				.with_label_values(&[&st, "forward"])
+				.set(f64::from(s.forward_queue));
+			self.metrics
+				.queue_depth
+				.with_label_values(&[&st, "backward"])
+				.set(f64::from(s.backward_queue));
 		}
 		self.metrics.tokens_per_sec.set(inner.state.tokens_per_sec(now));
 		if let Some(l) = inner.state.last_loss() {
@@ -207,7 +230,11 @@ impl Orchestrator {
 		let _ = inner.db.prune_nonces(now.saturating_sub(self.cfg.window_ms));
 	}
 
-	fn authenticate<T: Serialize + DeserializeOwned>(&self, method: &str, req: &Signed<T>) -> Result<NonceRec, Refusal> {
+	fn authenticate<T: Serialize + DeserializeOwned>(
+		&self,
+		method: &str,
+		req: &Signed<T>,
+	) -> Result<NonceRec, Refusal> {
 		req.verify(method, now_ms(), self.cfg.window_ms).map_err(auth_refusal)?;
 		Ok((req.account.0, req.nonce, req.timestamp_ms))
 	}
@@ -218,7 +245,11 @@ impl Orchestrator {
 
 	/// Under the lock: the nonce is unused, then `decide` runs; on success the nonce and the events are
 	/// written and applied.
-	fn commit<R>(&self, nonce: NonceRec, decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>) -> Result<R, Refusal> {
+	fn commit<R>(
+		&self,
+		nonce: NonceRec,
+		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
+	) -> Result<R, Refusal> {
 		let mut inner = self.lock();
 		inner.nonces.check(&AccountId::from(nonce.0), nonce.1)?;
 		let (events, out) = decide(&inner.state)?;
@@ -233,7 +264,11 @@ impl Orchestrator {
 		Ok(out)
 	}
 
-	fn peek<R>(&self, nonce: &NonceRec, f: impl FnOnce(&State) -> Result<R, Refusal>) -> Result<R, Refusal> {
+	fn peek<R>(
+		&self,
+		nonce: &NonceRec,
+		f: impl FnOnce(&State) -> Result<R, Refusal>,
+	) -> Result<R, Refusal> {
 		let inner = self.lock();
 		inner.nonces.check(&AccountId::from(nonce.0), nonce.1)?;
 		f(&inner.state)
@@ -248,7 +283,12 @@ impl Orchestrator {
 			Err(e) => {
 				self.metrics.requests.with_label_values(&[method, e.code.name()]).inc();
 				self.metrics.refusals.with_label_values(&[e.code.name()]).inc();
-				*self.refused.lock().unwrap_or_else(|e| e.into_inner()).entry(account.0).or_default() += 1;
+				*self
+					.refused
+					.lock()
+					.unwrap_or_else(|e| e.into_inner())
+					.entry(account.0)
+					.or_default() += 1;
 				tracing::debug!(method, %account, code = e.code.name(), message = %e.message, "refused");
 				Err(e.code.error(e.message))
 			},
@@ -271,33 +311,56 @@ impl Orchestrator {
 
 	async fn data_slice(&self, sample: u64) -> Result<DataSlice, Refusal> {
 		let d = &self.spec.data;
-		let loc = d.locate(sample).ok_or_else(|| Refusal::new(ErrorCode::Unavailable, "the run spec has no data"))?;
-		let so = d.shards.get(loc.shard as usize).ok_or_else(|| Refusal::new(ErrorCode::Unavailable, "data shard missing from the spec"))?;
-		let object = self.get_of(&Obj { key: so.key.clone(), hash: so.hash, size: so.size }).await?;
+		let loc = d
+			.locate(sample)
+			.ok_or_else(|| Refusal::new(ErrorCode::Unavailable, "the run spec has no data"))?;
+		let so = d.shards.get(loc.shard as usize).ok_or_else(|| {
+			Refusal::new(ErrorCode::Unavailable, "data shard missing from the spec")
+		})?;
+		let object =
+			self.get_of(&Obj { key: so.key.clone(), hash: so.hash, size: so.size }).await?;
 		Ok(DataSlice { shard: loc.shard, object, row_offset: loc.row_offset, rows: loc.rows })
 	}
 
 	/// Fetches an uploaded object and checks it hashes to `hash` and has `size` bytes.
-	async fn fetch_checked(&self, key: &str, hash: &iota_primitives::ContentHash, size: u64) -> Result<Bytes, Refusal> {
+	async fn fetch_checked(
+		&self,
+		key: &str,
+		hash: &iota_primitives::ContentHash,
+		size: u64,
+	) -> Result<Bytes, Refusal> {
 		if size > self.cfg.max_object_bytes {
-			return Err(Refusal::new(ErrorCode::Oversize, format!("{size} bytes is over the limit of {}", self.cfg.max_object_bytes)));
+			return Err(Refusal::new(
+				ErrorCode::Oversize,
+				format!("{size} bytes is over the limit of {}", self.cfg.max_object_bytes),
+			));
 		}
 		let bytes = self.store.get(key, hash).await.map_err(|e| match e {
-			StorageError::NotFound { .. } | StorageError::HashMismatch { .. } | StorageError::Truncated { .. } => {
+			StorageError::NotFound { .. }
+			| StorageError::HashMismatch { .. }
+			| StorageError::Truncated { .. } => {
 				Refusal::new(ErrorCode::HashMismatch, format!("uploaded object {key}: {e}"))
 			},
 			other => storage_refusal(other),
 		})?;
 		if bytes.len() as u64 != size {
-			return Err(Refusal::new(ErrorCode::ShapeMismatch, format!("object {key} has {} bytes, {size} reported", bytes.len())));
+			return Err(Refusal::new(
+				ErrorCode::ShapeMismatch,
+				format!("object {key} has {} bytes, {size} reported", bytes.len()),
+			));
 		}
 		Ok(bytes)
 	}
 
-	async fn work_item(&self, lease: &Lease, sample: Option<crate::state::SampleState>) -> Result<Work, Refusal> {
+	async fn work_item(
+		&self,
+		lease: &Lease,
+		sample: Option<crate::state::SampleState>,
+	) -> Result<Work, Refusal> {
 		let s = usize::from(lease.stage);
 		let tail = self.spec.model.n_stages().saturating_sub(1);
-		let sample = sample.ok_or_else(|| Refusal::new(ErrorCode::Unavailable, "sample record missing"))?;
+		let sample =
+			sample.ok_or_else(|| Refusal::new(ErrorCode::Unavailable, "sample record missing"))?;
 		let input = match s.checked_sub(1).and_then(|p| sample.forward.get(p).cloned().flatten()) {
 			Some((_, Some(o))) => Some(self.get_of(&o).await?),
 			_ => None,
@@ -308,12 +371,31 @@ impl Orchestrator {
 		};
 		match lease.kind {
 			WorkKind::Forward => {
-				let data = if s == 0 || s == tail { Some(self.data_slice(lease.sample).await?) } else { None };
+				let data = if s == 0 || s == tail {
+					Some(self.data_slice(lease.sample).await?)
+				} else {
+					None
+				};
 				let output = match output {
 					Some(o) => o,
 					// A single-stage run: the head is the tail; its result is the loss alone. Give it a PUT
 					// of its own (unused) key so the message shape holds.
-					None => self.put_of(&self.with_state(|st| st.output_key(lease.stage, lease.epoch, lease.sample, WorkKind::Backward, &lease.miner)).unwrap_or_default()).await?,
+					None => {
+						self.put_of(
+							&self
+								.with_state(|st| {
+									st.output_key(
+										lease.stage,
+										lease.epoch,
+										lease.sample,
+										WorkKind::Backward,
+										&lease.miner,
+									)
+								})
+								.unwrap_or_default(),
+						)
+						.await?
+					},
 				};
 				Ok(Work::Forward(ForwardWork {
 					lease: lease.id,
@@ -327,14 +409,22 @@ impl Orchestrator {
 				}))
 			},
 			WorkKind::Backward => {
-				let forward_by = sample.forward.get(s).cloned().flatten().map(|(m, _)| m).unwrap_or_else(|| lease.miner.clone());
+				let forward_by = sample
+					.forward
+					.get(s)
+					.cloned()
+					.flatten()
+					.map(|(m, _)| m)
+					.unwrap_or_else(|| lease.miner.clone());
 				let grad = sample
 					.backward
 					.get(s + 1)
 					.cloned()
 					.flatten()
 					.and_then(|(_, o)| o)
-					.ok_or_else(|| Refusal::new(ErrorCode::Unavailable, "gradient from the next stage missing"))?;
+					.ok_or_else(|| {
+						Refusal::new(ErrorCode::Unavailable, "gradient from the next stage missing")
+					})?;
 				let data = if s == 0 { Some(self.data_slice(lease.sample).await?) } else { None };
 				Ok(Work::Backward(BackwardWork {
 					lease: lease.id,
@@ -374,7 +464,9 @@ impl Orchestrator {
 				let sample = self.with_state(|s| s.sample(lease.sample).cloned());
 				self.work_item(&lease, sample).await
 			},
-			WorkPlan::Lease(_) => Err(Refusal::new(ErrorCode::Unavailable, "internal: unexpected plan")),
+			WorkPlan::Lease(_) => {
+				Err(Refusal::new(ErrorCode::Unavailable, "internal: unexpected plan"))
+			},
 			WorkPlan::UploadGradient { epoch } => {
 				let key = self.with_state(|s| s.gradient_key(stage, epoch, &req.account));
 				Ok(Work::UploadGradient { epoch, output: self.put_of(&key).await? })
@@ -391,15 +483,26 @@ impl Orchestrator {
 		self.registry().miner(&req.account, None)?;
 		let max = boundary_max_bytes(&self.spec);
 		let (id, out) = (req.body.lease, req.body.output.as_ref());
-		let lease = self.peek(&nonce, |st| st.check_submit(&req.account, id, out, now_ms(), max).cloned())?;
+		let lease =
+			self.peek(&nonce, |st| st.check_submit(&req.account, id, out, now_ms(), max).cloned())?;
 		let output = match out {
 			Some(t) => {
 				let bytes = self.fetch_checked(&t.key, &t.hash, t.size).await?;
 				let tail = self.spec.model.n_stages().saturating_sub(1);
-				let kind = if lease.kind == WorkKind::Forward && usize::from(lease.stage) != tail { Kind::Activation } else { Kind::Gradient };
+				let kind = if lease.kind == WorkKind::Forward && usize::from(lease.stage) != tail {
+					Kind::Activation
+				} else {
+					Kind::Gradient
+				};
 				let [b, tt, w] = self.spec.boundary_shape();
-				let expect = Expect { kind, shape: vec![Some(b as usize), Some(tt as usize), Some(w as usize)], max_bytes: max as usize };
-				wire::decode_checked(&bytes, &expect).map_err(|e| Refusal::new(ErrorCode::ShapeMismatch, format!("uploaded tensor: {e}")))?;
+				let expect = Expect {
+					kind,
+					shape: vec![Some(b as usize), Some(tt as usize), Some(w as usize)],
+					max_bytes: max as usize,
+				};
+				wire::decode_checked(&bytes, &expect).map_err(|e| {
+					Refusal::new(ErrorCode::ShapeMismatch, format!("uploaded tensor: {e}"))
+				})?;
 				Some(Obj::from_tensor(t))
 			},
 			None => None,
@@ -410,7 +513,10 @@ impl Orchestrator {
 			let stage = l.stage;
 			let ev = Event::LeaseCompleted { lease: id, output, now_ms: now };
 			let mut after = st.clone_stage_done(stage);
-			after += u32::from(l.kind == WorkKind::Backward || usize::from(stage) + 1 == usize::from(st.config().stages));
+			after += u32::from(
+				l.kind == WorkKind::Backward
+					|| usize::from(stage) + 1 == usize::from(st.config().stages),
+			);
 			Ok((vec![ev], Ack { backward_done: after, backward_quota: st.config().backward_quota }))
 		})
 	}
@@ -418,30 +524,54 @@ impl Orchestrator {
 	async fn report_loss(&self, req: Signed<ReportLoss>) -> Result<(), Refusal> {
 		let nonce = self.authenticate(methods::REPORT_LOSS, &req)?;
 		self.registry().miner(&req.account, None)?;
-		self.commit(nonce, |st| Ok((vec![st.check_loss(&req.account, req.body.lease, req.body.loss, now_ms())?], ())))
+		self.commit(nonce, |st| {
+			Ok((vec![st.check_loss(&req.account, req.body.lease, req.body.loss, now_ms())?], ()))
+		})
 	}
 
 	async fn release_lease(&self, req: Signed<ReleaseLease>) -> Result<(), Refusal> {
 		let nonce = self.authenticate(methods::RELEASE_LEASE, &req)?;
 		self.registry().miner(&req.account, None)?;
-		self.commit(nonce, |st| Ok((vec![st.check_release(&req.account, req.body.lease, now_ms())?], ())))
+		self.commit(nonce, |st| {
+			Ok((vec![st.check_release(&req.account, req.body.lease, now_ms())?], ()))
+		})
 	}
 
 	async fn submit_gradient(&self, req: Signed<GradientSubmission>) -> Result<(), Refusal> {
 		limits(&req.body.gradient)?;
 		let max_chunks = self.max_chunk_count();
 		if req.body.chunk_hashes.len() > max_chunks {
-			return Err(Refusal::new(ErrorCode::Oversize, format!("{} chunk hashes, at most {max_chunks}", req.body.chunk_hashes.len())));
+			return Err(Refusal::new(
+				ErrorCode::Oversize,
+				format!("{} chunk hashes, at most {max_chunks}", req.body.chunk_hashes.len()),
+			));
 		}
 		let nonce = self.authenticate(methods::SUBMIT_GRADIENT, &req)?;
 		let stage = self.registry().miner(&req.account, None)?;
 		let b = &req.body;
-		self.peek(&nonce, |st| st.check_gradient(&req.account, stage, b.epoch, &b.gradient, &b.chunk_hashes, b.samples))?;
+		self.peek(&nonce, |st| {
+			st.check_gradient(&req.account, stage, b.epoch, &b.gradient, &b.chunk_hashes, b.samples)
+		})?;
 		let bytes = self.fetch_checked(&b.gradient.key, &b.gradient.hash, b.gradient.size).await?;
 		if chunk_hashes(&bytes) != b.chunk_hashes {
-			return Err(Refusal::new(ErrorCode::HashMismatch, "chunk hashes do not match the uploaded gradient"));
+			return Err(Refusal::new(
+				ErrorCode::HashMismatch,
+				"chunk hashes do not match the uploaded gradient",
+			));
 		}
-		self.commit(nonce, |st| Ok((vec![st.check_gradient(&req.account, stage, b.epoch, &b.gradient, &b.chunk_hashes, b.samples)?], ())))
+		self.commit(nonce, |st| {
+			Ok((
+				vec![st.check_gradient(
+					&req.account,
+					stage,
+					b.epoch,
+					&b.gradient,
+					&b.chunk_hashes,
+					b.samples,
+				)?],
+				(),
+			))
+		})
 	}
 
 	/// The most chunk hashes any stage's gradient lists. `chunk_count(P)` is not monotonic in `P` (the
@@ -462,21 +592,39 @@ impl Orchestrator {
 		let (plan, subs) = self.commit(nonce, |st| {
 			let plan = st.plan_of(stage, epoch)?.clone();
 			if !plan.members.contains(&req.account) {
-				return Err(Refusal::new(ErrorCode::Invalid, "you submitted no gradient this round"));
+				return Err(Refusal::new(
+					ErrorCode::Invalid,
+					"you submitted no gradient this round",
+				));
 			}
 			Ok((vec![], (plan, st.submissions(stage))))
 		})?;
 		let mut submissions = Vec::with_capacity(subs.len());
 		for (miner, s) in subs {
-			submissions.push(SubmissionSource { miner, samples: s.samples, object: self.get_of(&s.object).await?, chunk_hashes: s.chunk_hashes });
+			submissions.push(SubmissionSource {
+				miner,
+				samples: s.samples,
+				object: self.get_of(&s.object).await?,
+				chunk_hashes: s.chunk_hashes,
+			});
 		}
 		let pos = plan.members.iter().position(|m| m == &req.account).unwrap_or(usize::MAX) as u32;
 		let mut shards = Vec::new();
 		for d in plan.shards.iter().filter(|d| d.is_owned_by(pos)) {
 			let key = self.with_state(|st| st.shard_key(stage, epoch, d.index, &req.account));
-			shards.push(ShardTask { shard: d.index, range: [d.start, d.end], output: self.put_of(&key).await? });
+			shards.push(ShardTask {
+				shard: d.index,
+				range: [d.start, d.end],
+				output: self.put_of(&key).await?,
+			});
 		}
-		Ok(ShardAssignment { epoch, round: plan.round, param_count: plan.param_count, submissions, shards })
+		Ok(ShardAssignment {
+			epoch,
+			round: plan.round,
+			param_count: plan.param_count,
+			submissions,
+			shards,
+		})
 	}
 
 	async fn submit_shard(&self, req: Signed<SubmitShard>) -> Result<(), Refusal> {
@@ -484,20 +632,33 @@ impl Orchestrator {
 		let nonce = self.authenticate(methods::SUBMIT_SHARD, &req)?;
 		let stage = self.registry().miner(&req.account, None)?;
 		let b = &req.body;
-		self.peek(&nonce, |st| st.check_shard(&req.account, stage, b.epoch, b.round, b.shard, &b.reduced))?;
+		self.peek(&nonce, |st| {
+			st.check_shard(&req.account, stage, b.epoch, b.round, b.shard, &b.reduced)
+		})?;
 		let bytes = self.fetch_checked(&b.reduced.key, &b.reduced.hash, b.reduced.size).await?;
-		if bytes.chunks_exact(4).any(|c| !f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite()) {
+		if bytes
+			.chunks_exact(4)
+			.any(|c| !f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite())
+		{
 			return Err(Refusal::new(ErrorCode::Invalid, "reduced shard holds NaN/Inf"));
 		}
-		self.commit(nonce, |st| Ok((vec![st.check_shard(&req.account, stage, b.epoch, b.round, b.shard, &b.reduced)?], ())))
+		self.commit(nonce, |st| {
+			Ok((
+				vec![st.check_shard(&req.account, stage, b.epoch, b.round, b.shard, &b.reduced)?],
+				(),
+			))
+		})
 	}
 
 	async fn get_manifest(&self, req: Signed<MergeQuery>) -> Result<MergeView, Refusal> {
 		let nonce = self.authenticate(methods::GET_MANIFEST, &req)?;
 		let stage = self.registry().miner(&req.account, None)?;
-		let plan = self.commit(nonce, |st| Ok((vec![], st.manifest(&req.account, stage, req.body.epoch)?)))?;
+		let plan = self
+			.commit(nonce, |st| Ok((vec![], st.manifest(&req.account, stage, req.body.epoch)?)))?;
 		Ok(match plan {
-			ManifestPlan::Reducing { present, expected } => MergeView::Reducing { present, expected },
+			ManifestPlan::Reducing { present, expected } => {
+				MergeView::Reducing { present, expected }
+			},
 			ManifestPlan::Committed { state_hash } => MergeView::Committed { state_hash },
 			ManifestPlan::Ready { shards, samples, checkpoint_key } => {
 				let mut out = Vec::with_capacity(shards.len());
@@ -520,16 +681,34 @@ impl Orchestrator {
 		let nonce = self.authenticate(methods::SUBMIT_STATE_HASH, &req)?;
 		let stage = self.registry().miner(&req.account, None)?;
 		let b = &req.body;
-		self.peek(&nonce, |st| st.check_attest(&req.account, stage, b.epoch, b.state_hash, b.checkpoint.as_ref()))?;
+		self.peek(&nonce, |st| {
+			st.check_attest(&req.account, stage, b.epoch, b.state_hash, b.checkpoint.as_ref())
+		})?;
 		if let Some(t) = &b.checkpoint {
 			self.fetch_checked(&t.key, &t.hash, t.size).await?;
 		}
-		self.commit(nonce, |st| Ok((vec![st.check_attest(&req.account, stage, b.epoch, b.state_hash, b.checkpoint.as_ref())?], ())))
+		self.commit(nonce, |st| {
+			Ok((
+				vec![st.check_attest(
+					&req.account,
+					stage,
+					b.epoch,
+					b.state_hash,
+					b.checkpoint.as_ref(),
+				)?],
+				(),
+			))
+		})
 	}
 
 	async fn presign_get(&self, req: Signed<PresignGet>) -> Result<Vec<PresignedRequest>, Refusal> {
-		if req.body.keys.len() > MAX_PRESIGN_KEYS || req.body.keys.iter().any(|k| k.len() > MAX_KEY_LEN) {
-			return Err(Refusal::new(ErrorCode::Oversize, format!("at most {MAX_PRESIGN_KEYS} keys of at most {MAX_KEY_LEN} bytes")));
+		if req.body.keys.len() > MAX_PRESIGN_KEYS
+			|| req.body.keys.iter().any(|k| k.len() > MAX_KEY_LEN)
+		{
+			return Err(Refusal::new(
+				ErrorCode::Oversize,
+				format!("at most {MAX_PRESIGN_KEYS} keys of at most {MAX_KEY_LEN} bytes"),
+			));
 		}
 		let nonce = self.authenticate(methods::PRESIGN_GET, &req)?;
 		let miner_stage = {
@@ -544,14 +723,18 @@ impl Orchestrator {
 		};
 		let run = self.with_state(|s| s.config().run.clone());
 		for k in &req.body.keys {
-			let parsed = keys::parse(k).map_err(|e| Refusal::new(ErrorCode::Invalid, e.to_string()))?;
+			let parsed =
+				keys::parse(k).map_err(|e| Refusal::new(ErrorCode::Invalid, e.to_string()))?;
 			if !k.starts_with(&keys::run_scope(&run)) {
 				return Err(Refusal::new(ErrorCode::Invalid, format!("{k} is outside run {run}")));
 			}
 			if let Some(stage) = miner_stage {
 				let ok = matches!(&parsed, keys::ObjectKey::StageCheckpoint { stage: s, .. } if *s == u32::from(stage));
 				if !ok {
-					return Err(Refusal::new(ErrorCode::WrongRole, "miners may presign only their stage's checkpoints"));
+					return Err(Refusal::new(
+						ErrorCode::WrongRole,
+						"miners may presign only their stage's checkpoints",
+					));
 				}
 			}
 		}
@@ -565,16 +748,23 @@ impl Orchestrator {
 
 	async fn presign_put(&self, req: Signed<PresignPut>) -> Result<ObjectPut, Refusal> {
 		if req.body.key.len() > MAX_KEY_LEN {
-			return Err(Refusal::new(ErrorCode::Oversize, format!("key longer than {MAX_KEY_LEN} bytes")));
+			return Err(Refusal::new(
+				ErrorCode::Oversize,
+				format!("key longer than {MAX_KEY_LEN} bytes"),
+			));
 		}
 		let nonce = self.authenticate(methods::PRESIGN_PUT, &req)?;
 		self.registry().validator(&req.account)?;
 		let run = self.with_state(|s| s.config().run.clone());
-		let parsed = keys::parse(&req.body.key).map_err(|e| Refusal::new(ErrorCode::Invalid, e.to_string()))?;
+		let parsed = keys::parse(&req.body.key)
+			.map_err(|e| Refusal::new(ErrorCode::Invalid, e.to_string()))?;
 		let me = miner_id(&req.account);
 		let ok = matches!(&parsed, keys::ObjectKey::Evidence { run: r, validator, .. } if *r == run && *validator == me);
 		if !ok {
-			return Err(Refusal::new(ErrorCode::Invalid, "only your own evidence keys of this run"));
+			return Err(Refusal::new(
+				ErrorCode::Invalid,
+				"only your own evidence keys of this run",
+			));
 		}
 		self.commit(nonce, |_| Ok((vec![], ())))?;
 		self.put_of(&req.body.key).await
@@ -585,7 +775,9 @@ impl Orchestrator {
 		self.registry().validator(&req.account)?;
 		let epoch = req.body.epoch;
 		let audit = self.commit(nonce, |st| {
-			let a = st.audit(epoch).cloned().ok_or_else(|| Refusal::new(ErrorCode::Unknown, format!("no record of epoch {epoch}")))?;
+			let a = st.audit(epoch).cloned().ok_or_else(|| {
+				Refusal::new(ErrorCode::Unknown, format!("no record of epoch {epoch}"))
+			})?;
 			Ok((vec![], a))
 		})?;
 		let pathway_log = match &audit.pathway_log {
@@ -594,22 +786,46 @@ impl Orchestrator {
 		};
 		let mut shard_copies = Vec::new();
 		for (stage, round, shard, range, c) in &audit.copies {
-			shard_copies.push(ShardCopy { stage: *stage, round: *round, shard: *shard, range: *range, miner: c.miner.clone(), object: self.get_of(&c.object).await? });
+			shard_copies.push(ShardCopy {
+				stage: *stage,
+				round: *round,
+				shard: *shard,
+				range: *range,
+				miner: c.miner.clone(),
+				object: self.get_of(&c.object).await?,
+			});
 		}
 		let mut shard_mismatches = Vec::new();
 		for (stage, round, shard, range, copies) in &audit.mismatches {
 			let mut cs = Vec::new();
 			for c in copies {
-				cs.push(ShardCopy { stage: *stage, round: *round, shard: *shard, range: *range, miner: c.miner.clone(), object: self.get_of(&c.object).await? });
+				cs.push(ShardCopy {
+					stage: *stage,
+					round: *round,
+					shard: *shard,
+					range: *range,
+					miner: c.miner.clone(),
+					object: self.get_of(&c.object).await?,
+				});
 			}
-			shard_mismatches.push(ShardMismatch { stage: *stage, round: *round, shard: *shard, copies: cs });
+			shard_mismatches.push(ShardMismatch {
+				stage: *stage,
+				round: *round,
+				shard: *shard,
+				copies: cs,
+			});
 		}
 		let mut submissions = Vec::new();
 		for (stage, round, miner, s) in &audit.submissions {
 			submissions.push(StageSubmission {
 				stage: *stage,
 				round: *round,
-				source: SubmissionSource { miner: miner.clone(), samples: s.samples, object: self.get_of(&s.object).await?, chunk_hashes: s.chunk_hashes.clone() },
+				source: SubmissionSource {
+					miner: miner.clone(),
+					samples: s.samples,
+					object: self.get_of(&s.object).await?,
+					chunk_hashes: s.chunk_hashes.clone(),
+				},
 			});
 		}
 		Ok(EpochRecord { epoch, pathway_log, shard_mismatches, shard_copies, submissions })
@@ -633,7 +849,9 @@ impl Orchestrator {
 		Status {
 			run: st.config().run.to_string(),
 			spec_hash: iota_primitives::ContentHash::of(self.spec_json.as_bytes()),
-			finalized_block: st.finalized_block().max(self.finalized.load(std::sync::atomic::Ordering::Relaxed)),
+			finalized_block: st
+				.finalized_block()
+				.max(self.finalized.load(std::sync::atomic::Ordering::Relaxed)),
 			stages: st.stage_status(),
 			last_epoch_loss: st.summaries().last().map(|s| s.loss),
 			tokens_trained,
@@ -660,10 +878,16 @@ pub fn boundary_max_bytes(spec: &RunSpec) -> u64 {
 
 fn limits(t: &TensorRef) -> Result<(), Refusal> {
 	if t.key.len() > MAX_KEY_LEN {
-		return Err(Refusal::new(ErrorCode::Oversize, format!("key of {} bytes, at most {MAX_KEY_LEN}", t.key.len())));
+		return Err(Refusal::new(
+			ErrorCode::Oversize,
+			format!("key of {} bytes, at most {MAX_KEY_LEN}", t.key.len()),
+		));
 	}
 	if t.shape.len() > MAX_SHAPE_RANK {
-		return Err(Refusal::new(ErrorCode::Oversize, format!("shape of rank {}, at most {MAX_SHAPE_RANK}", t.shape.len())));
+		return Err(Refusal::new(
+			ErrorCode::Oversize,
+			format!("shape of rank {}, at most {MAX_SHAPE_RANK}", t.shape.len()),
+		));
 	}
 	Ok(())
 }
@@ -684,7 +908,8 @@ impl IotaApiServer for RpcImpl {
 	}
 	async fn submit_activation(&self, req: Signed<SubmitActivation>) -> RpcResult<Ack> {
 		let a = req.account.clone();
-		self.0.finish(methods::SUBMIT_ACTIVATION, &a, self.0.submit_activation(req).await)
+		self.0
+			.finish(methods::SUBMIT_ACTIVATION, &a, self.0.submit_activation(req).await)
 	}
 	async fn report_loss(&self, req: Signed<ReportLoss>) -> RpcResult<()> {
 		let a = req.account.clone();
@@ -712,7 +937,8 @@ impl IotaApiServer for RpcImpl {
 	}
 	async fn submit_state_hash(&self, req: Signed<SubmitStateHash>) -> RpcResult<()> {
 		let a = req.account.clone();
-		self.0.finish(methods::SUBMIT_STATE_HASH, &a, self.0.submit_state_hash(req).await)
+		self.0
+			.finish(methods::SUBMIT_STATE_HASH, &a, self.0.submit_state_hash(req).await)
 	}
 	async fn presign_get(&self, req: Signed<PresignGet>) -> RpcResult<Vec<PresignedRequest>> {
 		let a = req.account.clone();
@@ -758,7 +984,10 @@ impl IotaApiServer for RpcImpl {
 ///
 /// # Errors
 /// Binding the address.
-pub async fn serve(orch: Arc<Orchestrator>, addr: SocketAddr) -> std::io::Result<(SocketAddr, ServerHandle)> {
+pub async fn serve(
+	orch: Arc<Orchestrator>,
+	addr: SocketAddr,
+) -> std::io::Result<(SocketAddr, ServerHandle)> {
 	let server = Server::builder()
 		.max_request_body_size(orch.cfg.max_request_bytes)
 		.max_response_body_size(iota_rpc::client::CLIENT_MAX_MESSAGE_BYTES)

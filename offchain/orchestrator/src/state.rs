@@ -26,7 +26,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use iota_primitives::{butterfly_shards, derive_seed, ContentHash, Phase, ShardDescriptor, StageReport};
+use iota_primitives::{
+	butterfly_shards, derive_seed, ContentHash, Phase, ShardDescriptor, StageReport,
+};
 use iota_rpc::types::{EpochSummary, IdleReason, LeaseId, MinerActivity, StageStatus, TensorRef};
 use iota_rpc::{AccountId, ErrorCode, ObjectEntry, PathwayLog, PathwayRecord};
 use iota_storage::keys::{self, Direction, Id};
@@ -586,34 +588,62 @@ impl State {
 	}
 
 	fn miner_mut(&mut self, miner: &AccountId, stage: u16) -> &mut MinerStats {
-		let entry = self.miners.entry(miner.0).or_insert_with(|| (miner.clone(), MinerStats::default()));
+		let entry = self
+			.miners
+			.entry(miner.0)
+			.or_insert_with(|| (miner.clone(), MinerStats::default()));
 		entry.1.stage = stage;
 		&mut entry.1
 	}
 
 	fn is_live(&self, miner: &AccountId, stage: u16, now_ms: u64) -> bool {
 		let member = self.stages.get(usize::from(stage)).is_some_and(|s| s.members.contains(miner));
-		let seen = self.miners.get(&miner.0).is_some_and(|(_, m)| m.last_seen_ms.saturating_add(self.cfg.lease_ms) >= now_ms);
+		let seen = self
+			.miners
+			.get(&miner.0)
+			.is_some_and(|(_, m)| m.last_seen_ms.saturating_add(self.cfg.lease_ms) >= now_ms);
 		let holds = self.leases.values().any(|l| &l.miner == miner);
 		member && (seen || holds)
 	}
 
 	/// The key a lease's result goes to.
-	pub fn output_key(&self, stage: u16, epoch: u32, sample: u64, kind: WorkKind, miner: &AccountId) -> Option<String> {
+	pub fn output_key(
+		&self,
+		stage: u16,
+		epoch: u32,
+		sample: u64,
+		kind: WorkKind,
+		miner: &AccountId,
+	) -> Option<String> {
 		let id = miner_id(miner);
 		let tail = stage == self.tail();
 		match kind {
-			WorkKind::Forward if !tail => {
-				Some(keys::activation(&self.cfg.run, u64::from(epoch), u32::from(stage), sample, Direction::Forward, &id))
-			},
+			WorkKind::Forward if !tail => Some(keys::activation(
+				&self.cfg.run,
+				u64::from(epoch),
+				u32::from(stage),
+				sample,
+				Direction::Forward,
+				&id,
+			)),
 			WorkKind::Forward if stage == 0 => None,
-			WorkKind::Forward => {
-				Some(keys::activation(&self.cfg.run, u64::from(epoch), u32::from(stage), sample, Direction::Backward, &id))
-			},
+			WorkKind::Forward => Some(keys::activation(
+				&self.cfg.run,
+				u64::from(epoch),
+				u32::from(stage),
+				sample,
+				Direction::Backward,
+				&id,
+			)),
 			WorkKind::Backward if stage == 0 => None,
-			WorkKind::Backward => {
-				Some(keys::activation(&self.cfg.run, u64::from(epoch), u32::from(stage), sample, Direction::Backward, &id))
-			},
+			WorkKind::Backward => Some(keys::activation(
+				&self.cfg.run,
+				u64::from(epoch),
+				u32::from(stage),
+				sample,
+				Direction::Backward,
+				&id,
+			)),
 		}
 	}
 
@@ -622,9 +652,17 @@ impl State {
 	/// Decide `iota_getWork` for `miner` of `stage` at `now_ms` (the caller checked the registry).
 	///
 	/// Errors: `WrongStage` for a stage outside the run.
-	pub fn plan_work(&self, miner: &AccountId, stage: u16, now_ms: u64) -> Result<WorkPlan, Refusal> {
+	pub fn plan_work(
+		&self,
+		miner: &AccountId,
+		stage: u16,
+		now_ms: u64,
+	) -> Result<WorkPlan, Refusal> {
 		let Some(st) = self.stages.get(usize::from(stage)) else {
-			return refuse(ErrorCode::WrongStage, format!("stage {stage} is not below the run's {} stages", self.cfg.stages));
+			return refuse(
+				ErrorCode::WrongStage,
+				format!("stage {stage} is not below the run's {} stages", self.cfg.stages),
+			);
 		};
 		match st.phase {
 			Phase::WeightsUploading => {
@@ -662,7 +700,11 @@ impl State {
 		// Backward first (it drains the pipeline): own forwards, then items whose forward miner is gone.
 		let mut other = None;
 		for (&n, item) in st.backward_queue.iter().filter(|(n, _)| in_epoch(**n)) {
-			let by = self.samples.get(&n).and_then(|s| s.forward.get(usize::from(stage)).cloned().flatten()).map(|(m, _)| m);
+			let by = self
+				.samples
+				.get(&n)
+				.and_then(|s| s.forward.get(usize::from(stage)).cloned().flatten())
+				.map(|(m, _)| m);
 			match by {
 				Some(by) if &by == miner => return Ok(lease(n, WorkKind::Backward, false)),
 				Some(by) if !item.open && self.is_live(&by, stage, now_ms) => {},
@@ -682,7 +724,11 @@ impl State {
 		if stage == 0 {
 			let issued = if self.head_issued.0 == epoch { self.head_issued.1 } else { 0 };
 			if issued < self.cfg.backward_quota {
-				return Ok(lease(u64::from(epoch) * q + u64::from(issued), WorkKind::Forward, true));
+				return Ok(lease(
+					u64::from(epoch) * q + u64::from(issued),
+					WorkKind::Forward,
+					true,
+				));
 			}
 			return Ok(WorkPlan::Idle(IdleReason::QuotaIssued));
 		}
@@ -692,10 +738,18 @@ impl State {
 	/// The lease `id` if `miner` holds it and it is live at `now_ms`.
 	///
 	/// Errors: `LeaseExpired` (expired, re-listed or dropped), `Unknown`, `Invalid` (another miner's).
-	pub fn check_lease(&self, miner: &AccountId, id: LeaseId, now_ms: u64) -> Result<&Lease, Refusal> {
+	pub fn check_lease(
+		&self,
+		miner: &AccountId,
+		id: LeaseId,
+		now_ms: u64,
+	) -> Result<&Lease, Refusal> {
 		let Some(l) = self.leases.get(&id) else {
 			return match self.expired.get(&id) {
-				Some(holder) if holder == miner => refuse(ErrorCode::LeaseExpired, format!("lease {id} expired and its item was re-listed")),
+				Some(holder) if holder == miner => refuse(
+					ErrorCode::LeaseExpired,
+					format!("lease {id} expired and its item was re-listed"),
+				),
 				Some(_) => refuse(ErrorCode::Invalid, format!("lease {id} is not yours")),
 				None => refuse(ErrorCode::Unknown, format!("no lease {id}")),
 			};
@@ -704,7 +758,10 @@ impl State {
 			return refuse(ErrorCode::Invalid, format!("lease {id} is held by another miner"));
 		}
 		if now_ms > l.expires_at_ms {
-			return refuse(ErrorCode::LeaseExpired, format!("lease {id} expired at {} ms (now {now_ms} ms)", l.expires_at_ms));
+			return refuse(
+				ErrorCode::LeaseExpired,
+				format!("lease {id} expired at {} ms (now {now_ms} ms)", l.expires_at_ms),
+			);
 		}
 		Ok(l)
 	}
@@ -715,31 +772,68 @@ impl State {
 	/// Errors: as [`check_lease`](Self::check_lease); `WrongPhase` (the stage left `Training`: its
 	/// gradients are being merged, so a late pass could not count); `Invalid` (output missing, unexpected,
 	/// other key, tail without a reported loss); `ShapeMismatch` (shape or size not `[B, T, width]`).
-	pub fn check_submit(&self, miner: &AccountId, id: LeaseId, output: Option<&TensorRef>, now_ms: u64, max_bytes: u64) -> Result<&Lease, Refusal> {
+	pub fn check_submit(
+		&self,
+		miner: &AccountId,
+		id: LeaseId,
+		output: Option<&TensorRef>,
+		now_ms: u64,
+		max_bytes: u64,
+	) -> Result<&Lease, Refusal> {
 		let l = self.check_lease(miner, id, now_ms)?;
-		if self.stages.get(usize::from(l.stage)).is_none_or(|s| s.phase != Phase::Training || s.epoch != l.epoch) {
-			return refuse(ErrorCode::WrongPhase, format!("stage {} left Training in epoch {}; lease {id} cannot count", l.stage, l.epoch));
+		if self
+			.stages
+			.get(usize::from(l.stage))
+			.is_none_or(|s| s.phase != Phase::Training || s.epoch != l.epoch)
+		{
+			return refuse(
+				ErrorCode::WrongPhase,
+				format!(
+					"stage {} left Training in epoch {}; lease {id} cannot count",
+					l.stage, l.epoch
+				),
+			);
 		}
 		match (&l.output_key, output) {
 			(None, None) => {},
-			(None, Some(_)) => return refuse(ErrorCode::Invalid, "this lease has no output to submit"),
-			(Some(k), None) => return refuse(ErrorCode::Invalid, format!("lease {id} needs its output at {k}")),
+			(None, Some(_)) => {
+				return refuse(ErrorCode::Invalid, "this lease has no output to submit")
+			},
+			(Some(k), None) => {
+				return refuse(ErrorCode::Invalid, format!("lease {id} needs its output at {k}"))
+			},
 			(Some(k), Some(t)) => {
 				if &t.key != k {
-					return refuse(ErrorCode::Invalid, format!("output key {:?} is not the lease's key {k:?}", t.key));
+					return refuse(
+						ErrorCode::Invalid,
+						format!("output key {:?} is not the lease's key {k:?}", t.key),
+					);
 				}
 				if t.shape != self.cfg.boundary_shape {
-					return refuse(ErrorCode::ShapeMismatch, format!("shape {:?}, expected {:?}", t.shape, self.cfg.boundary_shape));
+					return refuse(
+						ErrorCode::ShapeMismatch,
+						format!("shape {:?}, expected {:?}", t.shape, self.cfg.boundary_shape),
+					);
 				}
 				if t.size == 0 || t.size > max_bytes {
-					return refuse(ErrorCode::ShapeMismatch, format!("size {} bytes, expected 1..={max_bytes}", t.size));
+					return refuse(
+						ErrorCode::ShapeMismatch,
+						format!("size {} bytes, expected 1..={max_bytes}", t.size),
+					);
 				}
 			},
 		}
 		if l.kind == WorkKind::Forward && l.stage == self.tail() {
-			let reported = self.samples.get(&l.sample).and_then(|s| s.pending_loss).is_some_and(|(lid, _)| lid == id);
+			let reported = self
+				.samples
+				.get(&l.sample)
+				.and_then(|s| s.pending_loss)
+				.is_some_and(|(lid, _)| lid == id);
 			if !reported {
-				return refuse(ErrorCode::Invalid, format!("report the loss of lease {id} before submitting it"));
+				return refuse(
+					ErrorCode::Invalid,
+					format!("report the loss of lease {id} before submitting it"),
+				);
 			}
 		}
 		Ok(l)
@@ -749,15 +843,32 @@ impl State {
 	///
 	/// Errors: as [`check_lease`](Self::check_lease); `WrongStage` (not a tail forward lease); `Invalid`
 	/// (NaN/Inf or negative, reported twice).
-	pub fn check_loss(&self, miner: &AccountId, id: LeaseId, loss: f32, now_ms: u64) -> Result<Event, Refusal> {
+	pub fn check_loss(
+		&self,
+		miner: &AccountId,
+		id: LeaseId,
+		loss: f32,
+		now_ms: u64,
+	) -> Result<Event, Refusal> {
 		let l = self.check_lease(miner, id, now_ms)?;
 		if l.stage != self.tail() || l.kind != WorkKind::Forward {
-			return refuse(ErrorCode::WrongStage, format!("lease {id} is not a tail forward lease"));
+			return refuse(
+				ErrorCode::WrongStage,
+				format!("lease {id} is not a tail forward lease"),
+			);
 		}
 		if !loss.is_finite() || loss < 0.0 {
-			return refuse(ErrorCode::Invalid, format!("loss {loss} is not a finite non-negative number"));
+			return refuse(
+				ErrorCode::Invalid,
+				format!("loss {loss} is not a finite non-negative number"),
+			);
 		}
-		if self.samples.get(&l.sample).and_then(|s| s.pending_loss).is_some_and(|(lid, _)| lid == id) {
+		if self
+			.samples
+			.get(&l.sample)
+			.and_then(|s| s.pending_loss)
+			.is_some_and(|(lid, _)| lid == id)
+		{
 			return refuse(ErrorCode::Invalid, format!("loss of lease {id} was already reported"));
 		}
 		Ok(Event::LossReported { lease: id, loss })
@@ -766,57 +877,105 @@ impl State {
 	/// Check `iota_releaseLease`.
 	///
 	/// Errors: `Unknown`, `Invalid` (another miner's), `LeaseExpired`.
-	pub fn check_release(&self, miner: &AccountId, id: LeaseId, now_ms: u64) -> Result<Event, Refusal> {
+	pub fn check_release(
+		&self,
+		miner: &AccountId,
+		id: LeaseId,
+		now_ms: u64,
+	) -> Result<Event, Refusal> {
 		self.check_lease(miner, id, now_ms)?;
 		Ok(Event::LeaseReleased { lease: id })
 	}
 
 	/// Leases past their deadline at `now_ms`, as events.
 	pub fn expired_leases(&self, now_ms: u64) -> Vec<Event> {
-		self.leases.values().filter(|l| now_ms > l.expires_at_ms).map(|l| Event::LeaseExpired { lease: l.id }).collect()
+		self.leases
+			.values()
+			.filter(|l| now_ms > l.expires_at_ms)
+			.map(|l| Event::LeaseExpired { lease: l.id })
+			.collect()
 	}
 
 	// ---- merge --------------------------------------------------------------------------------
 
 	fn merging_stage(&self, stage: u16, epoch: u32, phase: Phase) -> Result<&StageState, Refusal> {
-		let st = self.stages.get(usize::from(stage)).ok_or_else(|| Refusal::new(ErrorCode::WrongStage, format!("no stage {stage}")))?;
+		let st = self
+			.stages
+			.get(usize::from(stage))
+			.ok_or_else(|| Refusal::new(ErrorCode::WrongStage, format!("no stage {stage}")))?;
 		if epoch != st.epoch {
-			return refuse(ErrorCode::Unknown, format!("stage {stage} is in epoch {}, not {epoch}", st.epoch));
+			return refuse(
+				ErrorCode::Unknown,
+				format!("stage {stage} is in epoch {}, not {epoch}", st.epoch),
+			);
 		}
 		if st.phase != phase {
-			return refuse(ErrorCode::WrongPhase, format!("stage {stage} is {:?}, not {phase:?}", st.phase));
+			return refuse(
+				ErrorCode::WrongPhase,
+				format!("stage {stage} is {:?}, not {phase:?}", st.phase),
+			);
 		}
 		Ok(st)
 	}
 
 	/// The key a miner's gradient submission goes to.
 	pub fn gradient_key(&self, stage: u16, epoch: u32, miner: &AccountId) -> String {
-		keys::gradient_submission(&self.cfg.run, u64::from(epoch), u32::from(stage), &miner_id(miner))
+		keys::gradient_submission(
+			&self.cfg.run,
+			u64::from(epoch),
+			u32::from(stage),
+			&miner_id(miner),
+		)
 	}
 
 	/// Check `iota_submitGradient` (before the object is verified).
 	///
 	/// Errors: `WrongPhase`, `Unknown` epoch, `Invalid` (twice, zero samples, wrong key),
 	/// `ShapeMismatch` (shape `[P]`, size `4·P`, chunk count).
-	pub fn check_gradient(&self, miner: &AccountId, stage: u16, epoch: u32, t: &TensorRef, chunks: &[ContentHash], samples: u32) -> Result<Event, Refusal> {
+	pub fn check_gradient(
+		&self,
+		miner: &AccountId,
+		stage: u16,
+		epoch: u32,
+		t: &TensorRef,
+		chunks: &[ContentHash],
+		samples: u32,
+	) -> Result<Event, Refusal> {
 		let st = self.merging_stage(stage, epoch, Phase::WeightsUploading)?;
 		if st.merge.submissions.contains_key(&miner.0) {
-			return refuse(ErrorCode::Invalid, format!("gradient of epoch {epoch} already submitted this round"));
+			return refuse(
+				ErrorCode::Invalid,
+				format!("gradient of epoch {epoch} already submitted this round"),
+			);
 		}
 		if samples == 0 {
 			return refuse(ErrorCode::Invalid, "a gradient of zero samples");
 		}
 		let key = self.gradient_key(stage, epoch, miner);
 		if t.key != key {
-			return refuse(ErrorCode::Invalid, format!("gradient key {:?}, expected {key:?}", t.key));
+			return refuse(
+				ErrorCode::Invalid,
+				format!("gradient key {:?}, expected {key:?}", t.key),
+			);
 		}
 		let p = self.cfg.param_counts.get(usize::from(stage)).copied().unwrap_or(0);
 		if t.shape != [p] || t.size != p * 4 {
-			return refuse(ErrorCode::ShapeMismatch, format!("gradient shape {:?} / {} bytes, expected [{p}] / {} bytes", t.shape, t.size, p * 4));
+			return refuse(
+				ErrorCode::ShapeMismatch,
+				format!(
+					"gradient shape {:?} / {} bytes, expected [{p}] / {} bytes",
+					t.shape,
+					t.size,
+					p * 4
+				),
+			);
 		}
 		let want = iota_rpc::types::chunk_count(p);
 		if chunks.len() != want {
-			return refuse(ErrorCode::ShapeMismatch, format!("{} chunk hashes, expected {want}", chunks.len()));
+			return refuse(
+				ErrorCode::ShapeMismatch,
+				format!("{} chunk hashes, expected {want}", chunks.len()),
+			);
 		}
 		Ok(Event::GradientAccepted {
 			stage,
@@ -834,27 +993,49 @@ impl State {
 	/// Errors: `WrongPhase`, `Unknown` epoch, `Unavailable` (seed not yet seen).
 	pub fn plan_of(&self, stage: u16, epoch: u32) -> Result<&MergePlan, Refusal> {
 		let st = self.merging_stage(stage, epoch, Phase::Merging)?;
-		st.merge.plan.as_ref().ok_or_else(|| Refusal::new(ErrorCode::Unavailable, "the merge plan waits for the epoch seed; retry"))
+		st.merge.plan.as_ref().ok_or_else(|| {
+			Refusal::new(ErrorCode::Unavailable, "the merge plan waits for the epoch seed; retry")
+		})
 	}
 
 	/// Submissions of the current round of `stage`, in butterfly order.
 	pub fn submissions(&self, stage: u16) -> Vec<(AccountId, Submission)> {
-		self.stages.get(usize::from(stage)).map(|s| s.merge.submissions.values().cloned().collect()).unwrap_or_default()
+		self.stages
+			.get(usize::from(stage))
+			.map(|s| s.merge.submissions.values().cloned().collect())
+			.unwrap_or_default()
 	}
 
 	/// The key of a reduced shard copy.
 	pub fn shard_key(&self, stage: u16, epoch: u32, shard: u32, miner: &AccountId) -> String {
-		keys::reduced_shard(&self.cfg.run, u64::from(epoch), u32::from(stage), shard, &miner_id(miner))
+		keys::reduced_shard(
+			&self.cfg.run,
+			u64::from(epoch),
+			u32::from(stage),
+			shard,
+			&miner_id(miner),
+		)
 	}
 
 	/// Check `iota_submitShard` (before the object is verified).
 	///
 	/// Errors: `WrongPhase`, `Unknown` (epoch, round or shard), `Invalid` (not the caller's shard, twice,
 	/// wrong key), `ShapeMismatch`, `Unavailable` (no plan yet).
-	pub fn check_shard(&self, miner: &AccountId, stage: u16, epoch: u32, round: u32, shard: u32, t: &TensorRef) -> Result<Event, Refusal> {
+	pub fn check_shard(
+		&self,
+		miner: &AccountId,
+		stage: u16,
+		epoch: u32,
+		round: u32,
+		shard: u32,
+		t: &TensorRef,
+	) -> Result<Event, Refusal> {
 		let plan = self.plan_of(stage, epoch)?;
 		if round != plan.round {
-			return refuse(ErrorCode::Unknown, format!("round {round}, the current round is {}", plan.round));
+			return refuse(
+				ErrorCode::Unknown,
+				format!("round {round}, the current round is {}", plan.round),
+			);
 		}
 		let Some(desc) = plan.shards.get(shard as usize) else {
 			return refuse(ErrorCode::Unknown, format!("shard {shard} of {}", plan.shards.len()));
@@ -875,9 +1056,24 @@ impl State {
 		}
 		let len = desc.len();
 		if t.shape != [len] || t.size != len * 4 {
-			return refuse(ErrorCode::ShapeMismatch, format!("shard shape {:?} / {} bytes, expected [{len}] / {} bytes", t.shape, t.size, len * 4));
+			return refuse(
+				ErrorCode::ShapeMismatch,
+				format!(
+					"shard shape {:?} / {} bytes, expected [{len}] / {} bytes",
+					t.shape,
+					t.size,
+					len * 4
+				),
+			);
 		}
-		Ok(Event::ShardAccepted { stage, epoch, round, shard, miner: miner.clone(), object: Obj::from_tensor(t) })
+		Ok(Event::ShardAccepted {
+			stage,
+			epoch,
+			round,
+			shard,
+			miner: miner.clone(),
+			object: Obj::from_tensor(t),
+		})
 	}
 
 	/// Disputed shards of `stage`'s current round: (epoch, round, shard, range).
@@ -887,27 +1083,46 @@ impl State {
 		st.merge
 			.disputed
 			.iter()
-			.filter_map(|k| plan.shards.get(*k as usize).map(|d| (st.epoch, plan.round, *k, [d.start, d.end])))
+			.filter_map(|k| {
+				plan.shards
+					.get(*k as usize)
+					.map(|d| (st.epoch, plan.round, *k, [d.start, d.end]))
+			})
 			.collect()
 	}
 
 	/// The copies of a shard in the current round.
 	pub fn copies(&self, stage: u16, shard: u32) -> Vec<CopyRec> {
-		self.stages.get(usize::from(stage)).and_then(|s| s.merge.copies.get(&shard).cloned()).unwrap_or_default()
+		self.stages
+			.get(usize::from(stage))
+			.and_then(|s| s.merge.copies.get(&shard).cloned())
+			.unwrap_or_default()
 	}
 
 	/// Decide `iota_getManifest`.
 	///
 	/// Errors: `Unknown` epoch, `WrongStage`.
-	pub fn manifest(&self, miner: &AccountId, stage: u16, epoch: u32) -> Result<ManifestPlan, Refusal> {
+	pub fn manifest(
+		&self,
+		miner: &AccountId,
+		stage: u16,
+		epoch: u32,
+	) -> Result<ManifestPlan, Refusal> {
 		if let Some(h) = self.committed.get(&(stage, epoch)) {
 			return Ok(ManifestPlan::Committed { state_hash: *h });
 		}
-		let st = self.stages.get(usize::from(stage)).ok_or_else(|| Refusal::new(ErrorCode::WrongStage, format!("no stage {stage}")))?;
+		let st = self
+			.stages
+			.get(usize::from(stage))
+			.ok_or_else(|| Refusal::new(ErrorCode::WrongStage, format!("no stage {stage}")))?;
 		if epoch != st.epoch {
-			return refuse(ErrorCode::Unknown, format!("no merge of epoch {epoch} at stage {stage} (current epoch {})", st.epoch));
+			return refuse(
+				ErrorCode::Unknown,
+				format!("no merge of epoch {epoch} at stage {stage} (current epoch {})", st.epoch),
+			);
 		}
-		let Some(plan) = (st.phase == Phase::Merging).then_some(st.merge.plan.as_ref()).flatten() else {
+		let Some(plan) = (st.phase == Phase::Merging).then_some(st.merge.plan.as_ref()).flatten()
+		else {
 			return Ok(ManifestPlan::Reducing { present: 0, expected: 0 });
 		};
 		let expected = plan.shards.len() as u32;
@@ -915,10 +1130,20 @@ impl State {
 		if present < expected {
 			return Ok(ManifestPlan::Reducing { present, expected });
 		}
-		let shards = plan.shards.iter().map(|d| (d.index, [d.start, d.end], st.merge.present[&d.index].clone())).collect();
+		let shards = plan
+			.shards
+			.iter()
+			.map(|d| (d.index, [d.start, d.end], st.merge.present[&d.index].clone()))
+			.collect();
 		let samples = st.merge.submissions.values().map(|(_, s)| s.samples).sum();
-		let checkpoint_key = (&plan.checkpoint_by == miner)
-			.then(|| keys::stage_checkpoint(&self.cfg.run, u64::from(epoch), u32::from(stage), &miner_id(miner)));
+		let checkpoint_key = (&plan.checkpoint_by == miner).then(|| {
+			keys::stage_checkpoint(
+				&self.cfg.run,
+				u64::from(epoch),
+				u32::from(stage),
+				&miner_id(miner),
+			)
+		});
 		Ok(ManifestPlan::Ready { shards, samples, checkpoint_key })
 	}
 
@@ -926,7 +1151,14 @@ impl State {
 	///
 	/// Errors: `WrongPhase` (not merging, or shards still missing), `Unknown` epoch, `Invalid` (twice, not a
 	/// member, a checkpoint nobody asked for, or its wrong key).
-	pub fn check_attest(&self, miner: &AccountId, stage: u16, epoch: u32, state_hash: ContentHash, checkpoint: Option<&TensorRef>) -> Result<Event, Refusal> {
+	pub fn check_attest(
+		&self,
+		miner: &AccountId,
+		stage: u16,
+		epoch: u32,
+		state_hash: ContentHash,
+		checkpoint: Option<&TensorRef>,
+	) -> Result<Event, Refusal> {
 		let plan = self.plan_of(stage, epoch)?;
 		let st = &self.stages[usize::from(stage)];
 		if st.merge.present.len() < plan.shards.len() {
@@ -940,13 +1172,28 @@ impl State {
 		}
 		let asked = &plan.checkpoint_by == miner;
 		let checkpoint = match (asked, checkpoint) {
-			(false, Some(_)) => return refuse(ErrorCode::Invalid, "no checkpoint was asked of this replica"),
-			(true, None) => return refuse(ErrorCode::Invalid, "this replica was asked for the stage checkpoint"),
+			(false, Some(_)) => {
+				return refuse(ErrorCode::Invalid, "no checkpoint was asked of this replica")
+			},
+			(true, None) => {
+				return refuse(
+					ErrorCode::Invalid,
+					"this replica was asked for the stage checkpoint",
+				)
+			},
 			(false, None) => None,
 			(true, Some(t)) => {
-				let key = keys::stage_checkpoint(&self.cfg.run, u64::from(epoch), u32::from(stage), &miner_id(miner));
+				let key = keys::stage_checkpoint(
+					&self.cfg.run,
+					u64::from(epoch),
+					u32::from(stage),
+					&miner_id(miner),
+				);
 				if t.key != key {
-					return refuse(ErrorCode::Invalid, format!("checkpoint key {:?}, expected {key:?}", t.key));
+					return refuse(
+						ErrorCode::Invalid,
+						format!("checkpoint key {:?}, expected {key:?}", t.key),
+					);
 				}
 				Some(Obj::from_tensor(t))
 			},
@@ -1004,7 +1251,9 @@ impl State {
 				.samples
 				.range(first..first.saturating_add(u64::from(self.cfg.backward_quota)))
 				.filter(|(_, r)| r.epoch == s.epoch)
-				.filter_map(|(_, r)| r.backward.get(usize::from(stage)).cloned().flatten().map(|(m, _)| m.0))
+				.filter_map(|(_, r)| {
+					r.backward.get(usize::from(stage)).cloned().flatten().map(|(m, _)| m.0)
+				})
 				.collect();
 			let idle = s
 				.members
@@ -1033,15 +1282,24 @@ impl State {
 			.take_while(|(_, r)| r.epoch == epoch)
 			.filter(|(_, r)| r.complete() && r.loss.is_some())
 			.filter_map(|(&sample, r)| {
-				let fwd: Option<Vec<_>> = (0..s).map(|i| r.forward.get(i).cloned().flatten()).collect();
-				let bwd: Option<Vec<_>> = (0..s).map(|i| r.backward.get(i).cloned().flatten()).collect();
+				let fwd: Option<Vec<_>> =
+					(0..s).map(|i| r.forward.get(i).cloned().flatten()).collect();
+				let bwd: Option<Vec<_>> =
+					(0..s).map(|i| r.backward.get(i).cloned().flatten()).collect();
 				let (fwd, bwd) = (fwd?, bwd?);
 				Some(PathwayRecord {
 					sample,
 					forward: fwd.iter().map(|(m, _)| m.clone()).collect(),
 					backward: bwd.iter().map(|(m, _)| m.clone()).collect(),
-					forward_outputs: fwd.iter().map(|(_, o)| o.as_ref().map_or(empty.clone(), Obj::entry)).collect(),
-					backward_outputs: bwd.iter().enumerate().map(|(i, (_, o))| if i == 0 { None } else { o.as_ref().map(Obj::entry) }).collect(),
+					forward_outputs: fwd
+						.iter()
+						.map(|(_, o)| o.as_ref().map_or(empty.clone(), Obj::entry))
+						.collect(),
+					backward_outputs: bwd
+						.iter()
+						.enumerate()
+						.map(|(i, (_, o))| if i == 0 { None } else { o.as_ref().map(Obj::entry) })
+						.collect(),
 					loss: r.loss.unwrap_or_default(),
 				})
 			})
@@ -1052,7 +1310,11 @@ impl State {
 	/// Epochs whose head merge is committed but whose pathway log is not written yet.
 	pub fn pathway_due(&self) -> Vec<u32> {
 		let head = self.stages.first().map_or(0, |s| s.epoch);
-		self.audits.iter().filter(|(e, a)| **e < head && a.pathway_log.is_none()).map(|(e, _)| *e).collect()
+		self.audits
+			.iter()
+			.filter(|(e, a)| **e < head && a.pathway_log.is_none())
+			.map(|(e, _)| *e)
+			.collect()
 	}
 
 	/// The audit record of `epoch`.
@@ -1072,7 +1334,11 @@ impl State {
 				miners: s.members.clone(),
 				forward_queue: s.forward_queue.len() as u32
 					+ if i == 0 && s.phase == Phase::Training {
-						self.cfg.backward_quota.saturating_sub(if self.head_issued.0 == s.epoch { self.head_issued.1 } else { 0 })
+						self.cfg.backward_quota.saturating_sub(if self.head_issued.0 == s.epoch {
+							self.head_issued.1
+						} else {
+							0
+						})
 					} else {
 						0
 					},
@@ -1128,7 +1394,9 @@ impl State {
 	pub fn apply(&mut self, ev: &Event) {
 		match ev {
 			Event::LeaseGranted { lease, fresh } => self.apply_grant(lease, *fresh),
-			Event::LeaseCompleted { lease, output, now_ms } => self.apply_complete(*lease, output.clone(), *now_ms),
+			Event::LeaseCompleted { lease, output, now_ms } => {
+				self.apply_complete(*lease, output.clone(), *now_ms)
+			},
 			Event::LossReported { lease, loss } => {
 				if let Some(l) = self.leases.get(lease) {
 					let sample = l.sample;
@@ -1139,20 +1407,39 @@ impl State {
 			},
 			Event::LeaseReleased { lease } => self.relist(*lease, false),
 			Event::LeaseExpired { lease } => self.relist(*lease, true),
-			Event::GradientAccepted { stage, epoch, round, miner, object, chunk_hashes, samples } => {
+			Event::GradientAccepted {
+				stage,
+				epoch,
+				round,
+				miner,
+				object,
+				chunk_hashes,
+				samples,
+			} => {
 				if let Some(st) = self.stages.get_mut(usize::from(*stage)) {
 					if st.epoch == *epoch && st.merge.round == *round {
-						let sub = Submission { object: object.clone(), chunk_hashes: chunk_hashes.clone(), samples: *samples };
+						let sub = Submission {
+							object: object.clone(),
+							chunk_hashes: chunk_hashes.clone(),
+							samples: *samples,
+						};
 						st.merge.submissions.insert(miner.0, (miner.clone(), sub));
 					}
 				}
 			},
-			Event::ShardAccepted { stage, epoch, round, shard, miner, object } => {
-				self.apply_shard(*stage, *epoch, *round, *shard, CopyRec { miner: miner.clone(), object: object.clone() })
-			},
+			Event::ShardAccepted { stage, epoch, round, shard, miner, object } => self.apply_shard(
+				*stage,
+				*epoch,
+				*round,
+				*shard,
+				CopyRec { miner: miner.clone(), object: object.clone() },
+			),
 			Event::ShardResolved { stage, epoch, round, shard, object } => {
 				if let Some(st) = self.stages.get_mut(usize::from(*stage)) {
-					if st.epoch == *epoch && st.merge.round == *round && st.merge.disputed.remove(shard) {
+					if st.epoch == *epoch
+						&& st.merge.round == *round
+						&& st.merge.disputed.remove(shard)
+					{
 						st.merge.present.insert(*shard, object.clone());
 					}
 				}
@@ -1363,16 +1650,29 @@ impl State {
 	fn make_plan(&mut self, stage: u16, epoch: u32, round: u32, epoch_seed: &[u8; 32]) {
 		let p = self.cfg.param_counts.get(usize::from(stage)).copied().unwrap_or(0);
 		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
-		if st.epoch != epoch || st.merge.round != round || st.phase != Phase::Merging || st.merge.plan.is_some() {
+		if st.epoch != epoch
+			|| st.merge.round != round
+			|| st.phase != Phase::Merging
+			|| st.merge.plan.is_some()
+		{
 			return;
 		}
-		let members: Vec<AccountId> = st.merge.submissions.values().map(|(a, _)| a.clone()).collect();
+		let members: Vec<AccountId> =
+			st.merge.submissions.values().map(|(a, _)| a.clone()).collect();
 		if let Some(plan) = merge_plan(stage, epoch, round, epoch_seed, members, p) {
 			st.merge.plan = Some(plan);
 		}
 	}
 
-	fn apply_chain_stage(&mut self, stage: u16, epoch: u32, phase: Phase, round: u32, members: Vec<AccountId>, now_ms: u64) {
+	fn apply_chain_stage(
+		&mut self,
+		stage: u16,
+		epoch: u32,
+		phase: Phase,
+		round: u32,
+		members: Vec<AccountId>,
+		now_ms: u64,
+	) {
 		let stages = self.cfg.stages;
 		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
 		st.members = members;
@@ -1384,14 +1684,20 @@ impl State {
 				h.next().copied()
 			};
 			let merge_ms = st.merge_started_ms.map_or(0, |t| now_ms.saturating_sub(t));
-			let subs: Vec<_> = st.merge.submissions.values().map(|(a, s)| (stage, st.merge.round, a.clone(), s.clone())).collect();
+			let subs: Vec<_> = st
+				.merge
+				.submissions
+				.values()
+				.map(|(a, s)| (stage, st.merge.round, a.clone(), s.clone()))
+				.collect();
 			st.epoch = epoch;
 			st.phase = phase;
 			st.round = round;
 			st.backward_done = 0;
 			st.merge = MergeState { round, ..Default::default() };
 			st.merge_started_ms = None;
-			st.forward_queue.retain(|n| *n / u64::from(self.cfg.backward_quota.max(1)) >= u64::from(epoch));
+			st.forward_queue
+				.retain(|n| *n / u64::from(self.cfg.backward_quota.max(1)) >= u64::from(epoch));
 			let q = u64::from(self.cfg.backward_quota.max(1));
 			st.backward_queue.retain(|n, _| *n / q >= u64::from(epoch));
 			if let Some(h) = hash {
@@ -1401,7 +1707,12 @@ impl State {
 			audit.merge_ms += merge_ms;
 			audit.submissions.extend(subs);
 			// Leases of the left epoch are void.
-			let stale: Vec<LeaseId> = self.leases.values().filter(|l| l.stage == stage && l.epoch < epoch).map(|l| l.id).collect();
+			let stale: Vec<LeaseId> = self
+				.leases
+				.values()
+				.filter(|l| l.stage == stage && l.epoch < epoch)
+				.map(|l| l.id)
+				.collect();
 			for id in stale {
 				if let Some(l) = self.leases.remove(&id) {
 					self.expired.insert(id, l.miner);
@@ -1438,7 +1749,11 @@ impl State {
 			let cumulative = self.summaries.back().map_or(0, |s| s.tokens_cumulative) + tokens;
 			let summary = EpochSummary {
 				epoch: e,
-				loss: if a.losses > 0 { (a.loss_sum / f64::from(a.losses)) as f32 } else { f32::NAN },
+				loss: if a.losses > 0 {
+					(a.loss_sum / f64::from(a.losses)) as f32
+				} else {
+					f32::NAN
+				},
 				samples: a.completed,
 				tokens,
 				tokens_cumulative: cumulative,
@@ -1459,7 +1774,14 @@ impl State {
 /// `derive_seed("iota-rs butterfly v1", epoch_seed, (stage, epoch, round).encode())`, shards
 /// `butterfly_shards(n, P, seed)`, checkpoint replica `members[derive_seed("iota-rs checkpoint v1", seed) mod n]`.
 /// `None` with no members or a vector shorter than the shard count.
-pub fn merge_plan(stage: u16, epoch: u32, round: u32, epoch_seed: &[u8; 32], mut members: Vec<AccountId>, param_count: u64) -> Option<MergePlan> {
+pub fn merge_plan(
+	stage: u16,
+	epoch: u32,
+	round: u32,
+	epoch_seed: &[u8; 32],
+	mut members: Vec<AccountId>,
+	param_count: u64,
+) -> Option<MergePlan> {
 	use codec::Encode;
 	members.sort_by_key(|a| a.0);
 	members.dedup();
@@ -1474,7 +1796,8 @@ pub fn merge_plan(stage: u16, epoch: u32, round: u32, epoch_seed: &[u8; 32], mut
 /// A miner's id in object keys: its account's SS58 string (brief §3).
 pub fn miner_id(account: &AccountId) -> Id {
 	// SS58 strings are base58: always valid identifiers.
-	Id::new(account.to_string()).unwrap_or_else(|_| Id::new("invalid-account").expect("constant id is valid"))
+	Id::new(account.to_string())
+		.unwrap_or_else(|_| Id::new("invalid-account").expect("constant id is valid"))
 }
 
 #[cfg(test)]
@@ -1521,7 +1844,15 @@ mod tests {
 			self.st.apply(&e);
 			self.log.push(e);
 		}
-		fn chain(&mut self, stage: u16, epoch: u32, phase: Phase, round: u32, members: &[u8], now_ms: u64) {
+		fn chain(
+			&mut self,
+			stage: u16,
+			epoch: u32,
+			phase: Phase,
+			round: u32,
+			members: &[u8],
+			now_ms: u64,
+		) {
 			let members = members.iter().map(|i| acc(*i)).collect();
 			self.apply(Event::ChainStage { stage, epoch, phase, round, members, block: 1, now_ms });
 		}
@@ -1537,16 +1868,27 @@ mod tests {
 		fn lease(&mut self, miner: u8, stage: u16, now: u64) -> Lease {
 			match self.work(miner, stage, now) {
 				WorkPlan::Lease(Event::LeaseGranted { lease, .. }) => lease,
-				other => panic!("expected a lease for miner {miner} at stage {stage}, got {other:?}"),
+				other => {
+					panic!("expected a lease for miner {miner} at stage {stage}, got {other:?}")
+				},
 			}
 		}
 		fn output(&self, l: &Lease) -> Option<TensorRef> {
-			l.output_key.as_ref().map(|k| TensorRef { key: k.clone(), hash: ContentHash::of(k.as_bytes()), size: 100, shape: SHAPE.to_vec() })
+			l.output_key.as_ref().map(|k| TensorRef {
+				key: k.clone(),
+				hash: ContentHash::of(k.as_bytes()),
+				size: 100,
+				shape: SHAPE.to_vec(),
+			})
 		}
 		fn submit(&mut self, l: &Lease, now: u64) {
 			let out = self.output(l);
 			self.st.check_submit(&l.miner, l.id, out.as_ref(), now, 1 << 20).unwrap();
-			self.apply(Event::LeaseCompleted { lease: l.id, output: out.as_ref().map(Obj::from_tensor), now_ms: now });
+			self.apply(Event::LeaseCompleted {
+				lease: l.id,
+				output: out.as_ref().map(Obj::from_tensor),
+				now_ms: now,
+			});
 		}
 		fn loss(&mut self, l: &Lease, loss: f32, now: u64) {
 			let e = self.st.check_loss(&l.miner, l.id, loss, now).unwrap();
@@ -1590,7 +1932,11 @@ mod tests {
 		w.lease(1, 0, 0);
 		w.lease(1, 0, 0);
 		assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::InFlightLimit));
-		assert_eq!(w.lease(4, 0, 0).sample, 2, "another miner is not limited by the first one's leases");
+		assert_eq!(
+			w.lease(4, 0, 0).sample,
+			2,
+			"another miner is not limited by the first one's leases"
+		);
 	}
 
 	#[test]
@@ -1620,27 +1966,57 @@ mod tests {
 		let l = w.lease(1, 0, 0);
 		let good = w.output(&l).unwrap();
 		let now = 5;
-		assert_eq!(code(w.st.check_submit(&acc(1), 999, Some(&good), now, 1 << 20)), ErrorCode::Unknown);
-		assert_eq!(code(w.st.check_submit(&acc(2), l.id, Some(&good), now, 1 << 20)), ErrorCode::Invalid);
+		assert_eq!(
+			code(w.st.check_submit(&acc(1), 999, Some(&good), now, 1 << 20)),
+			ErrorCode::Unknown
+		);
+		assert_eq!(
+			code(w.st.check_submit(&acc(2), l.id, Some(&good), now, 1 << 20)),
+			ErrorCode::Invalid
+		);
 		let other_key = TensorRef { key: "v1/runs/run/x".into(), ..good.clone() };
-		assert_eq!(code(w.st.check_submit(&acc(1), l.id, Some(&other_key), now, 1 << 20)), ErrorCode::Invalid);
+		assert_eq!(
+			code(w.st.check_submit(&acc(1), l.id, Some(&other_key), now, 1 << 20)),
+			ErrorCode::Invalid
+		);
 		let bad_shape = TensorRef { shape: vec![2, 4, 9], ..good.clone() };
-		assert_eq!(code(w.st.check_submit(&acc(1), l.id, Some(&bad_shape), now, 1 << 20)), ErrorCode::ShapeMismatch);
+		assert_eq!(
+			code(w.st.check_submit(&acc(1), l.id, Some(&bad_shape), now, 1 << 20)),
+			ErrorCode::ShapeMismatch
+		);
 		let too_big = TensorRef { size: 2 << 20, ..good.clone() };
-		assert_eq!(code(w.st.check_submit(&acc(1), l.id, Some(&too_big), now, 1 << 20)), ErrorCode::ShapeMismatch);
+		assert_eq!(
+			code(w.st.check_submit(&acc(1), l.id, Some(&too_big), now, 1 << 20)),
+			ErrorCode::ShapeMismatch
+		);
 		assert_eq!(code(w.st.check_submit(&acc(1), l.id, None, now, 1 << 20)), ErrorCode::Invalid);
-		assert_eq!(code(w.st.check_submit(&acc(1), l.id, Some(&good), LEASE + 1, 1 << 20)), ErrorCode::LeaseExpired);
-		assert_eq!(code(w.st.check_loss(&acc(1), l.id, 1.0, now)), ErrorCode::WrongStage, "not a tail lease");
+		assert_eq!(
+			code(w.st.check_submit(&acc(1), l.id, Some(&good), LEASE + 1, 1 << 20)),
+			ErrorCode::LeaseExpired
+		);
+		assert_eq!(
+			code(w.st.check_loss(&acc(1), l.id, 1.0, now)),
+			ErrorCode::WrongStage,
+			"not a tail lease"
+		);
 		w.submit(&l, now);
 		let f1 = w.lease(2, 1, now);
 		w.submit(&f1, now);
 		let t = w.lease(3, 2, now);
 		let tout = w.output(&t).unwrap();
-		assert_eq!(code(w.st.check_submit(&acc(3), t.id, Some(&tout), now, 1 << 20)), ErrorCode::Invalid, "loss first");
+		assert_eq!(
+			code(w.st.check_submit(&acc(3), t.id, Some(&tout), now, 1 << 20)),
+			ErrorCode::Invalid,
+			"loss first"
+		);
 		assert_eq!(code(w.st.check_loss(&acc(3), t.id, f32::NAN, now)), ErrorCode::Invalid);
 		assert_eq!(code(w.st.check_loss(&acc(3), t.id, -1.0, now)), ErrorCode::Invalid);
 		w.loss(&t, 1.0, now);
-		assert_eq!(code(w.st.check_loss(&acc(3), t.id, 1.0, now)), ErrorCode::Invalid, "reported twice");
+		assert_eq!(
+			code(w.st.check_loss(&acc(3), t.id, 1.0, now)),
+			ErrorCode::Invalid,
+			"reported twice"
+		);
 		assert_eq!(code(w.st.plan_work(&acc(1), 7, now)), ErrorCode::WrongStage);
 	}
 
@@ -1656,7 +2032,10 @@ mod tests {
 		}
 		assert_eq!(w.st.leases_expired_total(), 1);
 		let out = w.output(&l);
-		assert_eq!(code(w.st.check_submit(&acc(1), l.id, out.as_ref(), LEASE + 2, 1 << 20)), ErrorCode::LeaseExpired);
+		assert_eq!(
+			code(w.st.check_submit(&acc(1), l.id, out.as_ref(), LEASE + 2, 1 << 20)),
+			ErrorCode::LeaseExpired
+		);
 		let again = w.lease(4, 0, LEASE + 2);
 		assert_eq!(again.sample, l.sample, "the re-listed item comes before new samples");
 		// A release re-lists at once too.
@@ -1680,7 +2059,11 @@ mod tests {
 		// Miner 2 went silent for longer than a lease: anyone takes it, and recomputes.
 		let b = w.lease(5, 1, 10 + LEASE + 1);
 		assert_eq!((b.kind, b.sample), (WorkKind::Backward, h.sample));
-		assert_eq!(w.st.sample(h.sample).unwrap().forward[1].as_ref().unwrap().0, acc(2), "forward_by is miner 2");
+		assert_eq!(
+			w.st.sample(h.sample).unwrap().forward[1].as_ref().unwrap().0,
+			acc(2),
+			"forward_by is miner 2"
+		);
 		// Miner 5 lets it expire: the item is open to anyone, miner 2 included.
 		for e in w.st.expired_leases(b.expires_at_ms + 1) {
 			w.apply(e);
@@ -1707,7 +2090,10 @@ mod tests {
 		let late = w.lease(1, 0, 13);
 		w.chain(0, 1, Phase::WeightsUploading, 0, &[1], 14);
 		let out = w.output(&late);
-		assert_eq!(code(w.st.check_submit(&acc(1), late.id, out.as_ref(), 15, 1 << 20)), ErrorCode::WrongPhase);
+		assert_eq!(
+			code(w.st.check_submit(&acc(1), late.id, out.as_ref(), 15, 1 << 20)),
+			ErrorCode::WrongPhase
+		);
 		assert_eq!(w.lease(2, 1, 12).sample, 2);
 	}
 
@@ -1736,18 +2122,48 @@ mod tests {
 		let (a, b) = (acc(7), acc(6));
 		let g = |st: &State, m: &AccountId| tensor(st.gradient_key(0, 0, m), 10, &m.0);
 		let chunks = vec![ContentHash::of(b"c")];
-		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 1)), ErrorCode::WrongPhase);
+		assert_eq!(
+			code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 1)),
+			ErrorCode::WrongPhase
+		);
 		w.chain(0, 0, Phase::WeightsUploading, 0, &[7, 6], 100);
-		assert_eq!(code(w.st.check_gradient(&a, 0, 1, &g(&w.st, &a), &chunks, 1)), ErrorCode::Unknown);
-		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 0)), ErrorCode::Invalid);
-		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &b), &chunks, 1)), ErrorCode::Invalid, "another's key");
-		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &tensor(w.st.gradient_key(0, 0, &a), 9, b"x"), &chunks, 1)), ErrorCode::ShapeMismatch);
-		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &[], 1)), ErrorCode::ShapeMismatch);
+		assert_eq!(
+			code(w.st.check_gradient(&a, 0, 1, &g(&w.st, &a), &chunks, 1)),
+			ErrorCode::Unknown
+		);
+		assert_eq!(
+			code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 0)),
+			ErrorCode::Invalid
+		);
+		assert_eq!(
+			code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &b), &chunks, 1)),
+			ErrorCode::Invalid,
+			"another's key"
+		);
+		assert_eq!(
+			code(w.st.check_gradient(
+				&a,
+				0,
+				0,
+				&tensor(w.st.gradient_key(0, 0, &a), 9, b"x"),
+				&chunks,
+				1
+			)),
+			ErrorCode::ShapeMismatch
+		);
+		assert_eq!(
+			code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &[], 1)),
+			ErrorCode::ShapeMismatch
+		);
 		for m in [&a, &b] {
 			let e = w.st.check_gradient(m, 0, 0, &g(&w.st, m), &chunks, 3).unwrap();
 			w.apply(e);
 		}
-		assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 3)), ErrorCode::Invalid, "twice");
+		assert_eq!(
+			code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 3)),
+			ErrorCode::Invalid,
+			"twice"
+		);
 		assert_eq!(w.st.report(0).gradients_submitted, 2);
 		w.chain(0, 0, Phase::Merging, 0, &[7, 6], 200);
 		assert_eq!(code(w.st.plan_of(0, 0)), ErrorCode::Unavailable, "no seed yet");
@@ -1755,28 +2171,67 @@ mod tests {
 		let plan = w.st.plan_of(0, 0).unwrap().clone();
 		assert_eq!(plan.members, vec![b.clone(), a.clone()], "sorted by account bytes");
 		assert_eq!(plan.shards.len(), 1);
-		assert_eq!(Some(&plan), merge_plan(0, 0, 0, &[9; 32], vec![a.clone(), b.clone()], 10).as_ref());
-		let shard = |st: &State, m: &AccountId, tag: &[u8]| tensor(st.shard_key(0, 0, 0, m), 10, tag);
-		assert_eq!(code(w.st.check_shard(&a, 0, 0, 1, 0, &shard(&w.st, &a, b"s"))), ErrorCode::Unknown, "round");
-		assert_eq!(code(w.st.check_shard(&a, 0, 0, 0, 5, &shard(&w.st, &a, b"s"))), ErrorCode::Unknown, "shard");
-		assert_eq!(code(w.st.check_shard(&acc(9), 0, 0, 0, 0, &shard(&w.st, &acc(9), b"s"))), ErrorCode::Invalid, "not a member");
+		assert_eq!(
+			Some(&plan),
+			merge_plan(0, 0, 0, &[9; 32], vec![a.clone(), b.clone()], 10).as_ref()
+		);
+		let shard =
+			|st: &State, m: &AccountId, tag: &[u8]| tensor(st.shard_key(0, 0, 0, m), 10, tag);
+		assert_eq!(
+			code(w.st.check_shard(&a, 0, 0, 1, 0, &shard(&w.st, &a, b"s"))),
+			ErrorCode::Unknown,
+			"round"
+		);
+		assert_eq!(
+			code(w.st.check_shard(&a, 0, 0, 0, 5, &shard(&w.st, &a, b"s"))),
+			ErrorCode::Unknown,
+			"shard"
+		);
+		assert_eq!(
+			code(w.st.check_shard(&acc(9), 0, 0, 0, 0, &shard(&w.st, &acc(9), b"s"))),
+			ErrorCode::Invalid,
+			"not a member"
+		);
 		// The two copies disagree: recorded, the merge waits for the resolution.
 		let e = w.st.check_shard(&a, 0, 0, 0, 0, &shard(&w.st, &a, b"s")).unwrap();
 		w.apply(e);
-		assert_eq!(code(w.st.check_shard(&a, 0, 0, 0, 0, &shard(&w.st, &a, b"s"))), ErrorCode::Invalid, "twice");
+		assert_eq!(
+			code(w.st.check_shard(&a, 0, 0, 0, 0, &shard(&w.st, &a, b"s"))),
+			ErrorCode::Invalid,
+			"twice"
+		);
 		let e = w.st.check_shard(&b, 0, 0, 0, 0, &shard(&w.st, &b, b"t")).unwrap();
 		w.apply(e);
-		assert_eq!(w.st.manifest(&a, 0, 0).unwrap(), ManifestPlan::Reducing { present: 0, expected: 1 });
+		assert_eq!(
+			w.st.manifest(&a, 0, 0).unwrap(),
+			ManifestPlan::Reducing { present: 0, expected: 1 }
+		);
 		assert_eq!(w.st.disputed(0), vec![(0, 0, 0, [0, 10])]);
 		assert_eq!(w.st.audit(0).unwrap().mismatches.len(), 1);
-		assert_eq!(code(w.st.check_attest(&a, 0, 0, ContentHash::of(b"h"), None)), ErrorCode::WrongPhase);
+		assert_eq!(
+			code(w.st.check_attest(&a, 0, 0, ContentHash::of(b"h"), None)),
+			ErrorCode::WrongPhase
+		);
 		let right = Obj::from_tensor(&shard(&w.st, &a, b"s"));
-		w.apply(Event::ShardResolved { stage: 0, epoch: 0, round: 0, shard: 0, object: right.clone() });
-		let ManifestPlan::Ready { shards, samples, checkpoint_key } = w.st.manifest(&plan.checkpoint_by, 0, 0).unwrap() else { panic!("ready") };
+		w.apply(Event::ShardResolved {
+			stage: 0,
+			epoch: 0,
+			round: 0,
+			shard: 0,
+			object: right.clone(),
+		});
+		let ManifestPlan::Ready { shards, samples, checkpoint_key } =
+			w.st.manifest(&plan.checkpoint_by, 0, 0).unwrap()
+		else {
+			panic!("ready")
+		};
 		assert_eq!((shards, samples), (vec![(0, [0, 10], right.clone())], 6));
 		let ck = checkpoint_key.expect("the chosen replica is asked for the checkpoint");
 		let other = if plan.checkpoint_by == a { b.clone() } else { a.clone() };
-		assert!(matches!(w.st.manifest(&other, 0, 0).unwrap(), ManifestPlan::Ready { checkpoint_key: None, .. }));
+		assert!(matches!(
+			w.st.manifest(&other, 0, 0).unwrap(),
+			ManifestPlan::Ready { checkpoint_key: None, .. }
+		));
 		// Attestations: the chosen replica must bring the checkpoint, the other must not.
 		let h = ContentHash::of(b"state");
 		let ckt = TensorRef { key: ck, hash: ContentHash::of(b"ck"), size: 5, shape: vec![] };
@@ -1814,7 +2269,12 @@ mod tests {
 		}
 		let by = w.st.plan_of(0, 0).unwrap().checkpoint_by.clone();
 		for (i, m) in [acc(7), acc(6)].into_iter().enumerate() {
-			let ck = (m == by).then(|| TensorRef { key: keys::stage_checkpoint(&Id::new("run").unwrap(), 0, 0, &miner_id(&m)), hash: ContentHash::of(b"ck"), size: 1, shape: vec![] });
+			let ck = (m == by).then(|| TensorRef {
+				key: keys::stage_checkpoint(&Id::new("run").unwrap(), 0, 0, &miner_id(&m)),
+				hash: ContentHash::of(b"ck"),
+				size: 1,
+				shape: vec![],
+			});
 			let e = w.st.check_attest(&m, 0, 0, ContentHash::of(&[i as u8]), ck.as_ref()).unwrap();
 			w.apply(e);
 		}
@@ -1845,6 +2305,9 @@ mod tests {
 		assert_eq!(again.totals(), w.st.totals());
 		assert_eq!(again.leases_expired_total(), 1);
 		// Lease ids continue after the replayed ones.
-		assert_eq!(again.plan_work(&acc(1), 0, 3_000).unwrap(), w.st.plan_work(&acc(1), 0, 3_000).unwrap());
+		assert_eq!(
+			again.plan_work(&acc(1), 0, 3_000).unwrap(),
+			w.st.plan_work(&acc(1), 0, 3_000).unwrap()
+		);
 	}
 }

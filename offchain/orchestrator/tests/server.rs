@@ -18,7 +18,9 @@ use iota_primitives::{ContentHash, Phase};
 use iota_rpc::api::methods;
 use iota_rpc::signing::now_ms;
 use iota_rpc::types::*;
-use iota_rpc::{code_of, sign, DataManifest, ErrorCode, LrSchedule, RunSpec, SignedClient, SpecObject};
+use iota_rpc::{
+	code_of, sign, DataManifest, ErrorCode, LrSchedule, RunSpec, SignedClient, SpecObject,
+};
 use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp};
 use jsonrpsee::core::client::ClientT;
 use jsonrpsee::rpc_params;
@@ -42,7 +44,10 @@ async fn world() -> World {
 	let s3 = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
 	let store = ObjectStore::connect(s3.store_config()).await.unwrap();
 	let run = keys::Id::new("srv").unwrap();
-	let shard = store.put(&keys::data_shard(&run, 0), Bytes::from(vec![0u8; 8 * 9 * 4])).await.unwrap();
+	let shard = store
+		.put(&keys::data_shard(&run, 0), Bytes::from(vec![0u8; 8 * 9 * 4]))
+		.await
+		.unwrap();
 	let obj = |r: iota_storage::ObjectRef| SpecObject { key: r.key, hash: r.hash, size: r.size };
 	let spec = RunSpec {
 		run: "srv".into(),
@@ -52,7 +57,13 @@ async fn world() -> World {
 		adamw: iota_model::optim::AdamW::default(),
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: None,
-		data: DataManifest { tokenizer: obj(shard.clone()), seq_len: 8, batch_rows: 2, rows_per_shard: 8, shards: vec![obj(shard)] },
+		data: DataManifest {
+			tokenizer: obj(shard.clone()),
+			seq_len: 8,
+			batch_rows: 2,
+			rows_per_shard: 8,
+			shards: vec![obj(shard)],
+		},
 	};
 	let state = State::new(StateConfig {
 		run: run.clone(),
@@ -67,19 +78,38 @@ async fn world() -> World {
 	let db = Db::open(&dir.path().join("o.db"), "srv").unwrap();
 	let json = String::from_utf8(spec.to_bytes()).unwrap();
 	let cfg = ServerConfig { max_request_bytes: 64 * 1024, ..ServerConfig::default() };
-	let orch = Orchestrator::new(state, db, store.clone(), spec.clone(), json, cfg, Metrics::new().unwrap()).unwrap();
+	let orch = Orchestrator::new(
+		state,
+		db,
+		store.clone(),
+		spec.clone(),
+		json,
+		cfg,
+		Metrics::new().unwrap(),
+	)
+	.unwrap();
 	let mut reg = Registry::default();
 	for (i, s) in ["//Dave", "//Eve", "//Ferdie"].iter().enumerate() {
-		reg.miners.insert(key(s).public_key().to_account_id().0, (i as u16, MinerStanding::Active));
+		reg.miners
+			.insert(key(s).public_key().to_account_id().0, (i as u16, MinerStanding::Active));
 	}
-	reg.miners.insert(key("//Leaver").public_key().to_account_id().0, (0, MinerStanding::Unbonding));
+	reg.miners
+		.insert(key("//Leaver").public_key().to_account_id().0, (0, MinerStanding::Unbonding));
 	reg.validators.insert(key("//Bob").public_key().to_account_id().0, true);
 	orch.set_registry(reg);
 	let members = |s: &str| vec![key(s).public_key().to_account_id()];
 	orch.record(
 		[("//Dave", 0u16), ("//Eve", 1), ("//Ferdie", 2)]
 			.into_iter()
-			.map(|(m, s)| Event::ChainStage { stage: s, epoch: 0, phase: Phase::Training, round: 0, members: members(m), block: 1, now_ms: now_ms() })
+			.map(|(m, s)| Event::ChainStage {
+				stage: s,
+				epoch: 0,
+				phase: Phase::Training,
+				round: 0,
+				members: members(m),
+				block: 1,
+				now_ms: now_ms(),
+			})
 			.collect(),
 	)
 	.unwrap();
@@ -122,71 +152,188 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 
 	// Envelope.
 	let raw = dave.raw();
-	let s = sign(&key("//Dave"), methods::RELEASE_LEASE, ReleaseLease { lease: 999 }, 5, now_ms()).unwrap();
+	let s = sign(&key("//Dave"), methods::RELEASE_LEASE, ReleaseLease { lease: 999 }, 5, now_ms())
+		.unwrap();
 	let mut forged = s.clone();
 	forged.body.lease = 998;
-	expect(raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![forged]).await, ErrorCode::BadSignature);
-	let wrong_method = sign(&key("//Dave"), methods::GET_WORK, ReleaseLease { lease: 999 }, 6, now_ms()).unwrap();
-	expect(raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![wrong_method]).await, ErrorCode::BadSignature);
-	let stale = sign(&key("//Dave"), methods::RELEASE_LEASE, ReleaseLease { lease: f.lease }, 7, now_ms() + 31_000).unwrap();
-	expect(raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![stale]).await, ErrorCode::StaleTimestamp);
+	expect(
+		raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![forged]).await,
+		ErrorCode::BadSignature,
+	);
+	let wrong_method =
+		sign(&key("//Dave"), methods::GET_WORK, ReleaseLease { lease: 999 }, 6, now_ms()).unwrap();
+	expect(
+		raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![wrong_method]).await,
+		ErrorCode::BadSignature,
+	);
+	let stale = sign(
+		&key("//Dave"),
+		methods::RELEASE_LEASE,
+		ReleaseLease { lease: f.lease },
+		7,
+		now_ms() + 31_000,
+	)
+	.unwrap();
+	expect(
+		raw.request::<(), _>(methods::RELEASE_LEASE, rpc_params![stale]).await,
+		ErrorCode::StaleTimestamp,
+	);
 	// Roles and stages.
 	expect(client(&w, "//Nobody").await.get_work(0).await, ErrorCode::NotRegistered);
 	expect(client(&w, "//Leaver").await.get_work(0).await, ErrorCode::WrongRole);
 	expect(client(&w, "//Bob").await.get_work(0).await, ErrorCode::WrongRole);
 	expect(dave.get_work(2).await, ErrorCode::WrongStage);
-	expect(dave.presign_put("v1/runs/srv/validators/x/epochs/00000000/evidence/y".into()).await, ErrorCode::WrongRole);
+	expect(
+		dave.presign_put("v1/runs/srv/validators/x/epochs/00000000/evidence/y".into())
+			.await,
+		ErrorCode::WrongRole,
+	);
 	// Leases and submissions.
 	expect(dave.submit_activation(f.lease + 100, None).await, ErrorCode::Unknown);
 	expect(client(&w, "//Eve").await.submit_activation(f.lease, None).await, ErrorCode::Invalid);
 	expect(dave.report_loss(f.lease, 1.0).await, ErrorCode::WrongStage);
 	let good = tensor(&w.spec, Kind::Activation, (b, t, width));
 	let hash = w.http.put(&f.output.put, good.clone()).await.unwrap();
-	let tref = TensorRef { key: f.output.key.clone(), hash, size: good.len() as u64, shape: vec![b as u64, t as u64, width as u64] };
-	expect(dave.submit_activation(f.lease, Some(TensorRef { hash: ContentHash::of(b"x"), ..tref.clone() })).await, ErrorCode::HashMismatch);
-	expect(dave.submit_activation(f.lease, Some(TensorRef { shape: vec![1, 2, 3], ..tref.clone() })).await, ErrorCode::ShapeMismatch);
-	expect(dave.submit_activation(f.lease, Some(TensorRef { shape: vec![1; 9], ..tref.clone() })).await, ErrorCode::Oversize);
-	expect(dave.submit_activation(f.lease, Some(TensorRef { key: format!("{}x", tref.key), ..tref.clone() })).await, ErrorCode::Invalid);
+	let tref = TensorRef {
+		key: f.output.key.clone(),
+		hash,
+		size: good.len() as u64,
+		shape: vec![b as u64, t as u64, width as u64],
+	};
+	expect(
+		dave.submit_activation(
+			f.lease,
+			Some(TensorRef { hash: ContentHash::of(b"x"), ..tref.clone() }),
+		)
+		.await,
+		ErrorCode::HashMismatch,
+	);
+	expect(
+		dave.submit_activation(f.lease, Some(TensorRef { shape: vec![1, 2, 3], ..tref.clone() }))
+			.await,
+		ErrorCode::ShapeMismatch,
+	);
+	expect(
+		dave.submit_activation(f.lease, Some(TensorRef { shape: vec![1; 9], ..tref.clone() }))
+			.await,
+		ErrorCode::Oversize,
+	);
+	expect(
+		dave.submit_activation(
+			f.lease,
+			Some(TensorRef { key: format!("{}x", tref.key), ..tref.clone() }),
+		)
+		.await,
+		ErrorCode::Invalid,
+	);
 	// An upload of the wrong shape or kind under the right key.
 	let wrong = tensor(&w.spec, Kind::Activation, (b, t, width + 1));
 	let wh = w.http.put(&f.output.put, wrong.clone()).await.unwrap();
-	expect(dave.submit_activation(f.lease, Some(TensorRef { hash: wh, size: wrong.len() as u64, ..tref.clone() })).await, ErrorCode::ShapeMismatch);
+	expect(
+		dave.submit_activation(
+			f.lease,
+			Some(TensorRef { hash: wh, size: wrong.len() as u64, ..tref.clone() }),
+		)
+		.await,
+		ErrorCode::ShapeMismatch,
+	);
 	let grad = tensor(&w.spec, Kind::Gradient, (b, t, width));
 	let gh = w.http.put(&f.output.put, grad.clone()).await.unwrap();
-	expect(dave.submit_activation(f.lease, Some(TensorRef { hash: gh, size: grad.len() as u64, ..tref.clone() })).await, ErrorCode::ShapeMismatch);
+	expect(
+		dave.submit_activation(
+			f.lease,
+			Some(TensorRef { hash: gh, size: grad.len() as u64, ..tref.clone() }),
+		)
+		.await,
+		ErrorCode::ShapeMismatch,
+	);
 	// Merge calls in the wrong phase.
 	let g = TensorRef { key: "k".into(), hash: ContentHash::of(b""), size: 4, shape: vec![1] };
-	expect(dave.submit_gradient(GradientSubmission { epoch: 0, gradient: g, chunk_hashes: vec![], samples: 1 }).await, ErrorCode::WrongPhase);
+	expect(
+		dave.submit_gradient(GradientSubmission {
+			epoch: 0,
+			gradient: g,
+			chunk_hashes: vec![],
+			samples: 1,
+		})
+		.await,
+		ErrorCode::WrongPhase,
+	);
 	expect(dave.get_shards(0).await, ErrorCode::WrongPhase);
 	// Validators.
 	let bob = client(&w, "//Bob").await;
 	expect(bob.presign_get(vec!["k".into(); MAX_PRESIGN_KEYS + 1]).await, ErrorCode::Oversize);
-	expect(bob.presign_get(vec!["v1/runs/other/orchestrator/spec.json".into()]).await, ErrorCode::Invalid);
+	expect(
+		bob.presign_get(vec!["v1/runs/other/orchestrator/spec.json".into()]).await,
+		ErrorCode::Invalid,
+	);
 	expect(bob.presign_put("v1/runs/srv/orchestrator/spec.json".into()).await, ErrorCode::Invalid);
 	expect(bob.epoch_record(5).await, ErrorCode::Unknown);
 	expect(dave.epoch_record(0).await, ErrorCode::WrongRole);
-	assert_eq!(bob.presign_get(vec!["v1/runs/srv/orchestrator/spec.json".into()]).await.unwrap().len(), 1);
-	expect(dave.presign_get(vec!["v1/runs/srv/orchestrator/spec.json".into()]).await, ErrorCode::WrongRole);
+	assert_eq!(
+		bob.presign_get(vec!["v1/runs/srv/orchestrator/spec.json".into()])
+			.await
+			.unwrap()
+			.len(),
+		1
+	);
+	expect(
+		dave.presign_get(vec!["v1/runs/srv/orchestrator/spec.json".into()]).await,
+		ErrorCode::WrongRole,
+	);
 
 	// A flood of bad requests, and one oversize request body: the server stays up, nothing changed.
 	for i in 0..300u64 {
-		let bad = sign(&key("//Dave"), methods::GET_WORK, GetWork { stage: 0 }, 1_000 + i, now_ms() - 120_000).unwrap();
-		expect(raw.request::<Work, _>(methods::GET_WORK, rpc_params![bad]).await, ErrorCode::StaleTimestamp);
+		let bad = sign(
+			&key("//Dave"),
+			methods::GET_WORK,
+			GetWork { stage: 0 },
+			1_000 + i,
+			now_ms() - 120_000,
+		)
+		.unwrap();
+		expect(
+			raw.request::<Work, _>(methods::GET_WORK, rpc_params![bad]).await,
+			ErrorCode::StaleTimestamp,
+		);
 	}
-	let huge = sign(&key("//Bob"), methods::PRESIGN_GET, PresignGet { keys: vec!["x".repeat(100_000)] }, 1, now_ms()).unwrap();
-	assert!(bob.raw().request::<Vec<iota_storage::PresignedRequest>, _>(methods::PRESIGN_GET, rpc_params![huge]).await.is_err());
+	let huge = sign(
+		&key("//Bob"),
+		methods::PRESIGN_GET,
+		PresignGet { keys: vec!["x".repeat(100_000)] },
+		1,
+		now_ms(),
+	)
+	.unwrap();
+	assert!(bob
+		.raw()
+		.request::<Vec<iota_storage::PresignedRequest>, _>(methods::PRESIGN_GET, rpc_params![huge])
+		.await
+		.is_err());
 	assert_eq!(fingerprint(&w), before, "refused requests changed the state");
 	let metrics = w.orch.metrics().render();
-	for code in ErrorCode::ALL.iter().filter(|c| !matches!(c, ErrorCode::NonceReused | ErrorCode::LeaseExpired | ErrorCode::Unavailable)) {
+	for code in ErrorCode::ALL.iter().filter(|c| {
+		!matches!(c, ErrorCode::NonceReused | ErrorCode::LeaseExpired | ErrorCode::Unavailable)
+	}) {
 		assert!(metrics.contains(&format!("code=\"{}\"", code.name())), "{} counted", code.name());
 	}
 
 	// The good submission still goes through, once; its replay is refused.
 	w.http.put(&f.output.put, good.clone()).await.unwrap();
-	let ok = sign(&key("//Dave"), methods::SUBMIT_ACTIVATION, SubmitActivation { lease: f.lease, output: Some(tref.clone()) }, 77, now_ms()).unwrap();
+	let ok = sign(
+		&key("//Dave"),
+		methods::SUBMIT_ACTIVATION,
+		SubmitActivation { lease: f.lease, output: Some(tref.clone()) },
+		77,
+		now_ms(),
+	)
+	.unwrap();
 	let ack: Ack = raw.request(methods::SUBMIT_ACTIVATION, rpc_params![ok.clone()]).await.unwrap();
 	assert_eq!(ack, Ack { backward_done: 0, backward_quota: 4 });
-	expect(raw.request::<Ack, _>(methods::SUBMIT_ACTIVATION, rpc_params![ok]).await, ErrorCode::NonceReused);
+	expect(
+		raw.request::<Ack, _>(methods::SUBMIT_ACTIVATION, rpc_params![ok]).await,
+		ErrorCode::NonceReused,
+	);
 	expect(dave.submit_activation(f.lease, Some(tref)).await, ErrorCode::Unknown);
 	assert_eq!(w.orch.status().stages[1].forward_queue, 1, "the activation is queued for stage 1");
 	let eve = client(&w, "//Eve").await;
@@ -195,7 +342,10 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 	// In-flight limit (2 per miner) and release.
 	dave.get_work(0).await.unwrap();
 	let Work::Forward(f2) = dave.get_work(0).await.unwrap() else { panic!("forward") };
-	assert!(matches!(dave.get_work(0).await.unwrap(), Work::Idle { reason: IdleReason::InFlightLimit, .. }));
+	assert!(matches!(
+		dave.get_work(0).await.unwrap(),
+		Work::Idle { reason: IdleReason::InFlightLimit, .. }
+	));
 	dave.release_lease(f2.lease).await.unwrap();
 	let Work::Forward(again) = dave.get_work(0).await.unwrap() else { panic!("re-listed") };
 	assert_eq!(again.sample, f2.sample);
@@ -210,26 +360,56 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 	// Stage 0 gets a second miner; the chain (recorded here) moves it to WeightsUploading.
 	let mut reg = Registry::default();
 	for (s, stage) in [("//Dave", 0u16), ("//Alt", 0), ("//Eve", 1), ("//Ferdie", 2)] {
-		reg.miners.insert(key(s).public_key().to_account_id().0, (stage, MinerStanding::Active));
+		reg.miners
+			.insert(key(s).public_key().to_account_id().0, (stage, MinerStanding::Active));
 	}
 	reg.validators.insert(key("//Bob").public_key().to_account_id().0, true);
 	w.orch.set_registry(reg);
-	let members: Vec<_> = ["//Dave", "//Alt"].iter().map(|s| key(s).public_key().to_account_id()).collect();
-	let chain = |phase| Event::ChainStage { stage: 0, epoch: 0, phase, round: 0, members: members.clone(), block: 2, now_ms: now_ms() };
+	let members: Vec<_> = ["//Dave", "//Alt"]
+		.iter()
+		.map(|s| key(s).public_key().to_account_id())
+		.collect();
+	let chain = |phase| Event::ChainStage {
+		stage: 0,
+		epoch: 0,
+		phase,
+		round: 0,
+		members: members.clone(),
+		block: 2,
+		now_ms: now_ms(),
+	};
 	w.orch.record(vec![chain(Phase::WeightsUploading)]).unwrap();
 	let (dave, alt) = (client(&w, "//Dave").await, client(&w, "//Alt").await);
 	let p = w.spec.model.stage_param_count(0).unwrap() as u64;
 	for (c, scale) in [(&dave, 1.0f32), (&alt, 3.0)] {
-		let Work::UploadGradient { epoch, output } = c.get_work(0).await.unwrap() else { panic!("gradient upload") };
+		let Work::UploadGradient { epoch, output } = c.get_work(0).await.unwrap() else {
+			panic!("gradient upload")
+		};
 		let bytes: Vec<u8> = (0..p).flat_map(|j| ((j % 5) as f32 * scale).to_le_bytes()).collect();
 		let chunks = chunk_hashes(&bytes);
 		let hash = w.http.put(&output.put, Bytes::from(bytes)).await.unwrap();
 		let gradient = TensorRef { key: output.key, hash, size: p * 4, shape: vec![p] };
 		// A wrong chunk list is refused before anything is recorded.
-		expect(c.submit_gradient(GradientSubmission { epoch, gradient: gradient.clone(), chunk_hashes: vec![ContentHash::of(b"x"); chunks.len()], samples: 2 }).await, ErrorCode::HashMismatch);
-		c.submit_gradient(GradientSubmission { epoch, gradient, chunk_hashes: chunks, samples: 2 }).await.unwrap();
+		expect(
+			c.submit_gradient(GradientSubmission {
+				epoch,
+				gradient: gradient.clone(),
+				chunk_hashes: vec![ContentHash::of(b"x"); chunks.len()],
+				samples: 2,
+			})
+			.await,
+			ErrorCode::HashMismatch,
+		);
+		c.submit_gradient(GradientSubmission { epoch, gradient, chunk_hashes: chunks, samples: 2 })
+			.await
+			.unwrap();
 	}
-	w.orch.record(vec![chain(Phase::Merging), Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [3; 32] }]).unwrap();
+	w.orch
+		.record(vec![
+			chain(Phase::Merging),
+			Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [3; 32] },
+		])
+		.unwrap();
 	// Both members own the single shard; Alt uploads a wrong reduction.
 	let mut right = None;
 	for (c, cheat) in [(&dave, 0.0f32), (&alt, 1.0)] {
@@ -244,23 +424,37 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 			.collect();
 		let len = task.range[1] - task.range[0];
 		let hash = w.http.put(&task.output.put, Bytes::from(out)).await.unwrap();
-		let reduced = TensorRef { key: task.output.key.clone(), hash, size: len * 4, shape: vec![len] };
+		let reduced =
+			TensorRef { key: task.output.key.clone(), hash, size: len * 4, shape: vec![len] };
 		if cheat == 0.0 {
 			right = Some(hash);
 		}
-		c.submit_shard(SubmitShard { epoch: 0, round: a.round, shard: task.shard, reduced }).await.unwrap();
+		c.submit_shard(SubmitShard { epoch: 0, round: a.round, shard: task.shard, reduced })
+			.await
+			.unwrap();
 	}
-	assert_eq!(dave.get_manifest(0).await.unwrap(), MergeView::Reducing { present: 0, expected: 1 });
+	assert_eq!(
+		dave.get_manifest(0).await.unwrap(),
+		MergeView::Reducing { present: 0, expected: 1 }
+	);
 	iota_orchestrator::chain::resolve_disputes(&w.orch).await.unwrap();
-	let MergeView::Ready { shards, samples, .. } = dave.get_manifest(0).await.unwrap() else { panic!("ready after resolution") };
-	assert_eq!((shards[0].object.hash, samples), (right.unwrap(), 4), "the recomputation picked the honest copy");
+	let MergeView::Ready { shards, samples, .. } = dave.get_manifest(0).await.unwrap() else {
+		panic!("ready after resolution")
+	};
+	assert_eq!(
+		(shards[0].object.hash, samples),
+		(right.unwrap(), 4),
+		"the recomputation picked the honest copy"
+	);
 	let record = client(&w, "//Bob").await.epoch_record(0).await.unwrap();
 	assert_eq!(record.shard_mismatches.len(), 1);
 	assert_eq!(record.shard_mismatches[0].copies.len(), 2);
 	// Both attest; the chosen replica brings the checkpoint; the manifest is complete.
 	let h = ContentHash::of(b"state");
 	for c in [&dave, &alt] {
-		let MergeView::Ready { checkpoint, .. } = c.get_manifest(0).await.unwrap() else { panic!("ready") };
+		let MergeView::Ready { checkpoint, .. } = c.get_manifest(0).await.unwrap() else {
+			panic!("ready")
+		};
 		let ck = match checkpoint {
 			Some(put) => {
 				let hash = w.http.put(&put.put, Bytes::from_static(b"checkpoint")).await.unwrap();
@@ -268,7 +462,9 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 			},
 			None => None,
 		};
-		c.submit_state_hash(SubmitStateHash { epoch: 0, state_hash: h, checkpoint: ck }).await.unwrap();
+		c.submit_state_hash(SubmitStateHash { epoch: 0, state_hash: h, checkpoint: ck })
+			.await
+			.unwrap();
 	}
 	let plan = w.orch.with_state(|s| s.commit_plan(0)).expect("ready to commit");
 	assert_eq!((plan.members, plan.samples, plan.state_hash), (2, 4, h));

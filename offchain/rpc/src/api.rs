@@ -120,7 +120,10 @@ pub trait IotaApi {
 	/// Errors: auth codes, `NotRegistered`, `WrongRole` (not a validator, or a miner asking for anything but
 	/// its stage's checkpoints), `Oversize`, `Invalid` (key outside the run).
 	#[method(name = "presignGet")]
-	async fn presign_get(&self, req: Signed<PresignGet>) -> RpcResult<Vec<iota_storage::PresignedRequest>>;
+	async fn presign_get(
+		&self,
+		req: Signed<PresignGet>,
+	) -> RpcResult<Vec<iota_storage::PresignedRequest>>;
 
 	/// Validators: a presigned PUT for a key the caller owns (evidence).
 	///

@@ -29,7 +29,11 @@ impl SignedClient {
 	///
 	/// # Errors
 	/// The transport's error when the server cannot be reached.
-	pub async fn connect(url: &str, keypair: Keypair, request_timeout: Duration) -> Result<Self, ClientError> {
+	pub async fn connect(
+		url: &str,
+		keypair: Keypair,
+		request_timeout: Duration,
+	) -> Result<Self, ClientError> {
 		let inner = WsClientBuilder::default()
 			.request_timeout(request_timeout)
 			.max_request_size(CLIENT_MAX_MESSAGE_BYTES)
@@ -58,7 +62,11 @@ impl SignedClient {
 	///
 	/// # Errors
 	/// The server's error (see [`crate::code_of`]) or a transport error.
-	pub async fn call<B: Serialize + Send, R: DeserializeOwned>(&self, method: &str, body: B) -> Result<R, ClientError> {
+	pub async fn call<B: Serialize + Send, R: DeserializeOwned>(
+		&self,
+		method: &str,
+		body: B,
+	) -> Result<R, ClientError> {
 		let signed = sign(&self.keypair, method, body, self.nonces.next(), now_ms())
 			.map_err(|e| ClientError::Custom(e.to_string()))?;
 		self.inner.request(method, rpc_params![signed]).await
@@ -70,7 +78,11 @@ impl SignedClient {
 	}
 
 	/// `iota_submitActivation`.
-	pub async fn submit_activation(&self, lease: LeaseId, output: Option<TensorRef>) -> Result<Ack, ClientError> {
+	pub async fn submit_activation(
+		&self,
+		lease: LeaseId,
+		output: Option<TensorRef>,
+	) -> Result<Ack, ClientError> {
 		self.call(methods::SUBMIT_ACTIVATION, SubmitActivation { lease, output }).await
 	}
 
@@ -110,7 +122,10 @@ impl SignedClient {
 	}
 
 	/// `iota_presignGet` (validators).
-	pub async fn presign_get(&self, keys: Vec<String>) -> Result<Vec<iota_storage::PresignedRequest>, ClientError> {
+	pub async fn presign_get(
+		&self,
+		keys: Vec<String>,
+	) -> Result<Vec<iota_storage::PresignedRequest>, ClientError> {
 		self.call(methods::PRESIGN_GET, PresignGet { keys }).await
 	}
 
@@ -136,6 +151,8 @@ impl SignedClient {
 
 	/// `iota_subscribePhases` (unsigned).
 	pub async fn subscribe_phases(&self) -> Result<Subscription<PhaseEvent>, ClientError> {
-		self.inner.subscribe("iota_subscribePhases", rpc_params![], "iota_unsubscribePhases").await
+		self.inner
+			.subscribe("iota_subscribePhases", rpc_params![], "iota_unsubscribePhases")
+			.await
 	}
 }

@@ -32,8 +32,8 @@ pub mod types;
 pub use api::{IotaApiClient, IotaApiServer, RpcResult};
 pub use client::SignedClient;
 pub use error::{code_of, ErrorCode};
-pub use signing::{sign, AuthError, NonceSource, Signed};
 pub use pathway::{ObjectEntry, PathwayError, PathwayLog, PathwayRecord};
+pub use signing::{sign, AuthError, NonceSource, Signed};
 pub use spec::{DataManifest, LrSchedule, RunSpec, SampleLocation, SpecError, SpecObject};
 
 /// A chain account (32-byte sr25519 public key; SS58 in JSON), the same type `iota-chain` uses.

@@ -76,7 +76,8 @@ impl PathwayLog {
 	/// # Errors
 	/// [`PathwayError`].
 	pub fn from_slice(bytes: &[u8]) -> Result<Self, PathwayError> {
-		let log: PathwayLog = serde_json::from_slice(bytes).map_err(|e| PathwayError::Parse(e.to_string()))?;
+		let log: PathwayLog =
+			serde_json::from_slice(bytes).map_err(|e| PathwayError::Parse(e.to_string()))?;
 		log.validate()?;
 		Ok(log)
 	}
@@ -90,14 +91,22 @@ impl PathwayLog {
 		let mut last: Option<u64> = None;
 		for (index, r) in self.records.iter().enumerate() {
 			let bad = |reason: String| Err(PathwayError::Record { index, reason });
-			if r.forward.len() != s || r.backward.len() != s || r.forward_outputs.len() != s || r.backward_outputs.len() != s {
+			if r.forward.len() != s
+				|| r.backward.len() != s
+				|| r.forward_outputs.len() != s
+				|| r.backward_outputs.len() != s
+			{
 				return bad(format!("expected {s} entries per stage"));
 			}
 			if !r.loss.is_finite() || r.loss < 0.0 {
 				return bad(format!("loss {} is not a finite non-negative number", r.loss));
 			}
 			if last.is_some_and(|l| r.sample <= l) {
-				return bad(format!("sample {} is not after {}", r.sample, last.unwrap_or_default()));
+				return bad(format!(
+					"sample {} is not after {}",
+					r.sample,
+					last.unwrap_or_default()
+				));
 			}
 			last = Some(r.sample);
 		}
@@ -132,7 +141,12 @@ mod tests {
 
 	#[test]
 	fn round_trip_and_checks() {
-		let log = PathwayLog { run: "r".into(), epoch: 3, stages: 2, records: vec![record(1, 2.5), record(4, 2.0)] };
+		let log = PathwayLog {
+			run: "r".into(),
+			epoch: 3,
+			stages: 2,
+			records: vec![record(1, 2.5), record(4, 2.0)],
+		};
 		assert_eq!(PathwayLog::from_slice(&log.to_bytes()).unwrap(), log);
 		let mut bad = log.clone();
 		bad.records[1].sample = 1;

@@ -73,7 +73,10 @@ pub enum AuthError {
 
 /// Milliseconds since the Unix epoch by this machine's clock.
 pub fn now_ms() -> u64 {
-	SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+	SystemTime::now()
+		.duration_since(UNIX_EPOCH)
+		.map(|d| d.as_millis() as u64)
+		.unwrap_or(0)
 }
 
 /// BLAKE3 of the JSON encoding of `body`.
@@ -86,7 +89,13 @@ pub fn params_hash<T: Serialize>(body: &T) -> Result<[u8; 32], AuthError> {
 }
 
 /// The 32-byte message that is signed (see the module docs).
-pub fn message(method: &str, params_hash: &[u8; 32], nonce: u64, timestamp_ms: u64, account: &AccountId) -> [u8; 32] {
+pub fn message(
+	method: &str,
+	params_hash: &[u8; 32],
+	nonce: u64,
+	timestamp_ms: u64,
+	account: &AccountId,
+) -> [u8; 32] {
 	let mut h = blake3::Hasher::new();
 	h.update(DOMAIN);
 	h.update(&(method.len() as u32).to_le_bytes());
@@ -124,7 +133,11 @@ impl<T: Serialize + DeserializeOwned> Signed<T> {
 	pub fn verify(&self, method: &str, now_ms: u64, window_ms: u64) -> Result<(), AuthError> {
 		let skew_ms = now_ms.abs_diff(self.timestamp_ms);
 		if skew_ms > window_ms {
-			return Err(AuthError::StaleTimestamp { timestamp_ms: self.timestamp_ms, skew_ms, window_ms });
+			return Err(AuthError::StaleTimestamp {
+				timestamp_ms: self.timestamp_ms,
+				skew_ms,
+				window_ms,
+			});
 		}
 		self.verify_signature(method)
 	}
@@ -134,7 +147,13 @@ impl<T: Serialize + DeserializeOwned> Signed<T> {
 	/// # Errors
 	/// [`AuthError::BadSignature`], [`AuthError::Encoding`].
 	pub fn verify_signature(&self, method: &str) -> Result<(), AuthError> {
-		let msg = message(method, &params_hash(&self.body)?, self.nonce, self.timestamp_ms, &self.account);
+		let msg = message(
+			method,
+			&params_hash(&self.body)?,
+			self.nonce,
+			self.timestamp_ms,
+			&self.account,
+		);
 		let public = PublicKey(self.account.0);
 		if sr25519::verify(&Signature(self.signature), msg, &public) {
 			Ok(())
@@ -177,11 +196,15 @@ mod hex64 {
 		let s = String::deserialize(d)?;
 		let s = s.strip_prefix("0x").unwrap_or(&s);
 		if s.len() != 128 || !s.is_ascii() {
-			return Err(D::Error::custom(format!("signature must be 128 hex digits, got {} characters", s.len())));
+			return Err(D::Error::custom(format!(
+				"signature must be 128 hex digits, got {} characters",
+				s.len()
+			)));
 		}
 		let mut out = [0u8; 64];
 		for (i, o) in out.iter_mut().enumerate() {
-			*o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| D::Error::custom("signature is not hex"))?;
+			*o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+				.map_err(|_| D::Error::custom("signature is not hex"))?;
 		}
 		Ok(out)
 	}
@@ -208,7 +231,8 @@ mod tests {
 
 	#[test]
 	fn signed_request_verifies_and_survives_json() {
-		let s = sign(&alice(), "iota_reportLoss", Body { sample: 7, loss: 3.25 }, 1, 1_000).unwrap();
+		let s =
+			sign(&alice(), "iota_reportLoss", Body { sample: 7, loss: 3.25 }, 1, 1_000).unwrap();
 		s.verify("iota_reportLoss", 1_500, DEFAULT_WINDOW_MS).unwrap();
 		let json = serde_json::to_string(&s).unwrap();
 		let back: Signed<Body> = serde_json::from_str(&json).unwrap();
@@ -218,9 +242,13 @@ mod tests {
 
 	#[test]
 	fn tampering_with_any_field_breaks_the_signature() {
-		let s = sign(&alice(), "iota_reportLoss", Body { sample: 7, loss: 3.25 }, 1, 1_000).unwrap();
+		let s =
+			sign(&alice(), "iota_reportLoss", Body { sample: 7, loss: 3.25 }, 1, 1_000).unwrap();
 		let bad = |t: Signed<Body>, m: &str| {
-			assert!(matches!(t.verify(m, 1_000, DEFAULT_WINDOW_MS), Err(AuthError::BadSignature { .. })))
+			assert!(matches!(
+				t.verify(m, 1_000, DEFAULT_WINDOW_MS),
+				Err(AuthError::BadSignature { .. })
+			))
 		};
 		bad(s.clone(), "iota_getWork");
 		bad(Signed { body: Body { sample: 8, ..s.body.clone() }, ..s.clone() }, "iota_reportLoss");
@@ -238,8 +266,14 @@ mod tests {
 		let s = sign(&alice(), "m", Body { sample: 1, loss: 0.0 }, 1, 100_000).unwrap();
 		s.verify("m", 130_000, DEFAULT_WINDOW_MS).unwrap();
 		s.verify("m", 70_000, DEFAULT_WINDOW_MS).unwrap();
-		assert!(matches!(s.verify("m", 130_001, DEFAULT_WINDOW_MS), Err(AuthError::StaleTimestamp { skew_ms: 30_001, .. })));
-		assert!(matches!(s.verify("m", 69_999, DEFAULT_WINDOW_MS), Err(AuthError::StaleTimestamp { .. })));
+		assert!(matches!(
+			s.verify("m", 130_001, DEFAULT_WINDOW_MS),
+			Err(AuthError::StaleTimestamp { skew_ms: 30_001, .. })
+		));
+		assert!(matches!(
+			s.verify("m", 69_999, DEFAULT_WINDOW_MS),
+			Err(AuthError::StaleTimestamp { .. })
+		));
 	}
 
 	#[test]

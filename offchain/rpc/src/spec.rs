@@ -92,29 +92,47 @@ impl DataManifest {
 	/// The rows of sample `sample` (see the module docs). `None` for an empty manifest.
 	pub fn locate(&self, sample: u64) -> Option<SampleLocation> {
 		let total = self.total_rows();
-		if total == 0 || self.batch_rows == 0 || !self.rows_per_shard.is_multiple_of(self.batch_rows) {
+		if total == 0
+			|| self.batch_rows == 0
+			|| !self.rows_per_shard.is_multiple_of(self.batch_rows)
+		{
 			return None;
 		}
 		// `total` is a multiple of batch_rows, so a sample never wraps inside itself.
 		let start = sample.checked_mul(u64::from(self.batch_rows))? % total;
 		let rps = u64::from(self.rows_per_shard);
-		Some(SampleLocation { shard: (start / rps) as u32, row_offset: (start % rps) as u32, rows: self.batch_rows })
+		Some(SampleLocation {
+			shard: (start / rps) as u32,
+			row_offset: (start % rps) as u32,
+			rows: self.batch_rows,
+		})
 	}
 
 	/// Decodes shard `shard`'s bytes into tokens, checking size and that every token is below `vocab`.
 	///
 	/// # Errors
 	/// [`SpecError::BadShard`].
-	pub fn decode_shard(&self, shard: u32, bytes: &[u8], vocab: usize) -> Result<Vec<u32>, SpecError> {
+	pub fn decode_shard(
+		&self,
+		shard: u32,
+		bytes: &[u8],
+		vocab: usize,
+	) -> Result<Vec<u32>, SpecError> {
 		if bytes.len() as u64 != self.shard_bytes() {
 			return Err(SpecError::BadShard {
 				shard,
 				reason: format!("{} bytes, expected {}", bytes.len(), self.shard_bytes()),
 			});
 		}
-		let tokens: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+		let tokens: Vec<u32> = bytes
+			.chunks_exact(4)
+			.map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+			.collect();
 		if let Some(i) = tokens.iter().position(|&t| t as usize >= vocab) {
-			return Err(SpecError::BadShard { shard, reason: format!("token {} at {i} >= vocab {vocab}", tokens[i]) });
+			return Err(SpecError::BadShard {
+				shard,
+				reason: format!("token {} at {i} >= vocab {vocab}", tokens[i]),
+			});
 		}
 		Ok(tokens)
 	}
@@ -197,7 +215,8 @@ impl RunSpec {
 		if &got != model_hash {
 			return Err(SpecError::HashMismatch { expected: *model_hash, got });
 		}
-		let spec: RunSpec = serde_json::from_slice(bytes).map_err(|e| SpecError::Invalid(e.to_string()))?;
+		let spec: RunSpec =
+			serde_json::from_slice(bytes).map_err(|e| SpecError::Invalid(e.to_string()))?;
 		spec.validate()?;
 		Ok(spec)
 	}
@@ -210,7 +229,10 @@ impl RunSpec {
 		self.model.validate().map_err(|e| SpecError::Invalid(e.to_string()))?;
 		self.wire_encoding()?;
 		let d = &self.data;
-		if d.batch_rows == 0 || d.rows_per_shard == 0 || !d.rows_per_shard.is_multiple_of(d.batch_rows) {
+		if d.batch_rows == 0
+			|| d.rows_per_shard == 0
+			|| !d.rows_per_shard.is_multiple_of(d.batch_rows)
+		{
 			return Err(SpecError::Invalid(format!(
 				"rows_per_shard {} must be a positive multiple of batch_rows {}",
 				d.rows_per_shard, d.batch_rows
@@ -238,13 +260,20 @@ impl RunSpec {
 
 	/// The optimizer options of epoch `epoch`'s step.
 	pub fn step_options(&self, epoch: u32) -> StepOptions {
-		StepOptions { adamw: AdamW { lr: self.lr.lr(epoch), ..self.adamw }, max_norm: self.max_norm }
+		StepOptions {
+			adamw: AdamW { lr: self.lr.lr(epoch), ..self.adamw },
+			max_norm: self.max_norm,
+		}
 	}
 
 	/// Shape `[B, T, width]` of the tensor crossing the cut after `stage` (`width` is the bottleneck
 	/// width, or `d_model` without bottleneck). Gradients crossing back have the same shape.
 	pub fn boundary_shape(&self) -> [u64; 3] {
-		[u64::from(self.data.batch_rows), u64::from(self.data.seq_len), self.model.wire_width() as u64]
+		[
+			u64::from(self.data.batch_rows),
+			u64::from(self.data.seq_len),
+			self.model.wire_width() as u64,
+		]
 	}
 
 	/// Tokens in one sample (`B · T`).
@@ -262,7 +291,13 @@ mod tests {
 	}
 
 	fn manifest(shards: u8) -> DataManifest {
-		DataManifest { tokenizer: obj(0), seq_len: 4, batch_rows: 2, rows_per_shard: 6, shards: (1..=shards).map(obj).collect() }
+		DataManifest {
+			tokenizer: obj(0),
+			seq_len: 4,
+			batch_rows: 2,
+			rows_per_shard: 6,
+			shards: (1..=shards).map(obj).collect(),
+		}
 	}
 
 	#[test]
@@ -308,7 +343,10 @@ mod tests {
 		));
 		let mut bad = spec.clone();
 		bad.data.rows_per_shard = 5;
-		assert!(matches!(RunSpec::from_bytes_checked(&bad.to_bytes(), &bad.hash()), Err(SpecError::Invalid(_))));
+		assert!(matches!(
+			RunSpec::from_bytes_checked(&bad.to_bytes(), &bad.hash()),
+			Err(SpecError::Invalid(_))
+		));
 		assert_eq!(spec.boundary_shape(), [2, 4, 8]);
 	}
 }

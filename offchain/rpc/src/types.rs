@@ -609,7 +609,10 @@ mod tests {
 		assert_eq!(chunk_count(1_580_000), 772);
 		assert_eq!(chunk_count(2_200_000), 538);
 		for p in [1u64, 1_000, 70_000, 3_156_480, 500_000_000] {
-			assert!(chunk_count(p) <= 1_024 || gradient_chunk_elems(p) == MAX_GRADIENT_CHUNK_ELEMS, "{p}");
+			assert!(
+				chunk_count(p) <= 1_024 || gradient_chunk_elems(p) == MAX_GRADIENT_CHUNK_ELEMS,
+				"{p}"
+			);
 		}
 	}
 

@@ -3,9 +3,9 @@
 //! `benchmark pallet` command to regenerate `weights.rs`.
 
 use super::*;
-use polkadot_sdk::sp_runtime::traits::Saturating;
 use alloc::vec::Vec;
 use iota_primitives::{ContentHash, MinerStatus, Phase, RunConfig, StageReport, Verdict, PPB};
+use polkadot_sdk::sp_runtime::traits::Saturating;
 use polkadot_sdk::{
 	frame_benchmarking::v2::*,
 	frame_support::{
@@ -56,19 +56,23 @@ fn funded<T: Config>(name: &'static str, i: u32) -> T::AccountId {
 
 fn add_miner<T: Config>(i: u32) -> T::AccountId {
 	let who = funded::<T>("miner", i);
-	Pallet::<T>::register_miner(RawOrigin::Signed(who.clone()).into()).expect("bench miner registers");
+	Pallet::<T>::register_miner(RawOrigin::Signed(who.clone()).into())
+		.expect("bench miner registers");
 	who
 }
 
 fn add_validator<T: Config>(i: u32) -> T::AccountId {
 	let who = funded::<T>("validator", i);
 	let stake = unit::<T>().saturating_mul(100u32.into());
-	Pallet::<T>::register_validator(RawOrigin::Signed(who.clone()).into(), stake).expect("bench validator registers");
+	Pallet::<T>::register_validator(RawOrigin::Signed(who.clone()).into(), stake)
+		.expect("bench validator registers");
 	who
 }
 
 fn seats<T: Config>() -> u32 {
-	T::MaxStages::get().saturating_mul(T::MaxMinersPerStage::get()).min(T::MaxMiners::get())
+	T::MaxStages::get()
+		.saturating_mul(T::MaxMinersPerStage::get())
+		.min(T::MaxMiners::get())
 }
 
 fn manifest<T: Config>(members: u32) -> MergeManifestOf<T> {
@@ -96,7 +100,9 @@ mod benchmarks {
 	#[benchmark]
 	fn register_miner(s: Linear<1, { T::MaxStages::get() }>) {
 		configure::<T>(s, PPB);
-		let fill = s.saturating_mul(T::MaxMinersPerStage::get().saturating_sub(1)).min(T::MaxMiners::get().saturating_sub(1));
+		let fill = s
+			.saturating_mul(T::MaxMinersPerStage::get().saturating_sub(1))
+			.min(T::MaxMiners::get().saturating_sub(1));
 		for i in 0..fill {
 			add_miner::<T>(i);
 		}
@@ -133,11 +139,22 @@ mod benchmarks {
 		configure::<T>(1, PPB);
 		let miner = add_miner::<T>(0);
 		Pallet::<T>::deregister(RawOrigin::Signed(miner.clone()).into()).expect("leaves");
-		Pallet::<T>::advance_phase(orchestrator::<T>().into(), 0, 0, StageReport { backward_done: 1, gradients_submitted: 0 })
-			.expect("to uploading");
-		Pallet::<T>::advance_phase(orchestrator::<T>().into(), 0, 0, StageReport { backward_done: 1, gradients_submitted: 1 })
-			.expect("to merging");
-		Pallet::<T>::commit_merge(orchestrator::<T>().into(), 0, 0, manifest::<T>(1)).expect("merges");
+		Pallet::<T>::advance_phase(
+			orchestrator::<T>().into(),
+			0,
+			0,
+			StageReport { backward_done: 1, gradients_submitted: 0 },
+		)
+		.expect("to uploading");
+		Pallet::<T>::advance_phase(
+			orchestrator::<T>().into(),
+			0,
+			0,
+			StageReport { backward_done: 1, gradients_submitted: 1 },
+		)
+		.expect("to merging");
+		Pallet::<T>::commit_merge(orchestrator::<T>().into(), 0, 0, manifest::<T>(1))
+			.expect("merges");
 		NextEpochToFinalize::<T>::put(1);
 		polkadot_sdk::frame_system::Pallet::<T>::set_block_number(
 			polkadot_sdk::frame_system::Pallet::<T>::block_number().saturating_add(10u32.into()),
@@ -210,7 +227,8 @@ mod benchmarks {
 		// Inside the scoring window: the epoch completed at the block the call runs in.
 		polkadot_sdk::frame_system::Pallet::<T>::set_block_number(1u32.into());
 		EpochCompletedAt::<T>::insert(0, BlockNumberFor::<T>::from(1u32));
-		let weights: WeightsOf<T> = BoundedVec::truncate_from(miners.into_iter().map(|m| (m, 1)).collect());
+		let weights: WeightsOf<T> =
+			BoundedVec::truncate_from(miners.into_iter().map(|m| (m, 1)).collect());
 		#[extrinsic_call]
 		_(RawOrigin::Signed(validator.clone()), 0, weights, 1);
 		assert!(Weights::<T>::contains_key(0, &validator));
@@ -218,14 +236,21 @@ mod benchmarks {
 
 	/// Worst case: every validator scored every miner, all are paid.
 	#[benchmark]
-	fn finalize_epoch(m: Linear<1, { T::MaxMiners::get() }>, v: Linear<1, { T::MaxValidators::get() }>) {
+	fn finalize_epoch(
+		m: Linear<1, { T::MaxMiners::get() }>,
+		v: Linear<1, { T::MaxValidators::get() }>,
+	) {
 		configure::<T>(T::MaxStages::get(), PPB);
 		let m = m.min(seats::<T>());
 		let miners: Vec<T::AccountId> = (0..m).map(add_miner::<T>).collect();
 		for i in 0..v {
 			let validator = add_validator::<T>(i);
 			let weights: WeightsOf<T> = BoundedVec::truncate_from(
-				miners.iter().enumerate().map(|(j, who)| (who.clone(), (j as u16).saturating_add(1))).collect(),
+				miners
+					.iter()
+					.enumerate()
+					.map(|(j, who)| (who.clone(), (j as u16).saturating_add(1)))
+					.collect(),
 			);
 			Weights::<T>::insert(0, validator, weights);
 		}
@@ -256,5 +281,9 @@ mod benchmarks {
 		assert_eq!(Orchestrator::<T>::get(), Some(who));
 	}
 
-	impl_benchmark_test_suite!(Pallet, crate::mock::ExtBuilder::default().build(), crate::mock::Test);
+	impl_benchmark_test_suite!(
+		Pallet,
+		crate::mock::ExtBuilder::default().build(),
+		crate::mock::Test
+	);
 }

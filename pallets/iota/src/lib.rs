@@ -46,8 +46,8 @@ pub mod pallet {
 	use super::*;
 	use alloc::{collections::BTreeMap, vec::Vec};
 	use iota_primitives::{
-		assign_stage, complete_merge, derive_seed, epoch_rewards, next_phase, shard_count, AssignError, PhaseRefusal,
-		Seed, StageProgress, ValidatorVote, PPB,
+		assign_stage, complete_merge, derive_seed, epoch_rewards, next_phase, shard_count,
+		AssignError, PhaseRefusal, Seed, StageProgress, ValidatorVote, PPB,
 	};
 	use polkadot_sdk::{
 		frame_support::{
@@ -63,8 +63,9 @@ pub mod pallet {
 	};
 
 	/// Balance type of the configured currency.
-	pub type BalanceOf<T> =
-		<<T as Config>::Currency as Inspect<<T as polkadot_sdk::frame_system::Config>::AccountId>>::Balance;
+	pub type BalanceOf<T> = <<T as Config>::Currency as Inspect<
+		<T as polkadot_sdk::frame_system::Config>::AccountId,
+	>>::Balance;
 	/// The run config with this runtime's balance and block number types.
 	pub type RunConfigOf<T> = RunConfig<BalanceOf<T>, BlockNumberFor<T>>;
 	/// Miner record of this runtime.
@@ -76,8 +77,10 @@ pub mod pallet {
 	/// Merge manifest of this runtime.
 	pub type MergeManifestOf<T> = MergeManifest<MaxShardsOf<T>, <T as Config>::MaxKeyLen>;
 	/// A validator's weight vector for one epoch: `(miner, weight)` pairs.
-	pub type WeightsOf<T> =
-		BoundedVec<(<T as polkadot_sdk::frame_system::Config>::AccountId, WeightValue), <T as Config>::MaxMiners>;
+	pub type WeightsOf<T> = BoundedVec<
+		(<T as polkadot_sdk::frame_system::Config>::AccountId, WeightValue),
+		<T as Config>::MaxMiners,
+	>;
 	/// Emission split of this runtime.
 	pub type EmissionSplitOf<T> = EmissionSplit<
 		<T as polkadot_sdk::frame_system::Config>::AccountId,
@@ -138,13 +141,19 @@ pub mod pallet {
 
 	/// Miner records by account.
 	#[pallet::storage]
-	pub type Miners<T: Config> = CountedStorageMap<_, Blake2_128Concat, T::AccountId, MinerInfoOf<T>, OptionQuery>;
+	pub type Miners<T: Config> =
+		CountedStorageMap<_, Blake2_128Concat, T::AccountId, MinerInfoOf<T>, OptionQuery>;
 
 	/// Accounts holding each stage (active or leaving), in registration order; a member's position here is
 	/// its index in the butterfly.
 	#[pallet::storage]
-	pub type StageMembers<T: Config> =
-		StorageMap<_, Twox64Concat, StageId, BoundedVec<T::AccountId, T::MaxMinersPerStage>, ValueQuery>;
+	pub type StageMembers<T: Config> = StorageMap<
+		_,
+		Twox64Concat,
+		StageId,
+		BoundedVec<T::AccountId, T::MaxMinersPerStage>,
+		ValueQuery,
+	>;
 
 	/// Validator records by account.
 	#[pallet::storage]
@@ -153,7 +162,8 @@ pub mod pallet {
 
 	/// Phase, epoch and phase start of each stage.
 	#[pallet::storage]
-	pub type Stages<T: Config> = StorageMap<_, Twox64Concat, StageId, StageState<BlockNumberFor<T>>, ValueQuery>;
+	pub type Stages<T: Config> =
+		StorageMap<_, Twox64Concat, StageId, StageState<BlockNumberFor<T>>, ValueQuery>;
 
 	/// The seed of each epoch, drawn from `Randomness` when the first stage enters the epoch.
 	#[pallet::storage]
@@ -161,7 +171,8 @@ pub mod pallet {
 
 	/// Block at which each epoch completed (every stage committed its merge).
 	#[pallet::storage]
-	pub type EpochCompletedAt<T: Config> = StorageMap<_, Twox64Concat, Epoch, BlockNumberFor<T>, OptionQuery>;
+	pub type EpochCompletedAt<T: Config> =
+		StorageMap<_, Twox64Concat, Epoch, BlockNumberFor<T>, OptionQuery>;
 
 	/// The next epoch `finalize_epoch` will pay out.
 	#[pallet::storage]
@@ -169,8 +180,15 @@ pub mod pallet {
 
 	/// Canonical merge result per (epoch, stage).
 	#[pallet::storage]
-	pub type MergeManifests<T: Config> =
-		StorageDoubleMap<_, Twox64Concat, Epoch, Twox64Concat, StageId, MergeManifestOf<T>, OptionQuery>;
+	pub type MergeManifests<T: Config> = StorageDoubleMap<
+		_,
+		Twox64Concat,
+		Epoch,
+		Twox64Concat,
+		StageId,
+		MergeManifestOf<T>,
+		OptionQuery,
+	>;
 
 	/// Spot-check verdicts per (epoch, miner), one per validator.
 	#[pallet::storage]
@@ -186,23 +204,43 @@ pub mod pallet {
 
 	/// Weight vectors per (epoch, validator).
 	#[pallet::storage]
-	pub type Weights<T: Config> =
-		StorageDoubleMap<_, Twox64Concat, Epoch, Blake2_128Concat, T::AccountId, WeightsOf<T>, OptionQuery>;
+	pub type Weights<T: Config> = StorageDoubleMap<
+		_,
+		Twox64Concat,
+		Epoch,
+		Blake2_128Concat,
+		T::AccountId,
+		WeightsOf<T>,
+		OptionQuery,
+	>;
 
 	/// Consensus score per miner for each finalized epoch, in parts per billion (normalised with floor: the
 	/// scores sum to between 10^9 minus the miner count and 10^9, or the list is empty).
 	#[pallet::storage]
-	pub type Scores<T: Config> =
-		StorageMap<_, Twox64Concat, Epoch, BoundedVec<(T::AccountId, u32), T::MaxMiners>, OptionQuery>;
+	pub type Scores<T: Config> = StorageMap<
+		_,
+		Twox64Concat,
+		Epoch,
+		BoundedVec<(T::AccountId, u32), T::MaxMiners>,
+		OptionQuery,
+	>;
 
 	/// What each finalized epoch paid to whom.
 	#[pallet::storage]
-	pub type EmissionSplits<T: Config> = StorageMap<_, Twox64Concat, Epoch, EmissionSplitOf<T>, OptionQuery>;
+	pub type EmissionSplits<T: Config> =
+		StorageMap<_, Twox64Concat, Epoch, EmissionSplitOf<T>, OptionQuery>;
 
 	/// Bonds slashed per (epoch, miner).
 	#[pallet::storage]
-	pub type Slashes<T: Config> =
-		StorageDoubleMap<_, Twox64Concat, Epoch, Blake2_128Concat, T::AccountId, BalanceOf<T>, OptionQuery>;
+	pub type Slashes<T: Config> = StorageDoubleMap<
+		_,
+		Twox64Concat,
+		Epoch,
+		Blake2_128Concat,
+		T::AccountId,
+		BalanceOf<T>,
+		OptionQuery,
+	>;
 
 	/// Everything this pallet has minted as emission (equals the sum of all `EmissionSplits`).
 	#[pallet::storage]
@@ -226,13 +264,17 @@ pub mod pallet {
 			if let Some(cfg) = &self.run_config {
 				Pallet::<T>::ensure_valid_config(cfg).expect("genesis run config is invalid");
 				RunConfiguration::<T>::put(cfg);
-				EpochSeeds::<T>::insert(0, derive_seed("iota-rs epoch seed v1", &[0; 32], &cfg.encode()));
+				EpochSeeds::<T>::insert(
+					0,
+					derive_seed("iota-rs epoch seed v1", &[0; 32], &cfg.encode()),
+				);
 			}
 			if let Some(o) = &self.orchestrator {
 				Orchestrator::<T>::put(o);
 			}
 			for (who, stake) in &self.validators {
-				Pallet::<T>::do_register_validator(who, *stake).expect("genesis validator cannot be registered");
+				Pallet::<T>::do_register_validator(who, *stake)
+					.expect("genesis validator cannot be registered");
 			}
 		}
 	}
@@ -265,7 +307,12 @@ pub mod pallet {
 		/// Every stage committed its merge for `epoch`; validators may score it until the window closes.
 		EpochCompleted { epoch: Epoch },
 		/// A validator recorded a verdict on a miner's work.
-		SpotCheckSubmitted { epoch: Epoch, miner: T::AccountId, validator: T::AccountId, verdict: Verdict },
+		SpotCheckSubmitted {
+			epoch: Epoch,
+			miner: T::AccountId,
+			validator: T::AccountId,
+			verdict: Verdict,
+		},
 		/// A quorum of validator stake found fraud: the miner's bond was burned and it lost its stage.
 		MinerSlashed { who: T::AccountId, epoch: Epoch, amount: BalanceOf<T> },
 		/// A validator set its weights for `epoch`.
@@ -369,7 +416,9 @@ pub mod pallet {
 	#[pallet::hooks]
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
 		#[cfg(feature = "try-runtime")]
-		fn try_state(_n: BlockNumberFor<T>) -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
+		fn try_state(
+			_n: BlockNumberFor<T>,
+		) -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 			Self::do_try_state()
 		}
 	}
@@ -385,19 +434,28 @@ pub mod pallet {
 			let cfg = Self::config()?;
 			Self::ensure_unregistered(&who)?;
 			ensure!(Miners::<T>::count() < T::MaxMiners::get(), Error::<T>::TooManyRecords);
-			let counts: Vec<u32> = (0..cfg.stages).map(|s| StageMembers::<T>::decode_len(s).unwrap_or(0) as u32).collect();
+			let counts: Vec<u32> = (0..cfg.stages)
+				.map(|s| StageMembers::<T>::decode_len(s).unwrap_or(0) as u32)
+				.collect();
 			let seed = Self::random_seed(b"iota-rs assign_stage", &who.encode());
-			let stage = assign_stage(&counts, T::MaxMinersPerStage::get(), &seed).map_err(|e| match e {
-				AssignError::AllStagesFull => Error::<T>::AllStagesFull,
-				AssignError::NoStages => Error::<T>::NotConfigured,
-			})?;
+			let stage =
+				assign_stage(&counts, T::MaxMinersPerStage::get(), &seed).map_err(|e| match e {
+					AssignError::AllStagesFull => Error::<T>::AllStagesFull,
+					AssignError::NoStages => Error::<T>::NotConfigured,
+				})?;
 			T::Currency::hold(&HoldReason::MinerBond.into(), &who, cfg.miner_bond)
 				.map_err(|_| Error::<T>::InsufficientBalance)?;
-			StageMembers::<T>::try_mutate(stage, |m| m.try_push(who.clone())).map_err(|_| Error::<T>::AllStagesFull)?;
+			StageMembers::<T>::try_mutate(stage, |m| m.try_push(who.clone()))
+				.map_err(|_| Error::<T>::AllStagesFull)?;
 			let now = Self::now();
 			Miners::<T>::insert(
 				&who,
-				MinerInfo { stage, bond: cfg.miner_bond, status: MinerStatus::Active, registered_at: now },
+				MinerInfo {
+					stage,
+					bond: cfg.miner_bond,
+					status: MinerStatus::Active,
+					registered_at: now,
+				},
 			);
 			Self::deposit_event(Event::MinerRegistered { who, stage, bond: cfg.miner_bond });
 			Ok(())
@@ -446,19 +504,20 @@ pub mod pallet {
 			let now = Self::now();
 			let (reason, amount, until) = if let Some(m) = Miners::<T>::get(&who) {
 				let MinerStatus::Unbonding { until, last_epoch } = m.status else {
-					return Err(Error::<T>::NotUnbonding.into())
+					return Err(Error::<T>::NotUnbonding.into());
 				};
 				ensure!(NextEpochToFinalize::<T>::get() > last_epoch, Error::<T>::StillUnbonding);
 				(HoldReason::MinerBond, m.bond, until)
 			} else {
 				let v = Validators::<T>::get(&who).ok_or(Error::<T>::NotRegistered)?;
 				let ValidatorStatus::Unbonding { until } = v.status else {
-					return Err(Error::<T>::NotUnbonding.into())
+					return Err(Error::<T>::NotUnbonding.into());
 				};
 				(HoldReason::ValidatorStake, v.stake, until)
 			};
 			ensure!(now >= until, Error::<T>::StillUnbonding);
-			let released = T::Currency::release(&reason.into(), &who, amount, Precision::BestEffort)?;
+			let released =
+				T::Currency::release(&reason.into(), &who, amount, Precision::BestEffort)?;
 			Miners::<T>::remove(&who);
 			Validators::<T>::remove(&who);
 			Self::deposit_event(Event::Withdrawn { who, amount: released });
@@ -470,7 +529,12 @@ pub mod pallet {
 		/// fallback). Emits `PhaseAdvanced`.
 		#[pallet::call_index(4)]
 		#[pallet::weight(T::WeightInfo::advance_phase())]
-		pub fn advance_phase(origin: OriginFor<T>, stage: StageId, epoch: Epoch, report: StageReport) -> DispatchResult {
+		pub fn advance_phase(
+			origin: OriginFor<T>,
+			stage: StageId,
+			epoch: Epoch,
+			report: StageReport,
+		) -> DispatchResult {
 			Self::ensure_orchestrator(origin)?;
 			let cfg = Self::config()?;
 			ensure!(stage < cfg.stages, Error::<T>::UnknownStage);
@@ -484,8 +548,12 @@ pub mod pallet {
 				members: StageMembers::<T>::decode_len(stage).unwrap_or(0) as u32,
 				report,
 			};
-			let t = next_phase(&progress, now.unique_saturated_into(), cfg.phase_timeout.unique_saturated_into())
-				.map_err(Self::refusal)?;
+			let t = next_phase(
+				&progress,
+				now.unique_saturated_into(),
+				cfg.phase_timeout.unique_saturated_into(),
+			)
+			.map_err(Self::refusal)?;
 			let from = state.phase;
 			if from == Phase::Merging {
 				state.round = state.round.saturating_add(1);
@@ -493,7 +561,14 @@ pub mod pallet {
 			state.phase = t.to;
 			state.phase_since = now;
 			Stages::<T>::insert(stage, state);
-			Self::deposit_event(Event::PhaseAdvanced { stage, epoch, from, to: t.to, timed_out: t.timed_out, report });
+			Self::deposit_event(Event::PhaseAdvanced {
+				stage,
+				epoch,
+				from,
+				to: t.to,
+				timed_out: t.timed_out,
+				report,
+			});
 			Ok(())
 		}
 
@@ -579,13 +654,21 @@ pub mod pallet {
 			let info = Miners::<T>::get(&miner).ok_or(Error::<T>::UnknownMiner)?;
 			ensure!(epoch <= Self::current_epoch(&cfg), Error::<T>::EpochNotStarted);
 			let checks = SpotChecks::<T>::try_mutate(epoch, &miner, |checks| {
-				ensure!(!checks.iter().any(|c| c.validator == validator), Error::<T>::DuplicateSpotCheck);
+				ensure!(
+					!checks.iter().any(|c| c.validator == validator),
+					Error::<T>::DuplicateSpotCheck
+				);
 				checks
 					.try_push(SpotCheck { validator: validator.clone(), verdict, evidence })
 					.map_err(|_| Error::<T>::TooManyRecords)?;
 				Ok::<_, Error<T>>(checks.clone())
 			})?;
-			Self::deposit_event(Event::SpotCheckSubmitted { epoch, miner: miner.clone(), validator, verdict });
+			Self::deposit_event(Event::SpotCheckSubmitted {
+				epoch,
+				miner: miner.clone(),
+				validator,
+				verdict,
+			});
 
 			if verdict == Verdict::Fail {
 				let (mut failing, mut total) = (0u128, 0u128);
@@ -601,8 +684,9 @@ pub mod pallet {
 				// failing / total ≥ quorum, exactly: floor(failing·PPB / total) ≥ quorum_ppb for an integer
 				// quorum. A fraud already punished for this epoch is not slashed again (a miner that
 				// registered anew keeps its new bond).
-				let reached = iota_primitives::emission::mul_div_floor(failing, u128::from(PPB), total)
-					.is_some_and(|share| share >= u128::from(cfg.slash_quorum_ppb));
+				let reached =
+					iota_primitives::emission::mul_div_floor(failing, u128::from(PPB), total)
+						.is_some_and(|share| share >= u128::from(cfg.slash_quorum_ppb));
 				if reached && !Slashes::<T>::contains_key(epoch, &miner) {
 					Self::slash(&miner, &info, epoch)?;
 				}
@@ -629,8 +713,8 @@ pub mod pallet {
 			let now = Self::now();
 			ensure!(
 				EpochCompletedAt::<T>::get(epoch)
-					.is_some_and(|at| now < at.saturating_add(cfg.scoring_window)) &&
-					epoch >= NextEpochToFinalize::<T>::get(),
+					.is_some_and(|at| now < at.saturating_add(cfg.scoring_window))
+					&& epoch >= NextEpochToFinalize::<T>::get(),
 				Error::<T>::EpochNotScorable
 			);
 			ensure!(!weights.is_empty(), Error::<T>::EmptyWeights);
@@ -644,7 +728,10 @@ pub mod pallet {
 			}
 			ensure!(weights.iter().any(|(_, w)| *w > 0), Error::<T>::AllWeightsZero);
 			if let Some(last) = validator.last_weights_at {
-				ensure!(now >= last.saturating_add(cfg.weights_rate_limit), Error::<T>::RateLimited);
+				ensure!(
+					now >= last.saturating_add(cfg.weights_rate_limit),
+					Error::<T>::RateLimited
+				);
 			}
 			validator.last_weights_at = Some(now);
 			Validators::<T>::insert(&who, validator);
@@ -659,18 +746,26 @@ pub mod pallet {
 		/// ([`iota_primitives::epoch_rewards`]; miners and voters in account order), mints the payouts and
 		/// records them. A payout that cannot be minted counts as unallocated. Emits `EpochFinalized`.
 		#[pallet::call_index(8)]
-		#[pallet::weight(T::WeightInfo::finalize_epoch(T::MaxMiners::get(), T::MaxValidators::get()))]
+		#[pallet::weight(T::WeightInfo::finalize_epoch(
+			T::MaxMiners::get(),
+			T::MaxValidators::get()
+		))]
 		pub fn finalize_epoch(origin: OriginFor<T>, epoch: Epoch) -> DispatchResult {
 			ensure_signed(origin)?;
 			let cfg = Self::config()?;
 			ensure!(epoch == NextEpochToFinalize::<T>::get(), Error::<T>::EpochNotNext);
-			let completed_at = EpochCompletedAt::<T>::get(epoch).ok_or(Error::<T>::EpochNotComplete)?;
-			ensure!(Self::now() >= completed_at.saturating_add(cfg.scoring_window), Error::<T>::ScoringWindowOpen);
+			let completed_at =
+				EpochCompletedAt::<T>::get(epoch).ok_or(Error::<T>::EpochNotComplete)?;
+			ensure!(
+				Self::now() >= completed_at.saturating_add(cfg.scoring_window),
+				Error::<T>::ScoringWindowOpen
+			);
 			let next = epoch.checked_add(1).ok_or(Error::<T>::EpochNotNext)?;
 
 			let mut miners: Vec<T::AccountId> = Miners::<T>::iter_keys().collect();
 			miners.sort();
-			let index: BTreeMap<&T::AccountId, usize> = miners.iter().enumerate().map(|(i, m)| (m, i)).collect();
+			let index: BTreeMap<&T::AccountId, usize> =
+				miners.iter().enumerate().map(|(i, m)| (m, i)).collect();
 			// Only the current active validators vote (at most `MaxValidators` reads): vectors left by
 			// validators that have since withdrawn stay in storage but are never read.
 			let mut voters: Vec<(T::AccountId, ValidatorVote)> = Validators::<T>::iter()
@@ -683,7 +778,10 @@ pub mod pallet {
 							dense[i] = u128::from(*w);
 						}
 					}
-					Some((validator, ValidatorVote { stake: info.stake.unique_saturated_into(), weights: dense }))
+					Some((
+						validator,
+						ValidatorVote { stake: info.stake.unique_saturated_into(), weights: dense },
+					))
 				})
 				.collect();
 			voters.sort_by(|a, b| a.0.cmp(&b.0));
@@ -699,28 +797,43 @@ pub mod pallet {
 			let mut scores = BoundedVec::<(T::AccountId, u32), T::MaxMiners>::new();
 			for (miner, &score) in miners.iter().zip(&rewards.consensus) {
 				if score > 0 {
-					scores.try_push((miner.clone(), score)).map_err(|_| Error::<T>::TooManyRecords)?;
+					scores
+						.try_push((miner.clone(), score))
+						.map_err(|_| Error::<T>::TooManyRecords)?;
 				}
 			}
 			let mut miners_paid = BalanceOf::<T>::zero();
 			for (miner, &amount) in miners.iter().zip(&rewards.miner_payouts) {
 				if let Some(paid) = Self::mint_payout(miner, amount, &mut split.unallocated) {
 					miners_paid = miners_paid.saturating_add(paid);
-					split.miners.try_push((miner.clone(), paid)).map_err(|_| Error::<T>::TooManyRecords)?;
+					split
+						.miners
+						.try_push((miner.clone(), paid))
+						.map_err(|_| Error::<T>::TooManyRecords)?;
 				}
 			}
 			let mut validators_paid = BalanceOf::<T>::zero();
 			for ((validator, _), &amount) in voters.iter().zip(&rewards.validator_payouts) {
 				if let Some(paid) = Self::mint_payout(validator, amount, &mut split.unallocated) {
 					validators_paid = validators_paid.saturating_add(paid);
-					split.validators.try_push((validator.clone(), paid)).map_err(|_| Error::<T>::TooManyRecords)?;
+					split
+						.validators
+						.try_push((validator.clone(), paid))
+						.map_err(|_| Error::<T>::TooManyRecords)?;
 				}
 			}
-			TotalMinted::<T>::mutate(|t| *t = t.saturating_add(miners_paid).saturating_add(validators_paid));
+			TotalMinted::<T>::mutate(|t| {
+				*t = t.saturating_add(miners_paid).saturating_add(validators_paid)
+			});
 			Scores::<T>::insert(epoch, scores);
 			EmissionSplits::<T>::insert(epoch, split.clone());
 			NextEpochToFinalize::<T>::put(next);
-			Self::deposit_event(Event::EpochFinalized { epoch, miners_paid, validators_paid, split });
+			Self::deposit_event(Event::EpochFinalized {
+				epoch,
+				miners_paid,
+				validators_paid,
+				split,
+			});
 			Ok(())
 		}
 
@@ -738,17 +851,28 @@ pub mod pallet {
 					// leave it incomplete forever, and epochs are finalized in order.
 					ensure!(Miners::<T>::count() == 0, Error::<T>::StagesInUse);
 					let epoch = Stages::<T>::get(0).epoch;
-					ensure!((1..old.stages).all(|s| Stages::<T>::get(s).epoch == epoch), Error::<T>::StagesInUse);
+					ensure!(
+						(1..old.stages).all(|s| Stages::<T>::get(s).epoch == epoch),
+						Error::<T>::StagesInUse
+					);
 					// Added stages join at the run's epoch, in Training.
 					let now = Self::now();
 					for s in old.stages..config.stages {
-						let state = StageState { phase: Phase::Training, epoch, phase_since: now, round: 0 };
+						let state = StageState {
+							phase: Phase::Training,
+							epoch,
+							phase_since: now,
+							round: 0,
+						};
 						Stages::<T>::insert(s, state);
 					}
 				}
 			}
 			if !EpochSeeds::<T>::contains_key(0) {
-				EpochSeeds::<T>::insert(0, derive_seed("iota-rs epoch seed v1", &[0; 32], &config.encode()));
+				EpochSeeds::<T>::insert(
+					0,
+					derive_seed("iota-rs epoch seed v1", &[0; 32], &config.encode()),
+				);
 			}
 			RunConfiguration::<T>::put(config);
 			Self::deposit_event(Event::RunConfigSet);
@@ -806,34 +930,42 @@ pub mod pallet {
 		}
 
 		fn ensure_active_validator(who: &T::AccountId) -> Result<ValidatorInfoOf<T>, Error<T>> {
-			Validators::<T>::get(who).filter(|v| v.status == ValidatorStatus::Active).ok_or(Error::<T>::NotValidator)
+			Validators::<T>::get(who)
+				.filter(|v| v.status == ValidatorStatus::Active)
+				.ok_or(Error::<T>::NotValidator)
 		}
 
 		/// Validate a run config against this runtime's bounds.
 		pub fn ensure_valid_config(cfg: &RunConfigOf<T>) -> Result<(), Error<T>> {
 			ensure!(
-				cfg.stages >= 1 &&
-					u32::from(cfg.stages) <= T::MaxStages::get() &&
-					cfg.backward_quota >= 1 &&
-					cfg.bottleneck_width >= 1 &&
-					!cfg.scoring_window.is_zero() &&
-					cfg.validator_share_ppb <= PPB &&
-					cfg.slash_quorum_ppb >= 1 &&
-					cfg.slash_quorum_ppb <= PPB,
+				cfg.stages >= 1
+					&& u32::from(cfg.stages) <= T::MaxStages::get()
+					&& cfg.backward_quota >= 1
+					&& cfg.bottleneck_width >= 1
+					&& !cfg.scoring_window.is_zero()
+					&& cfg.validator_share_ppb <= PPB
+					&& cfg.slash_quorum_ppb >= 1
+					&& cfg.slash_quorum_ppb <= PPB,
 				Error::<T>::InvalidRunConfig
 			);
 			Ok(())
 		}
 
 		/// Register a validator (call and genesis).
-		pub(crate) fn do_register_validator(who: &T::AccountId, stake: BalanceOf<T>) -> DispatchResult {
+		pub(crate) fn do_register_validator(
+			who: &T::AccountId,
+			stake: BalanceOf<T>,
+		) -> DispatchResult {
 			let cfg = Self::config()?;
 			Self::ensure_unregistered(who)?;
 			ensure!(stake >= cfg.min_validator_stake, Error::<T>::StakeBelowMinimum);
 			ensure!(Validators::<T>::count() < T::MaxValidators::get(), Error::<T>::TooManyRecords);
 			T::Currency::hold(&HoldReason::ValidatorStake.into(), who, stake)
 				.map_err(|_| Error::<T>::InsufficientBalance)?;
-			Validators::<T>::insert(who, ValidatorInfo { stake, status: ValidatorStatus::Active, last_weights_at: None });
+			Validators::<T>::insert(
+				who,
+				ValidatorInfo { stake, status: ValidatorStatus::Active, last_weights_at: None },
+			);
 			Self::deposit_event(Event::ValidatorRegistered { who: who.clone(), stake });
 			Ok(())
 		}
@@ -867,7 +999,11 @@ pub mod pallet {
 
 		/// Mint `amount` to `who`; what cannot be minted is added to `unallocated`. Returns the amount
 		/// minted when it is not zero.
-		fn mint_payout(who: &T::AccountId, amount: u128, unallocated: &mut BalanceOf<T>) -> Option<BalanceOf<T>> {
+		fn mint_payout(
+			who: &T::AccountId,
+			amount: u128,
+			unallocated: &mut BalanceOf<T>,
+		) -> Option<BalanceOf<T>> {
 			let amount: BalanceOf<T> = amount.unique_saturated_into();
 			if amount.is_zero() {
 				return None;
@@ -891,7 +1027,10 @@ pub mod pallet {
 		#[cfg(any(feature = "try-runtime", test))]
 		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 			let paid = EmissionSplits::<T>::iter_values().fold(BalanceOf::<T>::zero(), |acc, s| {
-				s.miners.iter().chain(s.validators.iter()).fold(acc, |a, (_, b)| a.saturating_add(*b))
+				s.miners
+					.iter()
+					.chain(s.validators.iter())
+					.fold(acc, |a, (_, b)| a.saturating_add(*b))
 			});
 			ensure!(paid == TotalMinted::<T>::get(), "emission paid differs from TotalMinted");
 
@@ -925,7 +1064,10 @@ pub mod pallet {
 				ensure!(held == v.stake, "validator hold differs from its stake");
 			}
 			ensure!(Miners::<T>::count() <= T::MaxMiners::get(), "too many miner records");
-			ensure!(Validators::<T>::count() <= T::MaxValidators::get(), "too many validator records");
+			ensure!(
+				Validators::<T>::count() <= T::MaxValidators::get(),
+				"too many validator records"
+			);
 			Ok(())
 		}
 	}

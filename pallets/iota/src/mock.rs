@@ -5,8 +5,7 @@ use crate as pallet_iota;
 use iota_primitives::{ContentHash, RunConfig};
 use polkadot_sdk::{
 	frame_support::{derive_impl, traits::ConstU32},
-	frame_system,
-	pallet_balances,
+	frame_system, pallet_balances,
 	sp_core::H256,
 	sp_io,
 	sp_runtime::{traits::Hash, BuildStorage},

@@ -2,7 +2,8 @@
 
 use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
 pub use iota_primitives::{
-	ContentHash, Epoch, MinerStatus, Phase, RunConfig, StageId, StageReport, ValidatorStatus, Verdict, WeightValue,
+	ContentHash, Epoch, MinerStatus, Phase, RunConfig, StageId, StageReport, ValidatorStatus,
+	Verdict, WeightValue,
 };
 use polkadot_sdk::frame_support::{
 	pallet_prelude::{BoundedVec, Get},
@@ -50,7 +51,14 @@ pub struct StageState<BlockNumber> {
 
 /// An object in the bucket: its key and BLAKE3 hash.
 #[derive(
-	CloneNoBound, PartialEqNoBound, EqNoBound, DebugNoBound, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen,
+	CloneNoBound,
+	PartialEqNoBound,
+	EqNoBound,
+	DebugNoBound,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
 	TypeInfo,
 )]
 #[scale_info(skip_type_params(MaxKeyLen))]
@@ -66,7 +74,14 @@ pub struct ObjectRef<MaxKeyLen: Get<u32>> {
 /// Shard `k` covers [`iota_primitives::butterfly::shard_range`]`(k, K, param_count)`; `K` follows from
 /// `members` ([`iota_primitives::shard_count`]).
 #[derive(
-	CloneNoBound, PartialEqNoBound, EqNoBound, DebugNoBound, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen,
+	CloneNoBound,
+	PartialEqNoBound,
+	EqNoBound,
+	DebugNoBound,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
 	TypeInfo,
 )]
 #[scale_info(skip_type_params(MaxShards, MaxKeyLen))]
@@ -99,7 +114,14 @@ pub struct SpotCheck<AccountId> {
 
 /// Who was paid what for one epoch. Amounts are what was actually minted.
 #[derive(
-	CloneNoBound, PartialEqNoBound, EqNoBound, DebugNoBound, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen,
+	CloneNoBound,
+	PartialEqNoBound,
+	EqNoBound,
+	DebugNoBound,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
 	TypeInfo,
 )]
 #[scale_info(skip_type_params(MaxMiners, MaxValidators))]

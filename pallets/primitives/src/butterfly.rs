@@ -19,7 +19,18 @@ use scale_info::TypeInfo;
 pub const MAX_BUTTERFLY_MEMBERS: u32 = 256;
 
 /// One shard of the butterfly: a contiguous slice of the gradient vector and the pair that reduces it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo)]
+#[derive(
+	Clone,
+	Copy,
+	PartialEq,
+	Eq,
+	Debug,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+)]
 pub struct ShardDescriptor {
 	/// Shard index `k` in `[0, K)`.
 	pub index: u32,
@@ -85,7 +96,10 @@ pub fn shard_range(index: u32, shards: u32, len: u64) -> (u64, u64) {
 	}
 	let at = |k: u32| -> u64 {
 		// k·len/K with k ≤ K, computed in u128 so it cannot overflow and is exact.
-		let v = u128::from(k).saturating_mul(u128::from(len)).checked_div(u128::from(shards)).unwrap_or(0);
+		let v = u128::from(k)
+			.saturating_mul(u128::from(len))
+			.checked_div(u128::from(shards))
+			.unwrap_or(0);
 		u64::try_from(v).unwrap_or(len)
 	};
 	(at(index), at(index.saturating_add(1)))
@@ -96,7 +110,11 @@ pub fn shard_range(index: u32, shards: u32, len: u64) -> (u64, u64) {
 ///
 /// Errors: [`ButterflyError::NoMembers`], [`ButterflyError::TooManyMembers`],
 /// [`ButterflyError::VectorTooShort`].
-pub fn butterfly_shards(n: u32, len: u64, seed: &Seed) -> Result<Vec<ShardDescriptor>, ButterflyError> {
+pub fn butterfly_shards(
+	n: u32,
+	len: u64,
+	seed: &Seed,
+) -> Result<Vec<ShardDescriptor>, ButterflyError> {
 	let k = shard_count(n)?;
 	if len < u64::from(k) {
 		return Err(ButterflyError::VectorTooShort { len, shards: k });
@@ -128,8 +146,16 @@ pub fn butterfly_shards(n: u32, len: u64, seed: &Seed) -> Result<Vec<ShardDescri
 /// The shards the member at `position` reduces (`n - 1` of them for `n > 1`).
 ///
 /// Errors: as [`butterfly_shards`].
-pub fn shards_of(position: u32, n: u32, len: u64, seed: &Seed) -> Result<Vec<ShardDescriptor>, ButterflyError> {
-	Ok(butterfly_shards(n, len, seed)?.into_iter().filter(|s| s.is_owned_by(position)).collect())
+pub fn shards_of(
+	position: u32,
+	n: u32,
+	len: u64,
+	seed: &Seed,
+) -> Result<Vec<ShardDescriptor>, ButterflyError> {
+	Ok(butterfly_shards(n, len, seed)?
+		.into_iter()
+		.filter(|s| s.is_owned_by(position))
+		.collect())
 }
 
 #[cfg(test)]
@@ -166,7 +192,10 @@ mod tests {
 
 	#[test]
 	fn too_short_vector_is_refused() {
-		assert_eq!(butterfly_shards(4, 5, &[0; 32]), Err(ButterflyError::VectorTooShort { len: 5, shards: 6 }));
+		assert_eq!(
+			butterfly_shards(4, 5, &[0; 32]),
+			Err(ButterflyError::VectorTooShort { len: 5, shards: 6 })
+		);
 		assert!(butterfly_shards(4, 6, &[0; 32]).is_ok());
 	}
 

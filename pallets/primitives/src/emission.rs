@@ -91,7 +91,12 @@ pub struct EpochRewards {
 
 /// The rewards of one epoch: consensus, agreement and the exact split of `pool` (see the module doc for
 /// the formula). `n_miners` miners are indexed `0..n_miners`; `votes` are the validators that set weights.
-pub fn epoch_rewards(pool: u128, validator_share_ppb: u32, n_miners: usize, votes: &[ValidatorVote]) -> EpochRewards {
+pub fn epoch_rewards(
+	pool: u128,
+	validator_share_ppb: u32,
+	n_miners: usize,
+	votes: &[ValidatorVote],
+) -> EpochRewards {
 	let share = validator_share_ppb.min(PPB);
 	let validator_part = mul_div_floor(pool, u128::from(share), u128::from(PPB)).unwrap_or(0);
 	let miner_part = pool.saturating_sub(validator_part);
@@ -136,12 +141,16 @@ pub fn epoch_rewards(pool: u128, validator_share_ppb: u32, n_miners: usize, vote
 		unallocated = unallocated.saturating_add(miner_part);
 		alloc::vec![0; n_miners]
 	});
-	let validator_weights: Vec<u128> =
-		votes.iter().zip(&agreement).map(|(v, &a)| v.stake.saturating_mul(u128::from(a))).collect();
-	let validator_payouts = split_proportional(validator_part, &validator_weights).unwrap_or_else(|| {
-		unallocated = unallocated.saturating_add(validator_part);
-		alloc::vec![0; votes.len()]
-	});
+	let validator_weights: Vec<u128> = votes
+		.iter()
+		.zip(&agreement)
+		.map(|(v, &a)| v.stake.saturating_mul(u128::from(a)))
+		.collect();
+	let validator_payouts =
+		split_proportional(validator_part, &validator_weights).unwrap_or_else(|| {
+			unallocated = unallocated.saturating_add(validator_part);
+			alloc::vec![0; votes.len()]
+		});
 
 	EpochRewards { consensus, agreement, miner_payouts, validator_payouts, unallocated }
 }
@@ -155,7 +164,10 @@ mod tests {
 		assert_eq!(split_proportional(10, &[1, 1, 1]), Some(alloc::vec![4, 3, 3]));
 		assert_eq!(split_proportional(10, &[1, 2]), Some(alloc::vec![3, 7]));
 		assert_eq!(split_proportional(10, &[0, 0]), None);
-		assert_eq!(split_proportional(u128::MAX, &[u128::MAX, 1]).map(|v| v.iter().sum::<u128>()), Some(u128::MAX));
+		assert_eq!(
+			split_proportional(u128::MAX, &[u128::MAX, 1]).map(|v| v.iter().sum::<u128>()),
+			Some(u128::MAX)
+		);
 	}
 
 	#[test]

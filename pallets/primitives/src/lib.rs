@@ -31,7 +31,9 @@ pub mod seed;
 pub mod stage_assignment;
 pub mod types;
 
-pub use butterfly::{butterfly_shards, shard_count, ButterflyError, ShardDescriptor, MAX_BUTTERFLY_MEMBERS};
+pub use butterfly::{
+	butterfly_shards, shard_count, ButterflyError, ShardDescriptor, MAX_BUTTERFLY_MEMBERS,
+};
 pub use consensus::{normalize_weights, stake_weighted_median, PPB};
 pub use emission::{epoch_rewards, split_proportional, EpochRewards, ValidatorVote};
 pub use phase::{complete_merge, next_phase, PhaseRefusal, StageProgress, Transition};

@@ -66,7 +66,11 @@ pub enum PhaseRefusal {
 /// move. Pure: the pallet calls it in `advance_phase`, the orchestrator to know when to ask.
 ///
 /// Errors: every [`PhaseRefusal`] except `NotMerging`.
-pub fn next_phase(progress: &StageProgress, now: u64, timeout: u64) -> Result<Transition, PhaseRefusal> {
+pub fn next_phase(
+	progress: &StageProgress,
+	now: u64,
+	timeout: u64,
+) -> Result<Transition, PhaseRefusal> {
 	let timed_out = now >= progress.phase_since.saturating_add(timeout);
 	let report = progress.report;
 	match progress.phase {
@@ -78,7 +82,10 @@ pub fn next_phase(progress: &StageProgress, now: u64, timeout: u64) -> Result<Tr
 			} else if timed_out {
 				Err(PhaseRefusal::NoBackwardPasses)
 			} else {
-				Err(PhaseRefusal::QuotaNotReached { done: report.backward_done, quota: progress.backward_quota })
+				Err(PhaseRefusal::QuotaNotReached {
+					done: report.backward_done,
+					quota: progress.backward_quota,
+				})
 			}
 		},
 		Phase::WeightsUploading => {
@@ -89,7 +96,10 @@ pub fn next_phase(progress: &StageProgress, now: u64, timeout: u64) -> Result<Tr
 			} else if timed_out {
 				Ok(Transition { to: Phase::Merging, timed_out: true })
 			} else {
-				Err(PhaseRefusal::GradientsMissing { submitted: report.gradients_submitted, expected: progress.members })
+				Err(PhaseRefusal::GradientsMissing {
+					submitted: report.gradients_submitted,
+					expected: progress.members,
+				})
 			}
 		},
 		Phase::Merging => {

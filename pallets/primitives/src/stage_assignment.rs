@@ -19,8 +19,14 @@ pub enum AssignError {
 /// more are not eligible.
 ///
 /// Errors: [`AssignError::NoStages`], [`AssignError::AllStagesFull`].
-pub fn assign_stage(miners_per_stage: &[u32], max_per_stage: u32, seed: &Seed) -> Result<StageId, AssignError> {
-	if miners_per_stage.is_empty() || miners_per_stage.len() > usize::from(StageId::MAX).saturating_add(1) {
+pub fn assign_stage(
+	miners_per_stage: &[u32],
+	max_per_stage: u32,
+	seed: &Seed,
+) -> Result<StageId, AssignError> {
+	if miners_per_stage.is_empty()
+		|| miners_per_stage.len() > usize::from(StageId::MAX).saturating_add(1)
+	{
 		return Err(AssignError::NoStages);
 	}
 	let fewest = miners_per_stage

@@ -20,8 +20,19 @@ pub type WeightValue = u16;
 /// Only these hashes go on chain; the objects live in S3 (DESIGN §1). SCALE-encodes as 32 raw bytes;
 /// serde (genesis JSON, RPC messages) writes and reads 64 hex digits.
 #[derive(
-	Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Encode, Decode, DecodeWithMemTracking,
-	MaxEncodedLen, TypeInfo,
+	Clone,
+	Copy,
+	PartialEq,
+	Eq,
+	PartialOrd,
+	Ord,
+	Hash,
+	Default,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
 )]
 pub struct ContentHash(pub [u8; 32]);
 
@@ -76,7 +87,9 @@ impl core::str::FromStr for ContentHash {
 	///
 	/// Errors: [`ParseHashError`] for any other length or a non-hex character.
 	fn from_str(s: &str) -> Result<Self, Self::Err> {
-		blake3::Hash::from_hex(s).map(Self::from).map_err(|_| ParseHashError { got: s.chars().take(80).collect() })
+		blake3::Hash::from_hex(s)
+			.map(Self::from)
+			.map_err(|_| ParseHashError { got: s.chars().take(80).collect() })
 	}
 }
 
@@ -116,8 +129,19 @@ impl<'de> Deserialize<'de> for ContentHash {
 
 /// Phase of one stage within its epoch (DESIGN §3 step 6; per stage, never global - ref fault).
 #[derive(
-	Clone, Copy, PartialEq, Eq, Debug, Default, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen,
-	TypeInfo, Serialize, Deserialize,
+	Clone,
+	Copy,
+	PartialEq,
+	Eq,
+	Debug,
+	Default,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	Serialize,
+	Deserialize,
 )]
 pub enum Phase {
 	/// Miners run forward and backward passes and accumulate gradients; weights are fixed.
@@ -131,8 +155,18 @@ pub enum Phase {
 
 /// Lifecycle of a miner record.
 #[derive(
-	Clone, Copy, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo,
-	Serialize, Deserialize,
+	Clone,
+	Copy,
+	PartialEq,
+	Eq,
+	Debug,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	Serialize,
+	Deserialize,
 )]
 pub enum MinerStatus<BlockNumber> {
 	/// Holds a stage and receives work.
@@ -152,8 +186,18 @@ pub enum MinerStatus<BlockNumber> {
 
 /// Lifecycle of a validator record.
 #[derive(
-	Clone, Copy, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo,
-	Serialize, Deserialize,
+	Clone,
+	Copy,
+	PartialEq,
+	Eq,
+	Debug,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	Serialize,
+	Deserialize,
 )]
 pub enum ValidatorStatus<BlockNumber> {
 	/// May submit spot-checks and weights; earns the validators' part of the emission.
@@ -167,8 +211,18 @@ pub enum ValidatorStatus<BlockNumber> {
 
 /// A validator's finding on one miner's sampled work (DESIGN §3 step 7).
 #[derive(
-	Clone, Copy, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo,
-	Serialize, Deserialize,
+	Clone,
+	Copy,
+	PartialEq,
+	Eq,
+	Debug,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	Serialize,
+	Deserialize,
 )]
 pub enum Verdict {
 	/// The recomputation matched within tolerance.
@@ -181,8 +235,19 @@ pub enum Verdict {
 /// the work itself; the numbers are recorded in the `PhaseAdvanced` event so validators can audit them
 /// against the pathway log.
 #[derive(
-	Clone, Copy, PartialEq, Eq, Debug, Default, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen,
-	TypeInfo, Serialize, Deserialize,
+	Clone,
+	Copy,
+	PartialEq,
+	Eq,
+	Debug,
+	Default,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	Serialize,
+	Deserialize,
 )]
 pub struct StageReport {
 	/// Backward passes this stage completed in the current epoch.
@@ -194,7 +259,16 @@ pub struct StageReport {
 /// The run's configuration, set at genesis and by root (`set_run_config`). Block counts are in blocks,
 /// balances in the chain's smallest unit, shares in parts per billion ([`crate::PPB`]).
 #[derive(
-	Clone, PartialEq, Eq, Debug, Encode, Decode, DecodeWithMemTracking, MaxEncodedLen, TypeInfo, Serialize,
+	Clone,
+	PartialEq,
+	Eq,
+	Debug,
+	Encode,
+	Decode,
+	DecodeWithMemTracking,
+	MaxEncodedLen,
+	TypeInfo,
+	Serialize,
 	Deserialize,
 )]
 pub struct RunConfig<Balance, BlockNumber> {

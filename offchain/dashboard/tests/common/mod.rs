@@ -31,7 +31,11 @@ pub fn validator(n: u8) -> AccountId {
 }
 
 pub fn spec(run: &str) -> RunSpec {
-	let obj = SpecObject { key: format!("v1/runs/{run}/tokenizer.json"), hash: ContentHash::of(b"tok"), size: 3 };
+	let obj = SpecObject {
+		key: format!("v1/runs/{run}/tokenizer.json"),
+		hash: ContentHash::of(b"tok"),
+		size: 3,
+	};
 	RunSpec {
 		run: run.into(),
 		model: ModelConfig::tiny(),
@@ -40,7 +44,13 @@ pub fn spec(run: &str) -> RunSpec {
 		adamw: AdamW::default(),
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: Some(1.0),
-		data: DataManifest { tokenizer: obj, seq_len: 32, batch_rows: 2, rows_per_shard: 8, shards: vec![] },
+		data: DataManifest {
+			tokenizer: obj,
+			seq_len: 32,
+			batch_rows: 2,
+			rows_per_shard: 8,
+			shards: vec![],
+		},
 	}
 }
 
@@ -164,15 +174,33 @@ pub fn epoch_trust(epoch: u32, manifest_key: &str) -> EpochTrust {
 		finalized,
 		verdicts: if finalized {
 			vec![
-				VerdictView { miner: miner(0), validator: validator(1), verdict: Verdict::Pass, evidence: ContentHash::of(b"e0") },
-				VerdictView { miner: miner(1), validator: validator(1), verdict: Verdict::Fail, evidence: ContentHash::of(b"e1") },
-				VerdictView { miner: miner(1), validator: validator(2), verdict: Verdict::Fail, evidence: ContentHash::of(b"e2") },
+				VerdictView {
+					miner: miner(0),
+					validator: validator(1),
+					verdict: Verdict::Pass,
+					evidence: ContentHash::of(b"e0"),
+				},
+				VerdictView {
+					miner: miner(1),
+					validator: validator(1),
+					verdict: Verdict::Fail,
+					evidence: ContentHash::of(b"e1"),
+				},
+				VerdictView {
+					miner: miner(1),
+					validator: validator(2),
+					verdict: Verdict::Fail,
+					evidence: ContentHash::of(b"e2"),
+				},
 			]
 		} else {
 			vec![]
 		},
 		scores: if finalized {
-			vec![ScoreView { miner: miner(0), ppb: 600_000_000 }, ScoreView { miner: miner(2), ppb: 400_000_000 }]
+			vec![
+				ScoreView { miner: miner(0), ppb: 600_000_000 },
+				ScoreView { miner: miner(2), ppb: 400_000_000 },
+			]
 		} else {
 			vec![]
 		},
@@ -184,14 +212,21 @@ pub fn epoch_trust(epoch: u32, manifest_key: &str) -> EpochTrust {
 			validators: vec![Payout { account: validator(1), amount: 100_000_000_000_000 }],
 			unallocated: 0,
 		}),
-		slashes: if finalized { vec![Payout { account: miner(1), amount: 5_000_000_000_000 }] } else { vec![] },
+		slashes: if finalized {
+			vec![Payout { account: miner(1), amount: 5_000_000_000_000 }]
+		} else {
+			vec![]
+		},
 		manifests: (0..3)
 			.map(|s| ManifestView {
 				stage: s,
 				members: 1,
 				param_count: 1000,
 				samples: 4,
-				shards: vec![ObjectView { key: manifest_key.into(), hash: ContentHash::of(b"shard") }],
+				shards: vec![ObjectView {
+					key: manifest_key.into(),
+					hash: ContentHash::of(b"shard"),
+				}],
 				state_hash: ContentHash::of(b"state"),
 				checkpoint: None,
 			})
@@ -208,7 +243,11 @@ pub struct FakeOrchestrator {
 
 impl FakeOrchestrator {
 	pub fn new(status: Status, spec: RunSpec) -> Arc<Self> {
-		Arc::new(Self { status: Mutex::new(Ok(status)), spec: Mutex::new(Ok(spec)), events: Mutex::new(vec![]) })
+		Arc::new(Self {
+			status: Mutex::new(Ok(status)),
+			spec: Mutex::new(Ok(spec)),
+			events: Mutex::new(vec![]),
+		})
 	}
 
 	pub fn set(&self, status: Result<Status, SourceError>) {
@@ -266,23 +305,37 @@ impl ChainSource for FakeChain {
 		self.asked.lock().unwrap().push(epoch);
 		let ov = self.overview.lock().unwrap().clone()?;
 		if epoch > ov.top_epoch() {
-			return Err(SourceError::Invalid { url: "fake".into(), reason: format!("epoch {epoch} not started") });
+			return Err(SourceError::Invalid {
+				url: "fake".into(),
+				reason: format!("epoch {epoch} not started"),
+			});
 		}
 		Ok(epoch_trust(epoch, &self.manifest_key.lock().unwrap()))
 	}
 }
 
 pub fn down(what: &str) -> SourceError {
-	SourceError::Unreachable { url: format!("ws://127.0.0.1:1/{what}"), reason: "connection refused".into() }
+	SourceError::Unreachable {
+		url: format!("ws://127.0.0.1:1/{what}"),
+		reason: "connection refused".into(),
+	}
 }
 
 /// The recorded network: two completed epochs (losses 5.5 and 4.25), the run in epoch 2.
 pub fn recorded() -> (Arc<FakeOrchestrator>, Arc<FakeChain>) {
-	(FakeOrchestrator::new(status("run-a", 10_000, &[5.5, 4.25], 2), spec("run-a")), FakeChain::new(overview(2)))
+	(
+		FakeOrchestrator::new(status("run-a", 10_000, &[5.5, 4.25], 2), spec("run-a")),
+		FakeChain::new(overview(2)),
+	)
 }
 
 pub fn options() -> Options {
-	Options { refresh: Duration::from_millis(500), source_timeout: Duration::from_secs(5), history_len: 16, trust_epochs: 8 }
+	Options {
+		refresh: Duration::from_millis(500),
+		source_timeout: Duration::from_secs(5),
+		history_len: 16,
+		trust_epochs: 8,
+	}
 }
 
 pub fn dashboard(o: Arc<FakeOrchestrator>, c: Arc<FakeChain>) -> Dashboard {

@@ -74,7 +74,9 @@ async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
 	let id = keys::Id::new(run)?;
 	let model = ModelConfig::tiny();
 	let (seq_len, batch_rows, rows) = (8u32, 2u32, 64u32);
-	let tokens: Vec<u8> = (0..rows * (seq_len + 1)).flat_map(|i| (i % model.vocab_size as u32).to_le_bytes()).collect();
+	let tokens: Vec<u8> = (0..rows * (seq_len + 1))
+		.flat_map(|i| (i % model.vocab_size as u32).to_le_bytes())
+		.collect();
 	let shard = store.put(&keys::data_shard(&id, 0), Bytes::from(tokens)).await?;
 	let tok = store.put(&keys::tokenizer(&id), Bytes::from_static(b"{}")).await?;
 	let obj = |r: iota_storage::ObjectRef| SpecObject { key: r.key, hash: r.hash, size: r.size };
@@ -86,7 +88,13 @@ async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
 		adamw: iota_model::optim::AdamW::default(),
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: None,
-		data: DataManifest { tokenizer: obj(tok), seq_len, batch_rows, rows_per_shard: rows, shards: vec![obj(shard)] },
+		data: DataManifest {
+			tokenizer: obj(tok),
+			seq_len,
+			batch_rows,
+			rows_per_shard: rows,
+			shards: vec![obj(shard)],
+		},
 	};
 	let json = String::from_utf8(spec.to_bytes())?;
 	Ok((spec, json))
@@ -114,10 +122,20 @@ fn orchestrator(set: &Setup, name: &str, prefill: u64) -> Result<Arc<Orchestrato
 		max_leases: 4,
 		tokens_per_sample: spec.tokens_per_sample(),
 		boundary_shape: spec.boundary_shape(),
-		param_counts: (0..3).map(|s| spec.model.stage_param_count(s).map(|p| p as u64)).collect::<Result<_, _>>()?,
+		param_counts: (0..3)
+			.map(|s| spec.model.stage_param_count(s).map(|p| p as u64))
+			.collect::<Result<_, _>>()?,
 	});
 	let db = Db::open(&set.dir.join(format!("{name}.db")), run)?;
-	let orch = Orchestrator::new(state, db, set.store.clone(), spec.clone(), set.json.clone(), ServerConfig::default(), Metrics::new()?)?;
+	let orch = Orchestrator::new(
+		state,
+		db,
+		set.store.clone(),
+		spec.clone(),
+		set.json.clone(),
+		ServerConfig::default(),
+		Metrics::new()?,
+	)?;
 	// Stub of the chain: every client is an Active miner of stage 0; one more miner each at stages 1, 2.
 	let others = [iota_rpc::AccountId::from([1u8; 32]), iota_rpc::AccountId::from([2u8; 32])];
 	let mut reg = Registry::default();
@@ -133,7 +151,11 @@ fn orchestrator(set: &Setup, name: &str, prefill: u64) -> Result<Arc<Orchestrato
 				epoch: 0,
 				phase: Phase::Training,
 				round: 0,
-				members: if s == 0 { accounts.clone() } else { vec![others[usize::from(s) - 1].clone()] },
+				members: if s == 0 {
+					accounts.clone()
+				} else {
+					vec![others[usize::from(s) - 1].clone()]
+				},
 				block: 1,
 				now_ms: now,
 			})
@@ -142,15 +164,31 @@ fn orchestrator(set: &Setup, name: &str, prefill: u64) -> Result<Arc<Orchestrato
 	let mut id = 1u64;
 	let mut batch = Vec::new();
 	for n in 0..prefill {
-		let steps = [(0u16, WorkKind::Forward, &accounts[(n % accounts.len() as u64) as usize]), (1, WorkKind::Forward, &others[0]), (2, WorkKind::Forward, &others[1]), (1, WorkKind::Backward, &others[0])];
+		let steps = [
+			(0u16, WorkKind::Forward, &accounts[(n % accounts.len() as u64) as usize]),
+			(1, WorkKind::Forward, &others[0]),
+			(2, WorkKind::Forward, &others[1]),
+			(1, WorkKind::Backward, &others[0]),
+		];
 		for (stage, kind, miner) in steps {
 			let output_key = orch.with_state(|s| s.output_key(stage, 0, n, kind, miner));
-			let lease = Lease { id, miner: miner.clone(), stage, epoch: 0, sample: n, kind, granted_ms: now, expires_at_ms: now + 600_000, output_key: output_key.clone() };
+			let lease = Lease {
+				id,
+				miner: miner.clone(),
+				stage,
+				epoch: 0,
+				sample: n,
+				kind,
+				granted_ms: now,
+				expires_at_ms: now + 600_000,
+				output_key: output_key.clone(),
+			};
 			batch.push(Event::LeaseGranted { lease, fresh: stage == 0 });
 			if stage == 2 {
 				batch.push(Event::LossReported { lease: id, loss: 3.0 });
 			}
-			let output = output_key.map(|key| Obj { hash: ContentHash::of(key.as_bytes()), key, size: 600 });
+			let output =
+				output_key.map(|key| Obj { hash: ContentHash::of(key.as_bytes()), key, size: 600 });
 			batch.push(Event::LeaseCompleted { lease: id, output, now_ms: now });
 			id += 1;
 		}
@@ -170,24 +208,44 @@ struct Measured {
 }
 
 async fn measure(set: &Setup, args: &Args, backward: bool) -> Result<Measured> {
-	let orch = orchestrator(set, if backward { "backward" } else { "forward" }, if backward { args.prefill } else { 0 })?;
+	let orch = orchestrator(
+		set,
+		if backward { "backward" } else { "forward" },
+		if backward { args.prefill } else { 0 },
+	)?;
 	let (addr, handle) = serve(orch.clone(), "127.0.0.1:0".parse()?).await?;
 	let url = format!("ws://{addr}");
 	let http = PresignedHttp::from_config(set.store.config())?;
 	let done = Arc::new(AtomicU64::new(0));
 	// Client-side wall time per step (ns, summed over counted round trips): getWork, PUT, submit.
-	let steps: Arc<[AtomicU64; 3]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+	let steps: Arc<[AtomicU64; 3]> =
+		Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
 	let counting = Arc::new(std::sync::atomic::AtomicBool::new(false));
 	let stop = Instant::now() + Duration::from_secs(args.seconds + 1);
 	let mut tasks = Vec::new();
 	for k in set.keypairs.clone() {
-		let (url, http, spec, done, counting, steps) = (url.clone(), http.clone(), set.spec.clone(), done.clone(), counting.clone(), steps.clone());
+		let (url, http, spec, done, counting, steps) = (
+			url.clone(),
+			http.clone(),
+			set.spec.clone(),
+			done.clone(),
+			counting.clone(),
+			steps.clone(),
+		);
 		tasks.push(tokio::spawn(async move {
 			let c = SignedClient::connect(&url, k, Duration::from_secs(60)).await.expect("connect");
 			let [b, t, w] = spec.boundary_shape();
 			let v: Vec<f32> = (0..b * t * w).map(|i| i as f32 / 100.0).collect();
-			let x = candle_core::Tensor::from_vec(v, (b as usize, t as usize, w as usize), &candle_core::Device::Cpu).expect("tensor");
-			let bytes = Bytes::from(wire::encode(&x, Kind::Activation, spec.wire_encoding().expect("enc")).expect("encode"));
+			let x = candle_core::Tensor::from_vec(
+				v,
+				(b as usize, t as usize, w as usize),
+				&candle_core::Device::Cpu,
+			)
+			.expect("tensor");
+			let bytes = Bytes::from(
+				wire::encode(&x, Kind::Activation, spec.wire_encoding().expect("enc"))
+					.expect("encode"),
+			);
 			let hash = ContentHash::of(&bytes);
 			while Instant::now() < stop {
 				let t0 = Instant::now();
@@ -196,7 +254,15 @@ async fn measure(set: &Setup, args: &Args, backward: bool) -> Result<Measured> {
 				let (lease, out) = match (backward, work) {
 					(false, Work::Forward(f)) => {
 						http.put(&f.output.put, bytes.clone()).await.expect("put");
-						(f.lease, Some(TensorRef { key: f.output.key, hash, size: bytes.len() as u64, shape: spec.boundary_shape().to_vec() }))
+						(
+							f.lease,
+							Some(TensorRef {
+								key: f.output.key,
+								hash,
+								size: bytes.len() as u64,
+								shape: spec.boundary_shape().to_vec(),
+							}),
+						)
 					},
 					(true, Work::Backward(b)) => (b.lease, None),
 					(_, other) => panic!("unexpected work {other:?} (prefill exhausted?)"),
@@ -239,7 +305,13 @@ async fn main() -> Result<()> {
 		.map(|i| Keypair::from_uri(&format!("//bench-{i}").parse().expect("uri")).expect("key"))
 		.collect();
 	// Cost of one verification (one thread), over the body a submitActivation carries.
-	let probe = sign(&keypairs[0], methods::SUBMIT_ACTIVATION, SubmitActivation { lease: 1, output: None }, 1, 1)?;
+	let probe = sign(
+		&keypairs[0],
+		methods::SUBMIT_ACTIVATION,
+		SubmitActivation { lease: 1, output: None },
+		1,
+		1,
+	)?;
 	let n = 2_000;
 	let t = Instant::now();
 	for _ in 0..n {
@@ -249,7 +321,11 @@ async fn main() -> Result<()> {
 	let set = Setup { store, spec, json, keypairs, dir: dir.path().to_path_buf() };
 	let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 	println!("bench-rpc: chain registry STUBBED in memory (no node); real jsonrpsee server, sr25519 signing/verification, SQLite (WAL file), embedded S3");
-	println!("clients {}  cores {cores}  data dir {}  sr25519 verify {verify_us:.1} us (one thread)", args.clients, dir.path().display());
+	println!(
+		"clients {}  cores {cores}  data dir {}  sr25519 verify {verify_us:.1} us (one thread)",
+		args.clients,
+		dir.path().display()
+	);
 	let modes: &[bool] = match args.mode.as_str() {
 		"forward" => &[false],
 		"backward" => &[true],
@@ -259,8 +335,17 @@ async fn main() -> Result<()> {
 		let m = measure(&set, &args, backward).await?;
 		let rate = m.trips / m.wall;
 		let verify_share = 100.0 * m.trips * 2.0 * verify_us / 1e6 / m.cpu.max(1e-9);
-		let name = if backward { "backward (getWork + submitActivation, no upload)" } else { "forward (getWork + presigned PUT + verified submitActivation)" };
-		println!("{name}: {:.0} round trips in {:.1} s => {rate:.0} /s (goal >= 2000 /s, ratio {:.2})", m.trips, m.wall, rate / 2000.0);
+		let name = if backward {
+			"backward (getWork + submitActivation, no upload)"
+		} else {
+			"forward (getWork + presigned PUT + verified submitActivation)"
+		};
+		println!(
+			"{name}: {:.0} round trips in {:.1} s => {rate:.0} /s (goal >= 2000 /s, ratio {:.2})",
+			m.trips,
+			m.wall,
+			rate / 2000.0
+		);
 		println!("  signature verification: {verify_share:.1}% of the process CPU ({:.1} s CPU); mean step latency ms: getWork {:.2}, upload {:.2}, submit {:.2}", m.cpu, m.step_ms[0], m.step_ms[1], m.step_ms[2]);
 	}
 	Ok(())

@@ -14,56 +14,52 @@ use iota_storage::{EmbeddedConfig, EmbeddedS3};
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
-    /// Data directory (created if missing); objects are files under DIR/BUCKET/.
-    #[arg(long)]
-    dir: PathBuf,
-    /// Listen address; loopback only.
-    #[arg(long, default_value = "127.0.0.1:9000")]
-    addr: SocketAddr,
-    /// Bucket, created on start if missing.
-    #[arg(long, default_value = "iota")]
-    bucket: String,
-    /// Access key id accepted by the server.
-    #[arg(long, env = "IOTA_S3_ACCESS_KEY", default_value = "iota-dev")]
-    access_key: String,
-    /// Secret key accepted by the server.
-    #[arg(
-        long,
-        env = "IOTA_S3_SECRET_KEY",
-        default_value = "iota-dev-secret",
-        hide_default_value = true
-    )]
-    secret_key: String,
+	/// Data directory (created if missing); objects are files under DIR/BUCKET/.
+	#[arg(long)]
+	dir: PathBuf,
+	/// Listen address; loopback only.
+	#[arg(long, default_value = "127.0.0.1:9000")]
+	addr: SocketAddr,
+	/// Bucket, created on start if missing.
+	#[arg(long, default_value = "iota")]
+	bucket: String,
+	/// Access key id accepted by the server.
+	#[arg(long, env = "IOTA_S3_ACCESS_KEY", default_value = "iota-dev")]
+	access_key: String,
+	/// Secret key accepted by the server.
+	#[arg(
+		long,
+		env = "IOTA_S3_SECRET_KEY",
+		default_value = "iota-dev-secret",
+		hide_default_value = true
+	)]
+	secret_key: String,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    let args = Args::parse();
-    let config = EmbeddedConfig {
-        root: args.dir,
-        addr: args.addr,
-        bucket: args.bucket,
-        access_key: args.access_key,
-        secret_key: args.secret_key,
-    };
-    let server = EmbeddedS3::start(config)
-        .await
-        .context("starting the embedded S3 server")?;
-    println!("endpoint: {}", server.endpoint());
-    println!("bucket:   {}", server.config().bucket);
-    println!(
+	tracing_subscriber::fmt()
+		.with_env_filter(
+			tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+		)
+		.init();
+	let args = Args::parse();
+	let config = EmbeddedConfig {
+		root: args.dir,
+		addr: args.addr,
+		bucket: args.bucket,
+		access_key: args.access_key,
+		secret_key: args.secret_key,
+	};
+	let server = EmbeddedS3::start(config).await.context("starting the embedded S3 server")?;
+	println!("endpoint: {}", server.endpoint());
+	println!("bucket:   {}", server.config().bucket);
+	println!(
         "client env: AWS_ENDPOINT_URL={} AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=<secret> AWS_REGION=us-east-1 (path-style)",
         server.endpoint(),
         server.config().access_key
     );
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
-    server.shutdown().await;
-    Ok(())
+	tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+	server.shutdown().await;
+	Ok(())
 }

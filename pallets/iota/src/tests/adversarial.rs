@@ -2,28 +2,45 @@
 
 use super::*;
 
-fn check(validator: u64, epoch: Epoch, miner: u64, verdict: Verdict) -> polkadot_sdk::sp_runtime::DispatchResult {
-	Iota::submit_spot_check(RuntimeOrigin::signed(validator), epoch, miner, verdict, ContentHash::of(b"evidence"))
+fn check(
+	validator: u64,
+	epoch: Epoch,
+	miner: u64,
+	verdict: Verdict,
+) -> polkadot_sdk::sp_runtime::DispatchResult {
+	Iota::submit_spot_check(
+		RuntimeOrigin::signed(validator),
+		epoch,
+		miner,
+		verdict,
+		ContentHash::of(b"evidence"),
+	)
 }
 
 /// A miner slashed for fraud in epoch 0 that registers again (with a fresh bond) must not lose the new
 /// bond to one more `Fail` verdict on the same, already punished epoch 0.
 #[test]
 fn one_fraud_is_slashed_once() {
-	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&MINERS).build_and_execute(|| {
-		assert_ok!(check(11, 0, 21, Verdict::Fail));
-		assert_ok!(check(12, 0, 21, Verdict::Fail));
-		assert!(Miners::<Test>::get(21).is_none());
-		assert_eq!(Slashes::<Test>::get(0, 21), Some(BOND));
-		// The miner comes back with a new bond.
-		assert_ok!(Iota::register_miner(RuntimeOrigin::signed(21)));
-		assert_eq!(held(HoldReason::MinerBond, 21), BOND);
-		// A third validator (one third of the stake, below quorum on its own) adds its verdict on epoch 0.
-		assert_ok!(check(13, 0, 21, Verdict::Fail));
-		assert!(Miners::<Test>::get(21).is_some(), "the new bond was slashed for the old fraud");
-		assert_eq!(held(HoldReason::MinerBond, 21), BOND);
-		assert_eq!(Slashes::<Test>::get(0, 21), Some(BOND));
-	});
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&MINERS)
+		.build_and_execute(|| {
+			assert_ok!(check(11, 0, 21, Verdict::Fail));
+			assert_ok!(check(12, 0, 21, Verdict::Fail));
+			assert!(Miners::<Test>::get(21).is_none());
+			assert_eq!(Slashes::<Test>::get(0, 21), Some(BOND));
+			// The miner comes back with a new bond.
+			assert_ok!(Iota::register_miner(RuntimeOrigin::signed(21)));
+			assert_eq!(held(HoldReason::MinerBond, 21), BOND);
+			// A third validator (one third of the stake, below quorum on its own) adds its verdict on epoch 0.
+			assert_ok!(check(13, 0, 21, Verdict::Fail));
+			assert!(
+				Miners::<Test>::get(21).is_some(),
+				"the new bond was slashed for the old fraud"
+			);
+			assert_eq!(held(HoldReason::MinerBond, 21), BOND);
+			assert_eq!(Slashes::<Test>::get(0, 21), Some(BOND));
+		});
 }
 
 /// The slash quorum is a fraction of stake: `Fail` stake must reach `total · quorum` exactly, not its
@@ -48,18 +65,24 @@ fn slash_quorum_is_not_rounded_down() {
 /// and front-run the finalization with a copied vector.
 #[test]
 fn weights_after_the_scoring_window_are_refused() {
-	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&MINERS).build_and_execute(|| {
-		complete_epoch();
-		let completed = EpochCompletedAt::<Test>::get(0).unwrap();
-		assert_ok!(Iota::set_weights(RuntimeOrigin::signed(11), 0, weights(&[(21, 1)]), 1));
-		run_to(completed + 5);
-		assert_noop!(
-			Iota::set_weights(RuntimeOrigin::signed(12), 0, weights(&[(21, 1)]), 1),
-			Error::<Test>::EpochNotScorable
-		);
-		assert_ok!(Iota::finalize_epoch(RuntimeOrigin::signed(1), 0));
-		assert_eq!(EmissionSplits::<Test>::get(0).unwrap().validators.into_inner(), vec![(11, 200_000)]);
-	});
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&MINERS)
+		.build_and_execute(|| {
+			complete_epoch();
+			let completed = EpochCompletedAt::<Test>::get(0).unwrap();
+			assert_ok!(Iota::set_weights(RuntimeOrigin::signed(11), 0, weights(&[(21, 1)]), 1));
+			run_to(completed + 5);
+			assert_noop!(
+				Iota::set_weights(RuntimeOrigin::signed(12), 0, weights(&[(21, 1)]), 1),
+				Error::<Test>::EpochNotScorable
+			);
+			assert_ok!(Iota::finalize_epoch(RuntimeOrigin::signed(1), 0));
+			assert_eq!(
+				EmissionSplits::<Test>::get(0).unwrap().validators.into_inner(),
+				vec![(11, 200_000)]
+			);
+		});
 }
 
 /// Validators that set weights and then left (their records withdrawn) do not count, however many of
@@ -95,7 +118,10 @@ fn a_zero_scoring_window_is_refused() {
 	ExtBuilder::default().build_and_execute(|| {
 		let mut cfg = run_config();
 		cfg.scoring_window = 0;
-		assert_noop!(Iota::set_run_config(RuntimeOrigin::root(), cfg), Error::<Test>::InvalidRunConfig);
+		assert_noop!(
+			Iota::set_run_config(RuntimeOrigin::root(), cfg),
+			Error::<Test>::InvalidRunConfig
+		);
 	});
 }
 
@@ -103,21 +129,30 @@ fn a_zero_scoring_window_is_refused() {
 /// merge. Epoch 0 cannot complete, so the leavers' bonds stay held (their work is never judged).
 #[test]
 fn leavers_keep_their_bond_while_their_epoch_cannot_complete() {
-	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&[21, 22, 23]).build_and_execute(|| {
-		let in_stage = |s: StageId| StageMembers::<Test>::get(s)[0];
-		let tail = in_stage(2);
-		assert_ok!(check(11, 0, tail, Verdict::Fail));
-		assert_ok!(check(12, 0, tail, Verdict::Fail));
-		for s in 0..2 {
-			assert_ok!(Iota::deregister(RuntimeOrigin::signed(in_stage(s))));
-		}
-		let (head, mid) = (in_stage(0), in_stage(1));
-		merge_stage(0);
-		merge_stage(1);
-		run_to(20);
-		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(head)), Error::<Test>::StillUnbonding);
-		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(mid)), Error::<Test>::StillUnbonding);
-	});
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&[21, 22, 23])
+		.build_and_execute(|| {
+			let in_stage = |s: StageId| StageMembers::<Test>::get(s)[0];
+			let tail = in_stage(2);
+			assert_ok!(check(11, 0, tail, Verdict::Fail));
+			assert_ok!(check(12, 0, tail, Verdict::Fail));
+			for s in 0..2 {
+				assert_ok!(Iota::deregister(RuntimeOrigin::signed(in_stage(s))));
+			}
+			let (head, mid) = (in_stage(0), in_stage(1));
+			merge_stage(0);
+			merge_stage(1);
+			run_to(20);
+			assert_noop!(
+				Iota::withdraw_unbonded(RuntimeOrigin::signed(head)),
+				Error::<Test>::StillUnbonding
+			);
+			assert_noop!(
+				Iota::withdraw_unbonded(RuntimeOrigin::signed(mid)),
+				Error::<Test>::StillUnbonding
+			);
+		});
 }
 
 /// With stages at different epochs, dropping the stage behind would leave its epoch forever incomplete

@@ -7,7 +7,10 @@ fn root_sets_the_run_config() {
 	ExtBuilder::default().build_and_execute(|| {
 		let mut cfg = run_config();
 		cfg.backward_quota = 64;
-		assert_noop!(Iota::set_run_config(RuntimeOrigin::signed(ORCH), cfg.clone()), DispatchError::BadOrigin);
+		assert_noop!(
+			Iota::set_run_config(RuntimeOrigin::signed(ORCH), cfg.clone()),
+			DispatchError::BadOrigin
+		);
 		assert_ok!(Iota::set_run_config(RuntimeOrigin::root(), cfg.clone()));
 		System::assert_last_event(Event::RunConfigSet.into());
 		assert_eq!(RunConfiguration::<Test>::get(), Some(cfg));
@@ -28,7 +31,10 @@ fn invalid_run_configs_are_refused() {
 		for f in bad {
 			let mut cfg = run_config();
 			f(&mut cfg);
-			assert_noop!(Iota::set_run_config(RuntimeOrigin::root(), cfg), Error::<Test>::InvalidRunConfig);
+			assert_noop!(
+				Iota::set_run_config(RuntimeOrigin::root(), cfg),
+				Error::<Test>::InvalidRunConfig
+			);
 		}
 	});
 }
@@ -60,10 +66,16 @@ fn an_unconfigured_chain_takes_its_config_from_root() {
 #[test]
 fn root_sets_the_orchestrator() {
 	ExtBuilder::default().with_miners(&MINERS).build_and_execute(|| {
-		assert_noop!(Iota::set_orchestrator(RuntimeOrigin::signed(ORCH), 5), DispatchError::BadOrigin);
+		assert_noop!(
+			Iota::set_orchestrator(RuntimeOrigin::signed(ORCH), 5),
+			DispatchError::BadOrigin
+		);
 		assert_ok!(Iota::set_orchestrator(RuntimeOrigin::root(), 5));
 		System::assert_last_event(Event::OrchestratorSet { who: 5 }.into());
-		assert_noop!(Iota::advance_phase(orch(), 0, 0, report(4, 0)), Error::<Test>::NotOrchestrator);
+		assert_noop!(
+			Iota::advance_phase(orch(), 0, 0, report(4, 0)),
+			Error::<Test>::NotOrchestrator
+		);
 		assert_ok!(Iota::advance_phase(RuntimeOrigin::signed(5), 0, 0, report(4, 0)));
 	});
 }

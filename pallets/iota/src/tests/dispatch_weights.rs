@@ -23,8 +23,14 @@ fn dispatch_weights_come_from_weight_info() {
 		(crate::Call::register_validator { stake: 1 }, W::register_validator()),
 		(crate::Call::deregister {}, W::deregister()),
 		(crate::Call::withdraw_unbonded {}, W::withdraw_unbonded()),
-		(crate::Call::advance_phase { stage: 0, epoch: 0, report: report(1, 1) }, W::advance_phase()),
-		(crate::Call::commit_merge { stage: 0, epoch: 0, manifest: m }, W::commit_merge(<Test as crate::Config>::MaxMinersPerStage::get())),
+		(
+			crate::Call::advance_phase { stage: 0, epoch: 0, report: report(1, 1) },
+			W::advance_phase(),
+		),
+		(
+			crate::Call::commit_merge { stage: 0, epoch: 0, manifest: m },
+			W::commit_merge(<Test as crate::Config>::MaxMinersPerStage::get()),
+		),
 		(
 			crate::Call::submit_spot_check {
 				epoch: 0,
@@ -35,7 +41,10 @@ fn dispatch_weights_come_from_weight_info() {
 			W::submit_spot_check(MaxValidators::get()),
 		),
 		(crate::Call::set_weights { epoch: 0, weights: w, version_key: 1 }, W::set_weights(2)),
-		(crate::Call::finalize_epoch { epoch: 0 }, W::finalize_epoch(MaxMiners::get(), MaxValidators::get())),
+		(
+			crate::Call::finalize_epoch { epoch: 0 },
+			W::finalize_epoch(MaxMiners::get(), MaxValidators::get()),
+		),
 		(crate::Call::set_run_config { config: cfg }, W::set_run_config()),
 		(crate::Call::set_orchestrator { who: 1 }, W::set_orchestrator()),
 	];

@@ -8,50 +8,62 @@ fn finalize(epoch: Epoch) -> polkadot_sdk::sp_runtime::DispatchResult {
 
 #[test]
 fn finalization_waits_for_completion_and_the_scoring_window() {
-	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&MINERS).build_and_execute(|| {
-		assert_noop!(finalize(1), Error::<Test>::EpochNotNext);
-		assert_noop!(finalize(0), Error::<Test>::EpochNotComplete);
-		run_to(2);
-		complete_epoch();
-		assert_noop!(finalize(0), Error::<Test>::ScoringWindowOpen);
-		run_to(6);
-		assert_noop!(finalize(0), Error::<Test>::ScoringWindowOpen);
-		run_to(7);
-		assert_noop!(Iota::finalize_epoch(RuntimeOrigin::none(), 0), DispatchError::BadOrigin);
-		assert_ok!(finalize(0));
-		assert_eq!(NextEpochToFinalize::<Test>::get(), 1);
-		assert_noop!(finalize(0), Error::<Test>::EpochNotNext);
-	});
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&MINERS)
+		.build_and_execute(|| {
+			assert_noop!(finalize(1), Error::<Test>::EpochNotNext);
+			assert_noop!(finalize(0), Error::<Test>::EpochNotComplete);
+			run_to(2);
+			complete_epoch();
+			assert_noop!(finalize(0), Error::<Test>::ScoringWindowOpen);
+			run_to(6);
+			assert_noop!(finalize(0), Error::<Test>::ScoringWindowOpen);
+			run_to(7);
+			assert_noop!(Iota::finalize_epoch(RuntimeOrigin::none(), 0), DispatchError::BadOrigin);
+			assert_ok!(finalize(0));
+			assert_eq!(NextEpochToFinalize::<Test>::get(), 1);
+			assert_noop!(finalize(0), Error::<Test>::EpochNotNext);
+		});
 }
 
 #[test]
 fn an_epoch_nobody_scored_mints_nothing() {
-	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&MINERS).build_and_execute(|| {
-		let issuance = Balances::total_issuance();
-		complete_epoch();
-		run_to(6);
-		assert_ok!(finalize(0));
-		let split = EmissionSplits::<Test>::get(0).unwrap();
-		assert_eq!(split.unallocated, 1_000_000);
-		System::assert_last_event(Event::EpochFinalized { epoch: 0, miners_paid: 0, validators_paid: 0, split }.into());
-		assert_eq!(Balances::total_issuance(), issuance);
-		assert_eq!(TotalMinted::<Test>::get(), 0);
-		assert_eq!(Scores::<Test>::get(0).map(|s| s.len()), Some(0));
-	});
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&MINERS)
+		.build_and_execute(|| {
+			let issuance = Balances::total_issuance();
+			complete_epoch();
+			run_to(6);
+			assert_ok!(finalize(0));
+			let split = EmissionSplits::<Test>::get(0).unwrap();
+			assert_eq!(split.unallocated, 1_000_000);
+			System::assert_last_event(
+				Event::EpochFinalized { epoch: 0, miners_paid: 0, validators_paid: 0, split }
+					.into(),
+			);
+			assert_eq!(Balances::total_issuance(), issuance);
+			assert_eq!(TotalMinted::<Test>::get(), 0);
+			assert_eq!(Scores::<Test>::get(0).map(|s| s.len()), Some(0));
+		});
 }
 
 #[test]
 fn weights_of_validators_that_left_do_not_count() {
-	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&MINERS).build_and_execute(|| {
-		complete_epoch();
-		assert_ok!(Iota::set_weights(RuntimeOrigin::signed(13), 0, weights(&[(21, 1)]), 1));
-		assert_ok!(Iota::deregister(RuntimeOrigin::signed(13)));
-		run_to(6);
-		assert_ok!(finalize(0));
-		let split = EmissionSplits::<Test>::get(0).unwrap();
-		assert!(split.miners.is_empty() && split.validators.is_empty());
-		assert_eq!(split.unallocated, 1_000_000);
-	});
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&MINERS)
+		.build_and_execute(|| {
+			complete_epoch();
+			assert_ok!(Iota::set_weights(RuntimeOrigin::signed(13), 0, weights(&[(21, 1)]), 1));
+			assert_ok!(Iota::deregister(RuntimeOrigin::signed(13)));
+			run_to(6);
+			assert_ok!(finalize(0));
+			let split = EmissionSplits::<Test>::get(0).unwrap();
+			assert!(split.miners.is_empty() && split.validators.is_empty());
+			assert_eq!(split.unallocated, 1_000_000);
+		});
 }
 
 /// Three stages × two miners, three validators of equal stake, two epochs. Validators 11 and 12 score
@@ -69,64 +81,96 @@ fn weights_of_validators_that_left_do_not_count() {
 /// - a third of the stake is below the one-half slash quorum, so miner 22 keeps its bond.
 #[test]
 fn two_epochs_with_a_dishonest_validator_pay_exactly() {
-	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&MINERS).build_and_execute(|| {
-		let issuance = Balances::total_issuance();
-		let all: Vec<(u64, u16)> = MINERS.iter().map(|&m| (m, 1)).collect();
-		for epoch in 0..2 {
-			let start = 1 + 20 * u64::from(epoch);
-			run_to(start);
-			complete_epoch();
-			for v in [11, 12] {
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&MINERS)
+		.build_and_execute(|| {
+			let issuance = Balances::total_issuance();
+			let all: Vec<(u64, u16)> = MINERS.iter().map(|&m| (m, 1)).collect();
+			for epoch in 0..2 {
+				let start = 1 + 20 * u64::from(epoch);
+				run_to(start);
+				complete_epoch();
+				for v in [11, 12] {
+					assert_ok!(Iota::submit_spot_check(
+						RuntimeOrigin::signed(v),
+						epoch,
+						22,
+						Verdict::Pass,
+						ContentHash::of(b"recomputed")
+					));
+					assert_ok!(Iota::set_weights(
+						RuntimeOrigin::signed(v),
+						epoch,
+						weights(&all),
+						1
+					));
+				}
 				assert_ok!(Iota::submit_spot_check(
-					RuntimeOrigin::signed(v),
+					RuntimeOrigin::signed(13),
 					epoch,
 					22,
-					Verdict::Pass,
-					ContentHash::of(b"recomputed")
+					Verdict::Fail,
+					ContentHash::of(b"forged")
 				));
-				assert_ok!(Iota::set_weights(RuntimeOrigin::signed(v), epoch, weights(&all), 1));
-			}
-			assert_ok!(Iota::submit_spot_check(
-				RuntimeOrigin::signed(13),
-				epoch,
-				22,
-				Verdict::Fail,
-				ContentHash::of(b"forged")
-			));
-			assert_ok!(Iota::set_weights(RuntimeOrigin::signed(13), epoch, weights(&[(21, 1)]), 1));
-			run_to(start + 5);
-			assert_ok!(finalize(epoch));
-			let split = EmissionSplits::<Test>::get(epoch).unwrap();
-			System::assert_last_event(
-				Event::EpochFinalized { epoch, miners_paid: 800_000, validators_paid: 200_000, split: split.clone() }
+				assert_ok!(Iota::set_weights(
+					RuntimeOrigin::signed(13),
+					epoch,
+					weights(&[(21, 1)]),
+					1
+				));
+				run_to(start + 5);
+				assert_ok!(finalize(epoch));
+				let split = EmissionSplits::<Test>::get(epoch).unwrap();
+				System::assert_last_event(
+					Event::EpochFinalized {
+						epoch,
+						miners_paid: 800_000,
+						validators_paid: 200_000,
+						split: split.clone(),
+					}
 					.into(),
-			);
-			assert_eq!(split.unallocated, 0);
+				);
+				assert_eq!(split.unallocated, 0);
+				assert_eq!(
+					split.miners.into_inner(),
+					vec![
+						(21, 133_334),
+						(22, 133_334),
+						(23, 133_333),
+						(24, 133_333),
+						(25, 133_333),
+						(26, 133_333)
+					]
+				);
+				assert_eq!(
+					split.validators.into_inner(),
+					vec![(11, 92_308), (12, 92_308), (13, 15_384)]
+				);
+				let scores = Scores::<Test>::get(epoch).unwrap();
+				assert!(scores.iter().all(|&(_, s)| s == 166_666_666), "{scores:?}");
+			}
+			assert_eq!(MergeManifests::<Test>::iter().count(), 6);
+			assert_eq!(Balances::total_issuance(), issuance + 2_000_000);
+			assert_eq!(TotalMinted::<Test>::get(), 2_000_000);
+			let expected = [
+				(21, INITIAL - BOND + 266_668),
+				(22, INITIAL - BOND + 266_668),
+				(23, INITIAL - BOND + 266_666),
+				(24, INITIAL - BOND + 266_666),
+				(25, INITIAL - BOND + 266_666),
+				(26, INITIAL - BOND + 266_666),
+				(11, INITIAL - STAKE + 184_616),
+				(12, INITIAL - STAKE + 184_616),
+				(13, INITIAL - STAKE + 30_768),
+			];
+			for (who, free) in expected {
+				assert_eq!(Balances::free_balance(who), free, "account {who}");
+			}
 			assert_eq!(
-				split.miners.into_inner(),
-				vec![(21, 133_334), (22, 133_334), (23, 133_333), (24, 133_333), (25, 133_333), (26, 133_333)]
+				held(HoldReason::MinerBond, 22),
+				BOND,
+				"a minority's false verdict slashes nobody"
 			);
-			assert_eq!(split.validators.into_inner(), vec![(11, 92_308), (12, 92_308), (13, 15_384)]);
-			let scores = Scores::<Test>::get(epoch).unwrap();
-			assert!(scores.iter().all(|&(_, s)| s == 166_666_666), "{scores:?}");
-		}
-		assert_eq!(MergeManifests::<Test>::iter().count(), 6);
-		assert_eq!(Balances::total_issuance(), issuance + 2_000_000);
-		assert_eq!(TotalMinted::<Test>::get(), 2_000_000);
-		let expected = [
-			(21, INITIAL - BOND + 266_668),
-			(22, INITIAL - BOND + 266_668),
-			(23, INITIAL - BOND + 266_666),
-			(24, INITIAL - BOND + 266_666),
-			(25, INITIAL - BOND + 266_666),
-			(26, INITIAL - BOND + 266_666),
-			(11, INITIAL - STAKE + 184_616),
-			(12, INITIAL - STAKE + 184_616),
-			(13, INITIAL - STAKE + 30_768),
-		];
-		for (who, free) in expected {
-			assert_eq!(Balances::free_balance(who), free, "account {who}");
-		}
-		assert_eq!(held(HoldReason::MinerBond, 22), BOND, "a minority's false verdict slashes nobody");
-	});
+		});
 }

@@ -16,12 +16,21 @@ fn commit_merge_records_the_manifest_and_starts_the_next_epoch() {
 		run_to(7);
 		assert_ok!(Iota::commit_merge(orch(), 2, 0, manifest(2, 1_000)));
 		System::assert_last_event(
-			Event::MergeCommitted { stage: 2, epoch: 0, shards: 1, state_hash: ContentHash::of(b"state") }.into(),
+			Event::MergeCommitted {
+				stage: 2,
+				epoch: 0,
+				shards: 1,
+				state_hash: ContentHash::of(b"state"),
+			}
+			.into(),
 		);
 		assert_eq!(MergeManifests::<Test>::get(0, 2), Some(manifest(2, 1_000)));
 		let s = Stages::<Test>::get(2);
 		assert_eq!((s.phase, s.epoch, s.phase_since, s.round), (Phase::Training, 1, 7, 0));
-		assert!(EpochSeeds::<Test>::get(1).is_some(), "the first stage into epoch 1 draws its seed");
+		assert!(
+			EpochSeeds::<Test>::get(1).is_some(),
+			"the first stage into epoch 1 draws its seed"
+		);
 		assert!(EpochCompletedAt::<Test>::get(0).is_none(), "stages 0 and 1 have not merged");
 	});
 }
@@ -44,20 +53,41 @@ fn an_epoch_completes_when_its_last_stage_merges() {
 #[test]
 fn commit_merge_refuses_bad_manifests() {
 	ExtBuilder::default().with_miners(&MINERS).build_and_execute(|| {
-		assert_noop!(Iota::commit_merge(orch(), 0, 0, manifest(2, 1_000)), Error::<Test>::NotMerging);
+		assert_noop!(
+			Iota::commit_merge(orch(), 0, 0, manifest(2, 1_000)),
+			Error::<Test>::NotMerging
+		);
 		to_merging(0);
-		assert_noop!(Iota::commit_merge(RuntimeOrigin::signed(21), 0, 0, manifest(2, 1_000)), Error::<Test>::NotOrchestrator);
-		assert_noop!(Iota::commit_merge(orch(), 3, 0, manifest(2, 1_000)), Error::<Test>::UnknownStage);
-		assert_noop!(Iota::commit_merge(orch(), 0, 1, manifest(2, 1_000)), Error::<Test>::WrongEpoch);
+		assert_noop!(
+			Iota::commit_merge(RuntimeOrigin::signed(21), 0, 0, manifest(2, 1_000)),
+			Error::<Test>::NotOrchestrator
+		);
+		assert_noop!(
+			Iota::commit_merge(orch(), 3, 0, manifest(2, 1_000)),
+			Error::<Test>::UnknownStage
+		);
+		assert_noop!(
+			Iota::commit_merge(orch(), 0, 1, manifest(2, 1_000)),
+			Error::<Test>::WrongEpoch
+		);
 		let mut zero = manifest(1, 1_000);
 		zero.members = 0;
 		assert_noop!(Iota::commit_merge(orch(), 0, 0, zero), Error::<Test>::InvalidMemberCount);
 		// Stage 0 has two miners; a merge cannot claim three.
-		assert_noop!(Iota::commit_merge(orch(), 0, 0, manifest(3, 1_000)), Error::<Test>::InvalidMemberCount);
+		assert_noop!(
+			Iota::commit_merge(orch(), 0, 0, manifest(3, 1_000)),
+			Error::<Test>::InvalidMemberCount
+		);
 		let mut wrong_count = manifest(3, 1_000);
 		wrong_count.members = 2;
-		assert_noop!(Iota::commit_merge(orch(), 0, 0, wrong_count), Error::<Test>::ShardCountMismatch);
-		assert_noop!(Iota::commit_merge(orch(), 0, 0, manifest(2, 0)), Error::<Test>::ParamCountTooSmall);
+		assert_noop!(
+			Iota::commit_merge(orch(), 0, 0, wrong_count),
+			Error::<Test>::ShardCountMismatch
+		);
+		assert_noop!(
+			Iota::commit_merge(orch(), 0, 0, manifest(2, 0)),
+			Error::<Test>::ParamCountTooSmall
+		);
 		// A merge of the single miner that uploaded (timeout fallback) is valid.
 		assert_ok!(Iota::commit_merge(orch(), 0, 0, manifest(1, 1_000)));
 	});

@@ -3,7 +3,9 @@
 
 use crate::{mock::*, pallet::*, types::*, Error, Event};
 use codec::Encode;
-use polkadot_sdk::frame_support::{assert_noop, assert_ok, traits::fungible::InspectHold, BoundedVec};
+use polkadot_sdk::frame_support::{
+	assert_noop, assert_ok, traits::fungible::InspectHold, BoundedVec,
+};
 use polkadot_sdk::sp_runtime::DispatchError;
 
 mod adversarial;

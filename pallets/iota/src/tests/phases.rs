@@ -29,9 +29,15 @@ fn training_moves_to_uploading_at_quota() {
 #[test]
 fn training_refuses_before_quota_and_falls_back_on_timeout() {
 	ExtBuilder::default().with_miners(&MINERS).build_and_execute(|| {
-		assert_noop!(Iota::advance_phase(orch(), 0, 0, report(3, 0)), Error::<Test>::QuotaNotReached);
+		assert_noop!(
+			Iota::advance_phase(orch(), 0, 0, report(3, 0)),
+			Error::<Test>::QuotaNotReached
+		);
 		run_to(21);
-		assert_noop!(Iota::advance_phase(orch(), 0, 0, report(0, 0)), Error::<Test>::NoBackwardPasses);
+		assert_noop!(
+			Iota::advance_phase(orch(), 0, 0, report(0, 0)),
+			Error::<Test>::NoBackwardPasses
+		);
 		assert_ok!(Iota::advance_phase(orch(), 0, 0, report(3, 0)));
 		System::assert_last_event(
 			Event::PhaseAdvanced {
@@ -51,7 +57,10 @@ fn training_refuses_before_quota_and_falls_back_on_timeout() {
 fn uploading_waits_for_every_member() {
 	ExtBuilder::default().with_miners(&MINERS).build_and_execute(|| {
 		assert_ok!(Iota::advance_phase(orch(), 0, 0, report(4, 0)));
-		assert_noop!(Iota::advance_phase(orch(), 0, 0, report(4, 1)), Error::<Test>::GradientsMissing);
+		assert_noop!(
+			Iota::advance_phase(orch(), 0, 0, report(4, 1)),
+			Error::<Test>::GradientsMissing
+		);
 		assert_ok!(Iota::advance_phase(orch(), 0, 0, report(4, 2)));
 		assert_eq!(Stages::<Test>::get(0).phase, Phase::Merging);
 	});
@@ -81,7 +90,10 @@ fn merging_ends_only_by_commit_or_restarts_on_timeout() {
 	ExtBuilder::default().with_miners(&MINERS).build_and_execute(|| {
 		assert_ok!(Iota::advance_phase(orch(), 0, 0, report(4, 0)));
 		assert_ok!(Iota::advance_phase(orch(), 0, 0, report(4, 2)));
-		assert_noop!(Iota::advance_phase(orch(), 0, 0, report(4, 2)), Error::<Test>::MergeNotCommitted);
+		assert_noop!(
+			Iota::advance_phase(orch(), 0, 0, report(4, 2)),
+			Error::<Test>::MergeNotCommitted
+		);
 		run_to(21);
 		assert_ok!(Iota::advance_phase(orch(), 0, 0, report(4, 2)));
 		let s = Stages::<Test>::get(0);
@@ -92,8 +104,14 @@ fn merging_ends_only_by_commit_or_restarts_on_timeout() {
 #[test]
 fn advance_phase_refuses_bad_requests() {
 	ExtBuilder::default().with_miners(&MINERS).build_and_execute(|| {
-		assert_noop!(Iota::advance_phase(RuntimeOrigin::signed(21), 0, 0, report(4, 0)), Error::<Test>::NotOrchestrator);
-		assert_noop!(Iota::advance_phase(RuntimeOrigin::root(), 0, 0, report(4, 0)), DispatchError::BadOrigin);
+		assert_noop!(
+			Iota::advance_phase(RuntimeOrigin::signed(21), 0, 0, report(4, 0)),
+			Error::<Test>::NotOrchestrator
+		);
+		assert_noop!(
+			Iota::advance_phase(RuntimeOrigin::root(), 0, 0, report(4, 0)),
+			DispatchError::BadOrigin
+		);
 		assert_noop!(Iota::advance_phase(orch(), 3, 0, report(4, 0)), Error::<Test>::UnknownStage);
 		assert_noop!(Iota::advance_phase(orch(), 0, 1, report(4, 0)), Error::<Test>::WrongEpoch);
 	});

@@ -20,13 +20,25 @@ fn miners_fill_the_emptiest_stages_and_hold_their_bond() {
 
 #[test]
 fn register_miner_refuses_bad_callers() {
-	ExtBuilder::default().with_validators(&VALIDATORS).with_miners(&[21]).build_and_execute(|| {
-		assert_noop!(Iota::register_miner(RuntimeOrigin::none()), DispatchError::BadOrigin);
-		assert_noop!(Iota::register_miner(RuntimeOrigin::signed(21)), Error::<Test>::AlreadyRegistered);
-		assert_noop!(Iota::register_miner(RuntimeOrigin::signed(11)), Error::<Test>::AlreadyRegistered);
-		// Account 500 has no funds.
-		assert_noop!(Iota::register_miner(RuntimeOrigin::signed(500)), Error::<Test>::InsufficientBalance);
-	});
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&[21])
+		.build_and_execute(|| {
+			assert_noop!(Iota::register_miner(RuntimeOrigin::none()), DispatchError::BadOrigin);
+			assert_noop!(
+				Iota::register_miner(RuntimeOrigin::signed(21)),
+				Error::<Test>::AlreadyRegistered
+			);
+			assert_noop!(
+				Iota::register_miner(RuntimeOrigin::signed(11)),
+				Error::<Test>::AlreadyRegistered
+			);
+			// Account 500 has no funds.
+			assert_noop!(
+				Iota::register_miner(RuntimeOrigin::signed(500)),
+				Error::<Test>::InsufficientBalance
+			);
+		});
 	ExtBuilder::default().unconfigured().build_and_execute(|| {
 		assert_noop!(Iota::register_miner(RuntimeOrigin::signed(21)), Error::<Test>::NotConfigured);
 	});
@@ -42,12 +54,18 @@ fn full_stages_and_record_bounds_are_enforced() {
 	// 8 stages × 4 seats = 32 = MaxMiners: the record bound binds first once an unbonding miner keeps
 	// its record.
 	let thirty_two: Vec<u64> = (21..53).collect();
-	ExtBuilder::default().with_config(|c| c.stages = 8).with_miners(&thirty_two).build_and_execute(|| {
-		assert_ok!(Iota::deregister(RuntimeOrigin::signed(21)));
-		let stage = Miners::<Test>::get(21).unwrap().stage;
-		merge_stage(stage);
-		assert_noop!(Iota::register_miner(RuntimeOrigin::signed(60)), Error::<Test>::TooManyRecords);
-	});
+	ExtBuilder::default()
+		.with_config(|c| c.stages = 8)
+		.with_miners(&thirty_two)
+		.build_and_execute(|| {
+			assert_ok!(Iota::deregister(RuntimeOrigin::signed(21)));
+			let stage = Miners::<Test>::get(21).unwrap().stage;
+			merge_stage(stage);
+			assert_noop!(
+				Iota::register_miner(RuntimeOrigin::signed(60)),
+				Error::<Test>::TooManyRecords
+			);
+		});
 }
 
 #[test]
@@ -56,8 +74,14 @@ fn validators_register_with_enough_stake() {
 		assert_ok!(Iota::register_validator(RuntimeOrigin::signed(11), STAKE));
 		System::assert_last_event(Event::ValidatorRegistered { who: 11, stake: STAKE }.into());
 		assert_eq!(held(HoldReason::ValidatorStake, 11), STAKE);
-		assert_noop!(Iota::register_validator(RuntimeOrigin::signed(11), STAKE), Error::<Test>::AlreadyRegistered);
-		assert_noop!(Iota::register_validator(RuntimeOrigin::signed(12), 4_999), Error::<Test>::StakeBelowMinimum);
+		assert_noop!(
+			Iota::register_validator(RuntimeOrigin::signed(11), STAKE),
+			Error::<Test>::AlreadyRegistered
+		);
+		assert_noop!(
+			Iota::register_validator(RuntimeOrigin::signed(12), 4_999),
+			Error::<Test>::StakeBelowMinimum
+		);
 		assert_noop!(
 			Iota::register_validator(RuntimeOrigin::signed(12), INITIAL + 1),
 			Error::<Test>::InsufficientBalance
@@ -65,7 +89,10 @@ fn validators_register_with_enough_stake() {
 		for v in 12..19 {
 			assert_ok!(Iota::register_validator(RuntimeOrigin::signed(v), STAKE));
 		}
-		assert_noop!(Iota::register_validator(RuntimeOrigin::signed(19), STAKE), Error::<Test>::TooManyRecords);
+		assert_noop!(
+			Iota::register_validator(RuntimeOrigin::signed(19), STAKE),
+			Error::<Test>::TooManyRecords
+		);
 	});
 }
 
@@ -77,18 +104,30 @@ fn a_leaving_miner_keeps_its_seat_until_its_stage_merges_then_unbonds() {
 		System::assert_last_event(Event::MinerLeaving { who: 21, stage }.into());
 		assert_noop!(Iota::deregister(RuntimeOrigin::signed(21)), Error::<Test>::AlreadyLeaving);
 		assert!(StageMembers::<Test>::get(stage).contains(&21), "unmerged work keeps the seat");
-		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(21)), Error::<Test>::NotUnbonding);
+		assert_noop!(
+			Iota::withdraw_unbonded(RuntimeOrigin::signed(21)),
+			Error::<Test>::NotUnbonding
+		);
 
 		run_to(5);
 		merge_stage(stage);
 		assert!(!StageMembers::<Test>::get(stage).contains(&21));
-		assert_eq!(Miners::<Test>::get(21).unwrap().status, MinerStatus::Unbonding { until: 15, last_epoch: 0 });
+		assert_eq!(
+			Miners::<Test>::get(21).unwrap().status,
+			MinerStatus::Unbonding { until: 15, last_epoch: 0 }
+		);
 		assert_noop!(Iota::deregister(RuntimeOrigin::signed(21)), Error::<Test>::AlreadyLeaving);
-		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(21)), Error::<Test>::StillUnbonding);
+		assert_noop!(
+			Iota::withdraw_unbonded(RuntimeOrigin::signed(21)),
+			Error::<Test>::StillUnbonding
+		);
 
 		// The period has passed, but epoch 0 - its last - is not judged yet.
 		run_to(15);
-		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(21)), Error::<Test>::StillUnbonding);
+		assert_noop!(
+			Iota::withdraw_unbonded(RuntimeOrigin::signed(21)),
+			Error::<Test>::StillUnbonding
+		);
 		for s in (0..3).filter(|&s| s != stage) {
 			merge_stage(s);
 		}
@@ -109,8 +148,14 @@ fn validators_unbond_at_once_and_withdraw_after_the_period() {
 		assert_ok!(Iota::deregister(RuntimeOrigin::signed(11)));
 		System::assert_last_event(Event::Unbonding { who: 11, until: 11 }.into());
 		assert_noop!(Iota::deregister(RuntimeOrigin::signed(11)), Error::<Test>::AlreadyLeaving);
-		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(11)), Error::<Test>::StillUnbonding);
-		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(12)), Error::<Test>::NotUnbonding);
+		assert_noop!(
+			Iota::withdraw_unbonded(RuntimeOrigin::signed(11)),
+			Error::<Test>::StillUnbonding
+		);
+		assert_noop!(
+			Iota::withdraw_unbonded(RuntimeOrigin::signed(12)),
+			Error::<Test>::NotUnbonding
+		);
 		run_to(11);
 		assert_ok!(Iota::withdraw_unbonded(RuntimeOrigin::signed(11)));
 		assert_eq!(held(HoldReason::ValidatorStake, 11), 0);
@@ -122,7 +167,10 @@ fn validators_unbond_at_once_and_withdraw_after_the_period() {
 fn strangers_cannot_leave_or_withdraw() {
 	ExtBuilder::default().build_and_execute(|| {
 		assert_noop!(Iota::deregister(RuntimeOrigin::signed(77)), Error::<Test>::NotRegistered);
-		assert_noop!(Iota::withdraw_unbonded(RuntimeOrigin::signed(77)), Error::<Test>::NotRegistered);
+		assert_noop!(
+			Iota::withdraw_unbonded(RuntimeOrigin::signed(77)),
+			Error::<Test>::NotRegistered
+		);
 		assert_noop!(Iota::deregister(RuntimeOrigin::root()), DispatchError::BadOrigin);
 	});
 }
@@ -145,7 +193,9 @@ fn stage_assignment_follows_the_pure_function() {
 		let counts = [1u32, 1, 1];
 		let seed = {
 			use polkadot_sdk::frame_support::traits::Randomness;
-			let (out, _) = TestRandomness::random(&(&b"iota-rs assign_stage"[..], &24u64.encode()[..]).encode());
+			let (out, _) = TestRandomness::random(
+				&(&b"iota-rs assign_stage"[..], &24u64.encode()[..]).encode(),
+			);
 			iota_primitives::derive_seed("iota-rs chain randomness v1", &[0; 32], &out.encode())
 		};
 		let expected = iota_primitives::assign_stage(&counts, 4, &seed).unwrap();
