@@ -1,0 +1,32 @@
+//! # iota-protocol
+//!
+//! The off-chain protocol core: every rule that two parties off chain must agree on, written once and
+//! called by the miner, the validator and the orchestrator alike. Pure functions (std, no I/O): bytes,
+//! seeds and small records in, values or typed errors out.
+//!
+//! `iota-primitives` keeps the `no_std` integer rules the pallet runs on chain (phases, stage
+//! assignment, butterfly shard table, consensus, emission); this crate holds the f32 merge arithmetic
+//! and the off-chain decisions built on them:
+//!
+//! | module | decision |
+//! |---|---|
+//! | [`f32le`] | the encoding of flat f32 vectors (submissions, shards, merge vectors) |
+//! | [`chunks`] | hashed chunks of a merge vector, so a ranged read can be checked |
+//! | [`merge`] | shard reduction (weighted mean) and mean assembly |
+//! | [`acceptance`] | accepting a merge submission (length, chunk hashes, finite values) and a shard |
+//! | [`plan`] | the merge plan of a round: members, shards, checkpoint replica |
+//! | [`selection`] | spot-check and shard-audit selection |
+//!
+//! docs/design.md explains where each rule comes from.
+
+pub mod acceptance;
+pub mod chunks;
+pub mod f32le;
+pub mod merge;
+pub mod plan;
+pub mod selection;
+
+pub use acceptance::{accept_shard, accept_submission, check_submission_shape, Refused};
+pub use chunks::{chunk_count, chunk_hashes, chunk_span, gradient_chunk_elems};
+pub use merge::{assemble_mean, reduce_shard, MergeError, ShardInput, SpanInput};
+pub use plan::{merge_plan, MergePlan};
