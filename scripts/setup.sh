@@ -11,11 +11,11 @@ fi
 have_target() { rustup target list --installed | grep -qx "$1"; }
 have_component() { rustup component list --installed | grep -q "^$1"; }
 
-# substrate-wasm-builder prefers wasm32v1-none on Rust >= 1.84 (DESIGN §8).
+# substrate-wasm-builder prefers wasm32v1-none on Rust >= 1.84 (docs/design.md §8).
 for t in wasm32v1-none wasm32-unknown-unknown; do
 	have_target "$t" || rustup target add "$t"
 done
-for c in rust-src clippy; do
+for c in rust-src clippy rustfmt; do
 	have_component "$c" || rustup component add "$c"
 done
 

@@ -12,6 +12,9 @@ source scripts/env.sh
 # keeps iota-runtime from being rebuilt between the workspace tests and the node tests.
 unset SKIP_WASM_BUILD
 
+echo "== formatting (.rustfmt.toml: polkadot-sdk's style)"
+cargo fmt --all --check
+
 echo "== workspace tests (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo test --workspace --locked
 
@@ -22,7 +25,7 @@ echo "== chain core builds no_std for the WASM runtime"
 cargo check --locked -p iota-primitives -p pallet-iota --no-default-features --target wasm32v1-none
 
 echo "== clippy (every crate but the node and runtime; warnings are errors)"
-cargo clippy --locked -p iota-primitives -p pallet-iota -p iota-model -p iota-storage -p iota-chain -p iota-rpc \
+cargo clippy --locked -p iota-primitives -p pallet-iota -p iota-protocol -p iota-telemetry -p iota-model -p iota-storage -p iota-chain -p iota-rpc \
 	-p iota-orchestrator -p iota-dashboard -p iota-miner -p iota-validator -p iota-devnet -p iota-e2e --all-targets -- -D warnings
 cargo clippy --locked -p iota-miner --features fault-injection --all-targets -- -D warnings
 

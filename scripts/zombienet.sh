@@ -7,7 +7,7 @@
 #   scripts/zombienet.sh spawn    start the network and keep it running (Ctrl-C stops it)
 #
 # Installs @zombienet/cli from npm into zombienet/node_modules (git-ignored) if it is missing, with the
-# `toml` override from zombienet/package.json (DESIGN §9); after that it runs offline. Uses $IOTA_NODE_BIN
+# `toml` override from zombienet/package.json (docs/design.md §9); after that it runs offline. Uses $IOTA_NODE_BIN
 # if set, else builds iota-node with its WASM runtime into the shared cargo target directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."

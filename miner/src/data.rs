@@ -1,4 +1,4 @@
-//! The head's and the tail's tokens (brief decision 2): the data shard named by a work item's
+//! The head's and the tail's tokens (docs/design.md §3 step 2): the data shard named by a work item's
 //! [`DataSlice`] is checked against the run spec (index, hash, and that the slice is where
 //! `DataManifest::locate(sample)` says the sample lives), downloaded once through its presigned GET
 //! (hash-checked), decoded (size, vocabulary) and cached in memory and, if a cache directory is set, on
@@ -79,12 +79,11 @@ impl DataCache {
 			MinerError::BadInput(format!("sample {sample}: rows beyond its shard"))
 		})?;
 		let (b, t) = (loc.rows as usize, d.seq_len as usize);
-		let mut x = Vec::with_capacity(b * t);
-		let mut y = Vec::with_capacity(b * t);
-		for row in rows.chunks_exact(t + 1) {
-			x.extend_from_slice(&row[..t]);
-			y.extend_from_slice(&row[1..]);
-		}
+		let (x, y) = iota_protocol::sample::inputs_and_targets(rows, t).ok_or_else(|| {
+			MinerError::BadInput(format!(
+				"sample {sample}: rows are not whole rows of T + 1 tokens"
+			))
+		})?;
 		Ok((Tensor::from_vec(x, (b, t), device)?, Tensor::from_vec(y, (b, t), device)?))
 	}
 

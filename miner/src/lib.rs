@@ -1,6 +1,6 @@
 //! # iota-miner
 //!
-//! The miner daemon (DESIGN §1, §3, §6): it holds one pipeline stage of the model, pulls forward and
+//! The miner daemon (docs/design.md §1, §3, §6): it holds one pipeline stage of the model, pulls forward and
 //! backward work for it from the orchestrator, streams activations and gradients through presigned S3
 //! URLs, and at the end of each epoch joins its stage's butterfly all-reduce so every replica applies
 //! the same AdamW step to the same averaged gradient and attests the same state hash.
@@ -69,7 +69,7 @@
 //!   chunks, so with the protocol's 65 536-element chunks the downloads grow with `n` once
 //!   `P / K < 65 536` (here from n = 8): ±31.6 % over n = 2..16, against the ±10 % goal. With 4 096-element
 //!   chunks the same code stays within ±7.3 % (chunk-hash lists then cost 0.79 MiB per miner at n = 16, not
-//!   counted above). Against IOTA's scheme as the brief states it (each miner 3P up + 3P down) the ratio
+//!   counted above). Against IOTA's scheme as the reference primer states it (each miner 3P up + 3P down) the ratio
 //!   is 0.72–0.83, not ≤ 1/3: any all-reduce of a P-gradient moves at least `P` up and `P` down for the mean
 //!   plus the reduce-scatter's `2P`. Run like for like (IOTA's weights + two moments, 3P, through this same
 //!   butterfly) ours is 1/3: 0.333 / 0.343 / 0.387 / 0.524 at n = 2 / 4 / 8 / 16 with 65 536-element

@@ -2,9 +2,7 @@
 
 use std::net::SocketAddr;
 
-use prometheus::{
-	Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
-};
+use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 /// The miner's metrics, registered in their own registry. Cheap to clone (shared counters).
 #[derive(Clone)]
@@ -72,16 +70,13 @@ impl Metrics {
 		})
 	}
 
-	/// The text exposition of every metric.
+	/// The text exposition of every metric ([`iota_telemetry::render`]).
 	pub fn render(&self) -> String {
-		let mut buf = Vec::new();
-		// Encoding into a Vec cannot fail for well-formed metrics.
-		let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
-		String::from_utf8(buf).unwrap_or_default()
+		iota_telemetry::render(&self.registry)
 	}
 }
 
-/// Serve `GET /metrics` on `addr` until the task is dropped.
+/// Serve `GET /metrics` on `addr` until the task is dropped ([`iota_telemetry::serve`]).
 ///
 /// # Errors
 /// The bind error when `addr` cannot be listened on.
@@ -89,17 +84,5 @@ pub async fn serve(
 	addr: SocketAddr,
 	metrics: Metrics,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
-	let app = axum::Router::new().route(
-		"/metrics",
-		axum::routing::get(move || {
-			let m = metrics.clone();
-			async move { m.render() }
-		}),
-	);
-	let listener = tokio::net::TcpListener::bind(addr).await?;
-	Ok(tokio::spawn(async move {
-		if let Err(e) = axum::serve(listener, app).await {
-			tracing::warn!(error = %e, "metrics server stopped");
-		}
-	}))
+	Ok(iota_telemetry::serve(addr, metrics.registry.clone()).await?.1)
 }

@@ -9,14 +9,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use iota_rpc::types::*;
 use iota_rpc::{AccountId, ErrorCode, SignedClient};
-use iota_storage::PresignedRequest;
+use iota_storage::{retry, PresignedRequest, RetryPolicy};
 use jsonrpsee::core::ClientError;
 use subxt_signer::sr25519::Keypair;
 use tokio::sync::Mutex;
 
 use crate::error::{MinerError, Result};
 
-/// The orchestrator calls a miner makes (DESIGN §3 steps 2–6; `iota-rpc`'s `IotaApi`). Errors are
+/// The orchestrator calls a miner makes (docs/design.md §3 steps 2–6; `iota-rpc`'s `IotaApi`). Errors are
 /// [`MinerError::Refused`] (the orchestrator's code) or [`MinerError::Rpc`] (transport, after retries).
 #[async_trait]
 pub trait Orchestrator: Send + Sync {
@@ -49,23 +49,21 @@ pub trait Orchestrator: Send + Sync {
 /// Retry settings of [`RpcOrchestrator`].
 #[derive(Clone, Debug)]
 pub struct RpcRetry {
-	/// Attempts per call, the first included.
-	pub attempts: u32,
-	/// First backoff; doubles per attempt.
-	pub base: Duration,
-	/// Longest backoff.
-	pub max: Duration,
+	/// Attempts per call and backoff between them (the project's one retry policy).
+	pub policy: RetryPolicy,
 	/// Per-request timeout.
 	pub request_timeout: Duration,
 }
 
 impl Default for RpcRetry {
-	/// 6 attempts, 250 ms doubling to 5 s, 30 s per request.
+	/// 6 attempts, 250 ms doubling to 5 s (with jitter), 30 s per request.
 	fn default() -> Self {
 		RpcRetry {
-			attempts: 6,
-			base: Duration::from_millis(250),
-			max: Duration::from_secs(5),
+			policy: RetryPolicy {
+				max_attempts: 6,
+				initial_backoff: Duration::from_millis(250),
+				max_backoff: Duration::from_secs(5),
+			},
 			request_timeout: Duration::from_secs(30),
 		}
 	}
@@ -113,38 +111,31 @@ impl RpcOrchestrator {
 		F: Fn(Arc<SignedClient>) -> Fut,
 		Fut: std::future::Future<Output = std::result::Result<R, ClientError>>,
 	{
-		let mut attempt = 1;
-		loop {
-			let res = match self.client().await {
-				Ok(c) => f(c).await,
-				Err(e) => Err(e),
-			};
-			match res {
-				Ok(r) => return Ok(r),
-				Err(e) => {
-					let code = iota_rpc::code_of(&e);
-					let transport = matches!(
-						e,
-						ClientError::Transport(_)
-							| ClientError::RestartNeeded(_)
-							| ClientError::RequestTimeout
-					);
-					if transport {
-						self.drop_client().await;
-					}
-					let retry = transport || code == Some(ErrorCode::Unavailable);
-					if !retry || attempt >= self.retry.attempts {
-						return Err(MinerError::rpc(method, e));
-					}
-					let wait =
-						(self.retry.base * 2u32.saturating_pow(attempt - 1)).min(self.retry.max);
-					tracing::debug!(method, attempt, ?wait, error = %e, "retrying orchestrator call");
-					tokio::time::sleep(wait).await;
-					attempt += 1;
-				},
+		let attempt = || async {
+			let c = self.client().await?;
+			let res = f(c).await;
+			if let Err(e) = &res {
+				if is_transport(e) {
+					self.drop_client().await;
+				}
 			}
-		}
+			res
+		};
+		// Only transport errors and `Unavailable` are retried: any other refusal changed nothing.
+		let retryable = |e: &ClientError| {
+			is_transport(e) || iota_rpc::code_of(e) == Some(ErrorCode::Unavailable)
+		};
+		let (res, _) = retry(&self.retry.policy, method, attempt, retryable).await;
+		res.map_err(|e| MinerError::rpc(method, e))
 	}
+}
+
+/// A lost or broken connection (the client is dropped and the next attempt reconnects).
+fn is_transport(e: &ClientError) -> bool {
+	matches!(
+		e,
+		ClientError::Transport(_) | ClientError::RestartNeeded(_) | ClientError::RequestTimeout
+	)
 }
 
 #[async_trait]

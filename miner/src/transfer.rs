@@ -1,4 +1,4 @@
-//! Moving objects through presigned URLs (DESIGN §7: miners hold no bucket credentials).
+//! Moving objects through presigned URLs (docs/design.md §7: miners hold no bucket credentials).
 //!
 //! [`ObjectIo`] is what the miner needs: a hash-checked GET, a ranged GET (a butterfly reducer reads
 //! only the chunk-aligned span of each submission, checked chunk by chunk by [`crate::merge`]), and a
@@ -206,20 +206,17 @@ impl ObjectIo for HttpIo {
 				end: range.end,
 			});
 		}
-		let mut n = 1;
-		loop {
-			match self.range_once(req, &range).await {
-				Ok(b) => {
-					self.bytes.add_down(b.len());
-					return Ok(b);
-				},
-				Err(e) if e.is_retryable() && n < self.retry.max_attempts => {
-					tokio::time::sleep(self.retry.backoff(n)).await;
-					n += 1;
-				},
-				Err(e) => return Err(e),
-			}
-		}
+		let what = req.redacted_url();
+		let (r, _) = iota_storage::retry(
+			&self.retry,
+			what,
+			|| self.range_once(req, &range),
+			StorageError::is_retryable,
+		)
+		.await;
+		let b = r?;
+		self.bytes.add_down(b.len());
+		Ok(b)
 	}
 
 	async fn put(&self, req: &PresignedRequest, data: Bytes) -> Result<ContentHash, StorageError> {

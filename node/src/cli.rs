@@ -1,6 +1,8 @@
 //! Command line of `iota-node`.
 
-use polkadot_sdk::{frame_benchmarking_cli, sc_cli};
+#[cfg(feature = "runtime-benchmarks")]
+use polkadot_sdk::frame_benchmarking_cli;
+use polkadot_sdk::sc_cli;
 
 /// `iota-node [SUBCOMMAND] [RUN OPTIONS]`.
 #[derive(Debug, clap::Parser)]
@@ -35,7 +37,8 @@ pub enum Subcommand {
 	PurgeChain(sc_cli::PurgeChainCmd),
 	/// Revert the chain to a previous state.
 	Revert(sc_cli::RevertCmd),
-	/// Benchmarks (`benchmark pallet` needs `--features runtime-benchmarks`).
+	/// Benchmarks (built with `--features runtime-benchmarks`).
+	#[cfg(feature = "runtime-benchmarks")]
 	#[command(subcommand)]
 	Benchmark(frame_benchmarking_cli::BenchmarkCmd),
 	/// Database metadata.

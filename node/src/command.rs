@@ -6,8 +6,9 @@ use crate::{
 	service,
 };
 use iota_runtime::opaque::Block;
+#[cfg(feature = "runtime-benchmarks")]
+use polkadot_sdk::frame_benchmarking_cli::BenchmarkCmd;
 use polkadot_sdk::{
-	frame_benchmarking_cli::BenchmarkCmd,
 	sc_cli::{self, SubstrateCli},
 	sc_consensus_grandpa, sc_network,
 	sc_service::{self, PartialComponents},
@@ -106,21 +107,14 @@ pub fn run() -> sc_cli::Result<()> {
 				Ok((cmd.run(client, backend, Some(aux_revert)), task_manager))
 			})
 		},
+		#[cfg(feature = "runtime-benchmarks")]
 		Some(Subcommand::Benchmark(cmd)) => {
 			let runner = cli.create_runner(cmd)?;
 			runner.sync_run(|config| match cmd {
-				BenchmarkCmd::Pallet(cmd) => {
-					if !cfg!(feature = "runtime-benchmarks") {
-						return Err(
-							"runtime benchmarks are not built into this node: rebuild it with \
-						            `cargo build -p iota-node --features runtime-benchmarks`"
-								.into(),
-						);
-					}
-					cmd.run_with_spec::<sp_runtime::traits::HashingFor<Block>, ()>(Some(
+				BenchmarkCmd::Pallet(cmd) => cmd
+					.run_with_spec::<sp_runtime::traits::HashingFor<Block>, ()>(Some(
 						config.chain_spec,
-					))
-				},
+					)),
 				BenchmarkCmd::Block(cmd) => {
 					let PartialComponents { client, .. } = service::new_partial(&config)?;
 					cmd.run(client)

@@ -7,7 +7,7 @@
 //! blocks on a dev chain), and `pallet-insecure-randomness-collective-flip` as pallet-iota's `Randomness`.
 //! That source mixes recent parent block hashes: the block author can bias it (by choosing what to include
 //! or by withholding a block), so it is only fit for development and testnets. A production runtime plugs
-//! BABE's VRF randomness into the same `Randomness` config item (DESIGN §7).
+//! BABE's VRF randomness into the same `Randomness` config item (docs/design.md §7).
 //!
 //! Genesis presets (`development`, `local_testnet`) live in [`genesis_config_presets`]; the default run
 //! config for the `small` model is [`genesis_config_presets::small_run_config`].

@@ -39,9 +39,7 @@ use iota_model::wire::{self, Kind};
 use iota_model::ModelConfig;
 use iota_primitives::ContentHash;
 use iota_rpc::types::*;
-use iota_rpc::{
-	code_of, DataManifest, ErrorCode, LrSchedule, PathwayLog, RunSpec, SignedClient, SpecObject,
-};
+use iota_rpc::{code_of, DataManifest, ErrorCode, LrSchedule, PathwayLog, RunSpec, SignedClient};
 use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp};
 
 /// How long a debug node may take to answer RPC.
@@ -207,7 +205,6 @@ pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
 		.put(&keys::tokenizer(&id), Bytes::from_static(b"{\"placeholder\":true}"))
 		.await
 		.unwrap();
-	let obj = |r: iota_storage::ObjectRef| SpecObject { key: r.key, hash: r.hash, size: r.size };
 	let spec = RunSpec {
 		run: run.into(),
 		model,
@@ -217,11 +214,11 @@ pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: Some(1.0),
 		data: DataManifest {
-			tokenizer: obj(tok),
+			tokenizer: tok,
 			seq_len,
 			batch_rows,
 			rows_per_shard: rows,
-			shards: vec![obj(shard)],
+			shards: vec![shard],
 		},
 	};
 	spec.validate().unwrap();
@@ -275,8 +272,21 @@ impl OrchestratorProcess {
 		lease_ms: u64,
 		dir: &Path,
 	) -> Self {
+		Self::dev_with(node, s3, run, quota, lease_ms, dir, &[]).await
+	}
+
+	/// [`OrchestratorProcess::dev`] with `extra` arguments (e.g. `--phase-timeout 40`).
+	pub async fn dev_with(
+		node: &DevNode,
+		s3: &S3,
+		run: &str,
+		quota: u32,
+		lease_ms: u64,
+		dir: &Path,
+		extra: &[&str],
+	) -> Self {
 		let db = dir.join("o.db").display().to_string();
-		let args: Vec<String> = [
+		let mut args: Vec<String> = [
 			"--chain-rpc",
 			&node.rpc_url,
 			"--suri",
@@ -297,6 +307,7 @@ impl OrchestratorProcess {
 		.iter()
 		.map(|s| s.to_string())
 		.collect();
+		args.extend(extra.iter().map(|s| s.to_string()));
 		let mut p = Self::start(&args, dir.join("orchestrator.log"));
 		p.wait_ready().await;
 		p
@@ -498,26 +509,43 @@ impl Miner {
 		self.spec.model.stage_param_count(usize::from(self.stage)).unwrap() as u64
 	}
 
-	/// Uploads a gradient (`P` f32, element `j` = `(j mod 7 + stage) · samples`) to `put` and submits it.
-	pub async fn submit_gradient(&self, epoch: u32, put: &ObjectPut, samples: u32) {
-		let p = self.param_count();
-		let bytes: Vec<u8> = (0..p)
-			.flat_map(|j| (((j % 7) as f32 + f32::from(self.stage)) * samples as f32).to_le_bytes())
-			.collect();
-		let chunks = chunk_hashes(&bytes);
-		let t = self.upload(put, Bytes::from(bytes), vec![p]).await;
-		self.rpc
-			.submit_gradient(GradientSubmission {
-				epoch,
-				gradient: t,
-				chunk_hashes: chunks,
-				samples,
-			})
-			.await
-			.unwrap();
+	/// A gradient of this stage: `P` f32, element `j` = `(j mod 7 + stage) · samples`.
+	pub fn gradient(&self, samples: u32) -> Vec<f32> {
+		(0..self.param_count())
+			.map(|j| ((j % 7) as f32 + f32::from(self.stage)) * samples as f32)
+			.collect()
 	}
 
-	/// The merge after the gradient: reduce this miner's shards exactly (brief §7), submit them, wait for
+	/// [`Miner::gradient`] as little-endian f32 bytes.
+	pub fn gradient_bytes(&self, samples: u32) -> Vec<u8> {
+		iota_protocol::f32le::to_bytes(&self.gradient(samples))
+	}
+
+	/// Uploads [`Miner::gradient`] to `put` and submits it (panics on a refusal).
+	pub async fn submit_gradient(&self, epoch: u32, put: &ObjectPut, samples: u32) {
+		let bytes = self.gradient_bytes(samples);
+		let chunks = chunk_hashes(&bytes);
+		self.submit_gradient_bytes(epoch, put, bytes, chunks, samples).await.unwrap();
+	}
+
+	/// Uploads `bytes` to `put` and submits them with the listed `chunk_hashes`, as `iota_submitGradient`
+	/// answers (a scripted miner can send what an honest one never would).
+	pub async fn submit_gradient_bytes(
+		&self,
+		epoch: u32,
+		put: &ObjectPut,
+		bytes: Vec<u8>,
+		chunk_hashes: Vec<ContentHash>,
+		samples: u32,
+	) -> Result<(), jsonrpsee::core::ClientError> {
+		let p = self.param_count();
+		let t = self.upload(put, Bytes::from(bytes), vec![p]).await;
+		self.rpc
+			.submit_gradient(GradientSubmission { epoch, gradient: t, chunk_hashes, samples })
+			.await
+	}
+
+	/// The merge after the gradient: reduce this miner's shards with the protocol's reduction, submit them, wait for
 	/// `Ready`, attest a state hash (derived from the mean gradient) and upload the checkpoint if asked.
 	/// Returns the attested hash.
 	pub async fn merge(&self, epoch: u32, timeout: Duration) -> ContentHash {
@@ -540,24 +568,17 @@ impl Miner {
 		for s in &a.submissions {
 			let bytes = self.download(&s.object).await;
 			assert_eq!(chunk_hashes(&bytes), s.chunk_hashes);
-			subs.push((s.samples, bytes));
+			subs.push((s.samples, bytes, s.chunk_hashes.clone()));
 		}
-		let total: u64 = subs.iter().map(|(n, _)| u64::from(*n)).sum();
 		for task in &a.shards {
 			let [start, end] = task.range;
-			let out: Vec<u8> = (start..end)
-				.flat_map(|j| {
-					let sum: f64 = subs
-						.iter()
-						.map(|(_, b)| {
-							f64::from(f32::from_le_bytes(
-								b[j as usize * 4..j as usize * 4 + 4].try_into().unwrap(),
-							))
-						})
-						.sum();
-					((sum / total as f64) as f32).to_le_bytes()
-				})
-				.collect();
+			let mut inputs = Vec::new();
+			for (samples, bytes, chunk_hashes) in &subs {
+				let span = iota_protocol::merge::span_of(bytes, start, end, a.param_count).unwrap();
+				inputs.push(iota_protocol::SpanInput { samples: *samples, chunk_hashes, span });
+			}
+			let values = iota_protocol::reduce_shard(&inputs, start, end, a.param_count).unwrap();
+			let out = iota_protocol::f32le::to_bytes(&values);
 			let t = self.upload(&task.output, Bytes::from(out), vec![end - start]).await;
 			self.rpc
 				.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced: t })
@@ -1002,9 +1023,7 @@ pub async fn check_manifest(
 			.await
 			.unwrap_or_else(|e| panic!("{what}: shard {key}: {e}"));
 		assert!(
-			bytes
-				.chunks_exact(4)
-				.all(|c| f32::from_le_bytes(c.try_into().unwrap()).is_finite()),
+			iota_protocol::f32le::first_non_finite(&bytes).is_none() && bytes.len() % 4 == 0,
 			"{what}: finite shard"
 		);
 		elems += bytes.len() as u64 / 4;

@@ -1,4 +1,4 @@
-//! Restart safety (DESIGN §7; the reference lost all state on restart): the orchestrator is killed with
+//! Restart safety (docs/design.md §7; the reference lost all state on restart): the orchestrator is killed with
 //! SIGKILL twice mid-epoch and restarted on the same SQLite database. Nothing it acknowledged is lost:
 //! accepted activations are still routed downstream, a loss reported before the kill is in the epoch's
 //! mean, a lease granted before the kill can still be completed, a gradient submitted before the kill

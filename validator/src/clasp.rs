@@ -1,5 +1,5 @@
 //! CLASP: each miner's marginal effect on the loss, estimated from an epoch's pathway log
-//! ([`iota_rpc::PathwayLog`], DESIGN §3 step 7), its outlier flag and its score.
+//! ([`iota_rpc::PathwayLog`], docs/design.md §3 step 7), its outlier flag and its score.
 //!
 //! The reference's CLASP is not public; this is our open version. Pure: no I/O, no clock, no
 //! randomness, so anyone with the log and the spot-check outcomes recomputes the same numbers.

@@ -1,4 +1,4 @@
-//! The validator daemon (DESIGN §3 steps 7–8): watch the chain for completed epochs, audit each one
+//! The validator daemon (docs/design.md §3 steps 7–8): watch the chain for completed epochs, audit each one
 //! through the orchestrator, and put verdicts, weights and finalizations on chain.
 //!
 //! Per completed epoch `e` (`EpochCompletedAt(e)` set, oldest first):
@@ -117,10 +117,9 @@ pub struct ChainWeights<'a> {
 #[async_trait]
 impl WeightsSource for ChainWeights<'_> {
 	async fn weights(&self, epoch: u32, stage: u16) -> Result<WeightsRef, WeightsError> {
-		if epoch == 0 {
+		let Some(prev) = iota_protocol::plan::weights_merge_epoch(epoch) else {
 			return Ok(WeightsRef::Init);
-		}
-		let prev = epoch - 1;
+		};
 		let m = self
 			.chain
 			.merge_manifest(prev, stage)

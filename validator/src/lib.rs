@@ -1,6 +1,6 @@
 //! # iota-validator
 //!
-//! The validator of iota-rs (DESIGN §1, §3 steps 7–8, §6, §7): it recomputes sampled work of every
+//! The validator of iota-rs (docs/design.md §1, §3 steps 7–8, §6, §7): it recomputes sampled work of every
 //! completed epoch, audits the butterfly merges, scores miners with CLASP and puts verdicts, weights and
 //! finalizations on chain. The reference tracked one miner per validator synchronously, never compared
 //! butterfly copies, and kept CLASP private; this validator samples with chain randomness, checks

@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::Parser;
 use iota_chain::Signer;
 use iota_validator::daemon::{Config, Daemon};
-use iota_validator::metrics::{self, Metrics};
+use iota_validator::metrics::Metrics;
 use iota_validator::spot_check::{BACKWARD_CHECKS, FORWARD_CHECKS};
 
 /// Validator daemon: recomputes sampled work, audits butterfly shards, scores miners (CLASP) and
@@ -86,16 +86,10 @@ async fn main() -> anyhow::Result<()> {
 		(None, None) => anyhow::bail!("one of --suri or --key-file is required"),
 	};
 	let metrics = Metrics::new().context("metrics")?;
-	let listener = tokio::net::TcpListener::bind(cli.metrics_addr)
+	iota_telemetry::serve(cli.metrics_addr, metrics.registry().clone())
 		.await
 		.with_context(|| format!("binding the metrics address {}", cli.metrics_addr))?;
 	tracing::info!(addr = %cli.metrics_addr, "metrics at /metrics");
-	let served = metrics.clone();
-	tokio::spawn(async move {
-		if let Err(e) = metrics::serve(listener, served).await {
-			tracing::error!(error = %e, "metrics server stopped");
-		}
-	});
 	let cfg = Config {
 		node_url: cli.node_url,
 		orchestrator_url: cli.orchestrator_url,

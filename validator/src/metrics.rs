@@ -12,7 +12,7 @@
 //! | `iota_validator_errors_total` | `kind` (chain, orchestrator, store, pathway_log, clasp, weights, evidence, spec) | errors, each logged; the daemon keeps running |
 //! | `iota_validator_last_epoch` | | last epoch fully processed |
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 /// The daemon's metrics.
 #[derive(Clone)]
@@ -105,20 +105,15 @@ impl Metrics {
 		self.errors.with_label_values(&[kind]).inc();
 	}
 
-	/// The text exposition of every metric.
+	/// The text exposition of every metric ([`iota_telemetry::render`]).
 	pub fn render(&self) -> String {
-		TextEncoder::new().encode_to_string(&self.registry.gather()).unwrap_or_default()
+		iota_telemetry::render(&self.registry)
 	}
-}
 
-/// Serves `GET /metrics` on `listener` until the process ends.
-///
-/// # Errors
-/// The server's I/O error.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics) -> std::io::Result<()> {
-	let app = axum::Router::new()
-		.route("/metrics", axum::routing::get(move || async move { metrics.render() }));
-	axum::serve(listener, app).await
+	/// The registry holding every metric (what `/metrics` serves).
+	pub fn registry(&self) -> &Registry {
+		&self.registry
+	}
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Where the validator reads objects from: the [`Objects`] trait (by key, checked against the BLAKE3 the
 //! caller expects) and its production implementation over the orchestrator's presigned GETs
-//! ([`OrchestratorObjects`]: `iota_presignGet` then [`iota_storage::PresignedHttp::get`], DESIGN §7,
-//! brief §9). Tests use [`MemoryObjects`].
+//! ([`OrchestratorObjects`]: `iota_presignGet` then [`iota_storage::PresignedHttp::get`], docs/design.md §7,
+//! docs/design.md §7). Tests use [`MemoryObjects`].
 //!
 //! The three outcomes that matter for fairness are kept apart: an object that is **not there**
 //! ([`FetchError::NotFound`], S3 404: counts against the miner that had to write it), one whose bytes do

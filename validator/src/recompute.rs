@@ -1,4 +1,4 @@
-//! Recomputing one stage's work item with the stage's global weights of the epoch (DESIGN §3 step 7):
+//! Recomputing one stage's work item with the stage's global weights of the epoch (docs/design.md §3 step 7):
 //! pure model code, no I/O. [`crate::spot_check`] fetches the objects and compares.
 //!
 //! | item | inputs | recomputed output |

@@ -1,4 +1,4 @@
-//! Butterfly shard audit (DESIGN §6, brief §7): recompute sampled reduced shards and every shard whose
+//! Butterfly shard audit (docs/design.md §6): recompute sampled reduced shards and every shard whose
 //! two copies disagreed, bit-exactly, and say which copy was wrong.
 //!
 //! ## Reduction (bit-exact everywhere)
@@ -11,7 +11,7 @@
 //! ```
 //!
 //! and the reduced object is `end − start` little-endian f32. The listed order is the record's
-//! (`iota_epochRecord`'s `submissions` of the stage and round), which DESIGN §6 fixes as ascending account
+//! (`iota_epochRecord`'s `submissions` of the stage and round), which docs/design.md §6 fixes as ascending account
 //! bytes; the audit computes both and accepts a copy equal to either.
 //!
 //! ## What is audited
@@ -33,37 +33,31 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use iota_primitives::{ContentHash, Seed, SeededRng, Verdict};
+use iota_primitives::{ContentHash, Seed, Verdict};
+use iota_protocol::{MergeError, SpanInput};
 use iota_rpc::types::{chunk_hashes as chunk_hashes_of, EpochRecord, ShardCopy, StageSubmission};
 use iota_rpc::{AccountId, ObjectEntry};
 use serde::{Deserialize, Serialize};
 
 use crate::objects::{FetchError, Objects};
 
-/// Domain of the audit's shard draw.
-pub const AUDIT_DOMAIN: &str = "iota-rs shard audit v1";
-/// Agreeing shards recomputed per stage and epoch (besides every mismatched one).
-pub const SAMPLED_SHARDS: usize = 2;
+pub use iota_protocol::selection::{SAMPLED_SHARDS, SHARD_AUDIT_DOMAIN as AUDIT_DOMAIN};
 
-/// The reduction of module docs over `[start, end)`; `subs` are `(little-endian f32 bytes, samples)`
-/// in summation order. `None` when a submission is shorter than `end` elements or the sample total is 0.
-pub fn reduce(subs: &[(&[u8], u32)], start: u64, end: u64) -> Option<Vec<f32>> {
-	let total: u64 = subs.iter().map(|(_, n)| u64::from(*n)).sum();
-	if total == 0 || end < start || subs.iter().any(|(b, _)| (b.len() as u64) < end * 4) {
-		return None;
+/// The protocol's reduction ([`iota_protocol::reduce_shard`]) of `[start, end)` over whole submissions
+/// `(little-endian f32 bytes, samples)` in summation order: each span is cut from the whole object and
+/// checked against the object's own chunk hashes (the audit compared those with the record's first).
+///
+/// # Errors
+/// [`MergeError`]: a range outside the vectors, zero samples, submissions of unequal length, NaN/Inf.
+pub fn reduce(subs: &[(&[u8], u32)], start: u64, end: u64) -> Result<Vec<f32>, MergeError> {
+	let p = subs.first().map_or(0, |(b, _)| b.len() as u64 / 4);
+	let hashes: Vec<Vec<ContentHash>> = subs.iter().map(|(b, _)| chunk_hashes_of(b)).collect();
+	let mut inputs = Vec::with_capacity(subs.len());
+	for ((bytes, samples), chunk_hashes) in subs.iter().zip(&hashes) {
+		let span = iota_protocol::merge::span_of(bytes, start, end, p)?;
+		inputs.push(SpanInput { samples: *samples, chunk_hashes, span });
 	}
-	let denom = total as f64;
-	Some(
-		(start..end)
-			.map(|j| {
-				let o = (j * 4) as usize;
-				let sum = subs.iter().fold(0f64, |acc, (b, _)| {
-					acc + f64::from(f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]))
-				});
-				(sum / denom) as f32
-			})
-			.collect(),
-	)
+	iota_protocol::reduce_shard(&inputs, start, end, p)
 }
 
 /// Evidence of one audited shard copy.
@@ -171,7 +165,7 @@ pub struct AuditReport {
 }
 
 fn le_bytes(v: &[f32]) -> Vec<u8> {
-	v.iter().flat_map(|x| x.to_le_bytes()).collect()
+	iota_protocol::f32le::to_bytes(v)
 }
 
 /// Audits every stage of `record` (module docs). `chain_shards` holds, per stage, the shard hashes of
@@ -248,17 +242,14 @@ async fn audit_stage(
 
 	// Which shards to recompute.
 	let agreeing: Vec<u32> = by_shard.keys().copied().filter(|s| !mismatched.contains(s)).collect();
-	let mut ctx = record.epoch.to_le_bytes().to_vec();
-	ctx.extend_from_slice(&stage.to_le_bytes());
-	let mut rng = SeededRng::new(AUDIT_DOMAIN, epoch_seed, &ctx);
-	let mut pool = agreeing.clone();
 	let mut chosen: BTreeSet<u32> =
 		mismatched.iter().copied().filter(|s| by_shard.contains_key(s)).collect();
-	for i in 0..SAMPLED_SHARDS.min(pool.len()) {
-		let j = i + rng.below((pool.len() - i) as u64) as usize;
-		pool.swap(i, j);
-		chosen.insert(pool[i]);
-	}
+	chosen.extend(iota_protocol::selection::audited_shards(
+		epoch_seed,
+		record.epoch,
+		stage,
+		agreeing,
+	));
 	if chosen.is_empty() {
 		return;
 	}
@@ -324,11 +315,13 @@ async fn audit_stage(
 			)));
 			continue;
 		}
-		let Some(a) = reduce(&listed, start, end) else {
-			report.inconclusive.push(malformed("submissions carry no samples".into()));
-			return;
+		let a = match reduce(&listed, start, end) {
+			Ok(a) => le_bytes(&a),
+			Err(e) => {
+				report.inconclusive.push(malformed(format!("shard {shard}: {e}")));
+				return;
+			},
 		};
-		let a = le_bytes(&a);
 		let b = reduce(&sorted, start, end).map(|v| le_bytes(&v)).unwrap_or_default();
 		report.shards_recomputed += 1;
 		for c in cs {
@@ -509,8 +502,8 @@ mod tests {
 		assert_eq!(out[1], 0.625);
 		assert_eq!(out[2], ((3.0f64 + f64::from(f32::MAX)) / 4.0) as f32);
 		assert_eq!(reduce(&[(&a, 1)], 1, 2).unwrap(), vec![2.0]);
-		assert!(reduce(&[(&a, 0)], 0, 1).is_none());
-		assert!(reduce(&[(&a, 1)], 0, 4).is_none());
+		assert!(matches!(reduce(&[(&a, 0)], 0, 1), Err(MergeError::ZeroSamples)));
+		assert!(matches!(reduce(&[(&a, 1)], 0, 4), Err(MergeError::BadRange { .. })));
 	}
 
 	#[test]

@@ -1,4 +1,4 @@
-//! Spot-checks (DESIGN §3 step 7): pick (miner, sample) pairs with the chain's epoch seed, recompute the
+//! Spot-checks (docs/design.md §3 step 7): pick (miner, sample) pairs with the chain's epoch seed, recompute the
 //! stage's work from its inputs and the stage's global weights of the epoch, compare with what the miner
 //! uploaded ([`crate::tolerance`]), and produce a verdict with an evidence object.
 //!
@@ -39,7 +39,8 @@ use async_trait::async_trait;
 use candle_core::{DType, Device};
 use iota_model::wire::{self, Decoded, Expect, Kind};
 use iota_model::{Encoding, Stage};
-use iota_primitives::{ContentHash, Seed, SeededRng, Verdict};
+use iota_primitives::{ContentHash, Seed, Verdict};
+use iota_protocol::selection::{spot_checks, CheckKind};
 use iota_rpc::{AccountId, ObjectEntry, PathwayLog, PathwayRecord, RunSpec};
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +50,7 @@ use crate::shard_audit::ShardEvidence;
 use crate::tolerance::{self, Comparison};
 
 /// Domain of the selection stream.
-pub const SELECTION_DOMAIN: &str = "iota-rs spot-check v1";
+pub use iota_protocol::selection::SPOT_CHECK_DOMAIN as SELECTION_DOMAIN;
 /// Forward items checked per (stage, miner) and epoch (fewer if it ran fewer).
 pub const FORWARD_CHECKS: usize = 2;
 /// Backward items checked per (stage, miner) and epoch at body stages.
@@ -124,27 +125,22 @@ pub fn select(
 		}
 	}
 	let mut out = Vec::new();
-	for ((stage, bytes, kind), (miner, mut recs)) in candidates {
+	for ((stage, bytes, kind), (miner, recs)) in candidates {
 		let k = match kind {
 			ItemKind::Forward => forward_checks,
 			ItemKind::Backward => backward_checks,
 		}
 		.min(recs.len());
-		let mut ctx = Vec::with_capacity(39);
-		ctx.extend_from_slice(&log.epoch.to_le_bytes());
-		ctx.extend_from_slice(&stage.to_le_bytes());
-		ctx.extend_from_slice(&bytes);
-		ctx.push(kind as u8);
-		let mut rng = SeededRng::new(SELECTION_DOMAIN, epoch_seed, &ctx);
-		let n = recs.len();
-		for i in 0..k {
-			let j = i + rng.below((n - i) as u64) as usize;
-			recs.swap(i, j);
+		let kind_byte = match kind {
+			ItemKind::Forward => CheckKind::Forward,
+			ItemKind::Backward => CheckKind::Backward,
+		};
+		for i in spot_checks(epoch_seed, log.epoch, stage, &bytes, kind_byte, recs, k) {
 			out.push(CheckTarget {
 				miner: miner.clone(),
 				stage,
-				sample: log.records[recs[i]].sample,
-				record: recs[i],
+				sample: log.records[i].sample,
+				record: i,
 				kind,
 			});
 		}
@@ -374,8 +370,8 @@ impl Checker {
 	/// [`iota_rpc::SpecError`] for an unknown wire encoding.
 	pub fn new(spec: RunSpec) -> Result<Self, iota_rpc::SpecError> {
 		let encoding = spec.wire_encoding()?;
-		let [b, t, w] = spec.boundary_shape();
-		let max_message_bytes = (b * t * w * 4 + b * t * 8 + 65_536) as usize;
+		let max_message_bytes =
+			iota_protocol::encoding::max_wire_bytes(spec.boundary_shape()) as usize;
 		Ok(Self {
 			spec,
 			encoding,
@@ -458,12 +454,10 @@ impl Checker {
 		let rows = data.sample_tokens(&tokens, loc).ok_or_else(|| {
 			Inconclusive::BadInput(format!("sample {sample} lies outside shard {}", loc.shard))
 		})?;
-		let t = data.seq_len as usize;
-		let (mut inputs, mut targets) = (Vec::new(), Vec::new());
-		for row in rows.chunks_exact(t + 1) {
-			inputs.extend_from_slice(&row[..t]);
-			targets.extend_from_slice(&row[1..]);
-		}
+		let (inputs, targets) =
+			iota_protocol::sample::inputs_and_targets(rows, data.seq_len as usize).ok_or_else(
+				|| Inconclusive::BadInput(format!("sample {sample}: rows are not whole rows")),
+			)?;
 		let r = loc.rows as usize;
 		Ok((
 			StageInput::Tokens { ids: inputs, rows: r },
@@ -666,7 +660,7 @@ impl Checker {
 			_ => recompute::forward(stage, &input, targets.as_ref()),
 		}
 		.map_err(|e| Inconclusive::BadInput(format!("recomputation refused the inputs: {e}")))?;
-		let le: Vec<u8> = recomputed.values.iter().flat_map(|x| x.to_le_bytes()).collect();
+		let le = iota_protocol::f32le::to_bytes(&recomputed.values);
 		ev.recomputed = Some(ContentHash::of(&le));
 
 		if claimed.shape != recomputed.shape {

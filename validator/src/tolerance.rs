@@ -1,5 +1,5 @@
 //! Comparing a miner's uploaded tensor with the validator's recomputation, within tolerances calibrated
-//! for the wire encoding (DESIGN §3 step 7; brief: "tolerances calibrated for the dtype/wire encoding").
+//! for the wire encoding (docs/design.md §3 step 7).
 //!
 //! ## Bound per element
 //!

@@ -8,9 +8,9 @@
 //!    sample `s` is `spec.data.locate(s)` of the network's run spec, read from the embedded bucket folder
 //!    and checked against the spec's BLAKE3; epoch `e` is samples `e·Q .. (e+1)·Q` in that order, then one
 //!    optimizer step with `spec.step_options(e)` (same AdamW, learning-rate schedule and per-stage
-//!    clipping), as DESIGN §3 says the pipeline's epoch is. Two baselines:
+//!    clipping), as docs/design.md §3 says the pipeline's epoch is. Two baselines:
 //!    - `baseline`: the same blocks without the bottleneck and without a wire (the uncompressed reference
-//!      every distributed figure is compared with, DESIGN §5);
+//!      every distributed figure is compared with, docs/design.md §5);
 //!    - `baseline+cut`: the network's model (bottleneck at `d_model / --width-ratio`) with every cut sent
 //!      through the spec's wire codec in process. The pipeline should match it up to float summation
 //!      order: this isolates what distribution costs from what compression costs.
@@ -98,7 +98,7 @@ struct Cli {
 	/// Pipeline stages.
 	#[arg(long, default_value_t = 3)]
 	stages: usize,
-	/// Bottleneck width = d_model / this (64 with the u8 wire is the nominal 128x of DESIGN §5).
+	/// Bottleneck width = d_model / this (64 with the u8 wire is the nominal 128x of docs/design.md §5).
 	#[arg(long, default_value_t = 64)]
 	width_ratio: usize,
 	/// Wire encoding of activations and their gradients (`u8`, `bf16`, `f32`).
@@ -196,7 +196,7 @@ fn bench_model(
 /// One micro-batch: inputs and targets `[B, T]` u32.
 type Sample = (Tensor, Tensor);
 
-/// Samples `0..n` of `spec` (DESIGN §3 step 2: inputs = row[0..T], targets = row[1..T+1]), read from the
+/// Samples `0..n` of `spec` (docs/design.md §3 step 2: inputs = row[0..T], targets = row[1..T+1]), read from the
 /// embedded bucket's folder `bucket_dir` (`<root>/<bucket>`, where the object key is the relative path);
 /// every shard is checked against the spec's BLAKE3 and decoded with the vocabulary check.
 ///

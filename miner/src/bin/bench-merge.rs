@@ -4,7 +4,7 @@
 //!
 //! Per miner and merge: upload the gradient sum (P f32) and its reduced shards; download the spans of
 //! every submission for each shard it reduces, then every reduced shard (the mean). Bytes are counted
-//! by each miner's HTTP client (payloads only). IOTA's scheme (ref §4, as the brief states it): each
+//! by each miner's HTTP client (payloads only). IOTA's scheme (ref §4, as the reference primer states it): each
 //! miner uploads weights + two Adam moments (3P) and downloads the merged 3P. `--iota-butterfly` also
 //! runs IOTA's 3P state through this same butterfly (a like-for-like all-reduce of weights + moments).
 //!
@@ -169,7 +169,10 @@ async fn main() -> anyhow::Result<()> {
 		chunk_elems,
 		server.endpoint()
 	);
-	println!("IOTA (brief's figure): 3P up + 3P down = {:.1} MiB per miner", mib(6.0 * pb));
+	println!(
+		"IOTA (reference primer's figure): 3P up + 3P down = {:.1} MiB per miner",
+		mib(6.0 * pb)
+	);
 	println!(
 		"{:>3} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>9} {:>10} {:>7}",
 		"n",

@@ -1,6 +1,6 @@
 //! # iota-dashboard
 //!
-//! The training network live in a web page (issue 9; DESIGN §1, §3): which stages exist, who mines each
+//! The training network live in a web page (issue 9; docs/design.md §1, §3): which stages exist, who mines each
 //! one, which phase each stage is in, how fast tokens flow, whether the loss falls, what validators
 //! found and who was paid. Everything that matters for money (verdicts, scores, emission splits, slashes,
 //! registrations) is read from chain; throughput, queues, leases and losses come from the orchestrator's

@@ -1,4 +1,4 @@
-//! What the dashboard reads from the chain, as plain serde records (DESIGN §4: everything that matters for
+//! What the dashboard reads from the chain, as plain serde records (docs/design.md §4: everything that matters for
 //! money is read from chain).
 //!
 //! These are the chain half of the JSON endpoints, so they are kept independent of subxt's generated

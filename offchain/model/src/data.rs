@@ -8,7 +8,7 @@
 //! - [`PackedDataset`] concatenates the documents (each followed by the end-of-text token) and
 //!   cuts the stream into rows of `T + 1` tokens. A sample id maps to a row through a permutation
 //!   fixed by a seed, so the orchestrator can hand out sample ids, and anyone holding the corpus,
-//!   tokenizer and seed can recompute exactly which tokens a sample was (DESIGN §3.2).
+//!   tokenizer and seed can recompute exactly which tokens a sample was (docs/design.md §3).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -99,7 +99,7 @@ pub fn train_tokenizer(texts: &[&str], vocab_size: usize) -> Result<Tokenizer> {
 		)));
 	}
 	let tk = |e: tokenizers::Error| Error::Tokenizer(e.to_string());
-	// `ByteLevel::alphabet()` is an AHashSet; the trainer wants a std HashSet (DESIGN §9).
+	// `ByteLevel::alphabet()` is an AHashSet; the trainer wants a std HashSet (docs/design.md §9).
 	let alphabet: HashSet<char> = ByteLevel::alphabet().into_iter().collect();
 	let trainer = BpeTrainerBuilder::new()
 		.vocab_size(vocab_size)

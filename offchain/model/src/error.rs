@@ -137,6 +137,34 @@ pub enum Error {
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl From<iota_protocol::model::ModelError> for Error {
+	fn from(e: iota_protocol::model::ModelError) -> Self {
+		match e {
+			iota_protocol::model::ModelError::Config(m) => Error::Config(m),
+			iota_protocol::model::ModelError::Json(j) => Error::Json(j),
+		}
+	}
+}
+
+impl From<iota_protocol::optim::OptimError> for Error {
+	fn from(e: iota_protocol::optim::OptimError) -> Self {
+		match e {
+			iota_protocol::optim::OptimError::Length { what, expected, got } => {
+				Error::Length { what, expected, got }
+			},
+			iota_protocol::optim::OptimError::NonFinite { what, index } => {
+				Error::NonFinite { what, index }
+			},
+		}
+	}
+}
+
+impl From<iota_protocol::encoding::UnknownEncoding> for Error {
+	fn from(e: iota_protocol::encoding::UnknownEncoding) -> Self {
+		Error::Wire(e.to_string())
+	}
+}
+
 impl Error {
 	pub(crate) fn shape(
 		what: impl Into<String>,

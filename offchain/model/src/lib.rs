@@ -3,7 +3,7 @@
 //! The model side of iota-rs: a Llama-style decoder cut into pipeline stages with activation
 //! compression at every cut, the wire codec for what crosses a cut, the corpus and tokenizer,
 //! and the single-process baseline trainer every distributed figure is compared against.
-//! (DESIGN §5; reference: Macrocosmos IOTA, arXiv 2507.17766, §3.3.)
+//! (docs/design.md §5; reference: Macrocosmos IOTA, arXiv 2507.17766, §3.3.)
 //!
 //! ## Terms
 //! - **Stage**: a contiguous range of decoder blocks ([`ModelConfig::stages`]). Stage 0 (the
@@ -40,7 +40,7 @@
 //!
 //! ## Guarantees and assumptions
 //! - Gradients flow through every op: only composed candle ops with a backward are used
-//!   (`rms_norm_slow`, `softmax`, `rope_slow`; DESIGN §9). Tests check chained stages against the
+//!   (`rms_norm_slow`, `softmax`, `rope_slow`; docs/design.md §9). Tests check chained stages against the
 //!   unsplit graph and every parameter's gradient against central finite differences.
 //! - Weights are initialised from `(seed, parameter name)` with ChaCha8, identical on any machine
 //!   and independent of how the model is cut into stages.

@@ -9,9 +9,9 @@
 //! full checkpoint.
 //!
 //! Training needs gradients through every op, so this file uses only composed candle ops with a
-//! backward: `rms_norm_slow`, `softmax` (not `softmax_last_dim`) and `rope_slow` (DESIGN §9).
+//! backward: `rms_norm_slow`, `softmax` (not `softmax_last_dim`) and `rope_slow` (docs/design.md §9).
 //!
-//! Bottleneck (DESIGN §5, reference §3.3 "uninterrupted residual flow"): the last block of a
+//! Bottleneck (docs/design.md §5, reference §3.3 "uninterrupted residual flow"): the last block of a
 //! non-final stage replaces `h + mlp(h)` by `down(silu(mlp(h))) + h[.., :b]` (`[B, T, b]` out);
 //! the first block of a non-first stage lifts its `[B, T, b]` input `z` to `relu(up(z))` and adds
 //! `z` back into the first `b` channels before the block runs.
@@ -24,114 +24,7 @@ use rand_distr::Distribution;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 
-/// How a parameter is initialised.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Init {
-	/// All ones (RMSNorm gains).
-	Ones,
-	/// Normal with mean 0 and this standard deviation.
-	Normal(f32),
-}
-
-/// One trainable tensor of a stage: its name, shape, initialisation and whether AdamW decays it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ParamSpec {
-	/// Hugging Face style name, e.g. `model.layers.0.mlp.up_proj.weight`.
-	pub name: String,
-	/// Shape (Linear weights are `[out, in]`).
-	pub shape: Vec<usize>,
-	/// Initialisation.
-	pub init: Init,
-	/// Weight decay applies (matrices other than the embedding); not to norms.
-	pub decay: bool,
-}
-
-impl ParamSpec {
-	/// Number of elements.
-	pub fn numel(&self) -> usize {
-		self.shape.iter().product()
-	}
-}
-
-/// Initialisation standard deviation of weight matrices (GPT-2 / Llama convention).
-pub const INIT_STD: f32 = 0.02;
-
-/// The parameters of stage `s`, sorted by name (the order of flattening and of checkpoints).
-///
-/// # Errors
-/// [`Error::Config`] if the config is invalid or `s` is not a stage index.
-pub fn param_specs(cfg: &ModelConfig, s: usize) -> Result<Vec<ParamSpec>> {
-	cfg.validate()?;
-	let [start, end] = *cfg.stages.get(s).ok_or_else(|| {
-		Error::Config(format!("stage {s} does not exist ({} stages)", cfg.n_stages()))
-	})?;
-	let (d, hd, ffn) = (cfg.d_model, cfg.head_dim(), cfg.ffn_dim);
-	let resid_std = INIT_STD / ((2 * cfg.n_layers) as f32).sqrt();
-	let mut v = Vec::new();
-	let mut push = |name: String, shape: Vec<usize>, init: Init, decay: bool| {
-		v.push(ParamSpec { name, shape, init, decay })
-	};
-	let last = cfg.n_stages() - 1;
-	if s == 0 {
-		push(
-			"model.embed_tokens.weight".into(),
-			vec![cfg.vocab_size, d],
-			Init::Normal(INIT_STD),
-			false,
-		);
-	}
-	for i in start..end {
-		let p = format!("model.layers.{i}");
-		push(format!("{p}.input_layernorm.weight"), vec![d], Init::Ones, false);
-		push(format!("{p}.post_attention_layernorm.weight"), vec![d], Init::Ones, false);
-		push(
-			format!("{p}.self_attn.q_proj.weight"),
-			vec![cfg.n_heads * hd, d],
-			Init::Normal(INIT_STD),
-			true,
-		);
-		push(
-			format!("{p}.self_attn.k_proj.weight"),
-			vec![cfg.n_kv_heads * hd, d],
-			Init::Normal(INIT_STD),
-			true,
-		);
-		push(
-			format!("{p}.self_attn.v_proj.weight"),
-			vec![cfg.n_kv_heads * hd, d],
-			Init::Normal(INIT_STD),
-			true,
-		);
-		push(
-			format!("{p}.self_attn.o_proj.weight"),
-			vec![d, cfg.n_heads * hd],
-			Init::Normal(resid_std),
-			true,
-		);
-		push(format!("{p}.mlp.gate_proj.weight"), vec![ffn, d], Init::Normal(INIT_STD), true);
-		push(format!("{p}.mlp.up_proj.weight"), vec![ffn, d], Init::Normal(INIT_STD), true);
-		push(format!("{p}.mlp.down_proj.weight"), vec![d, ffn], Init::Normal(resid_std), true);
-		if cfg.bottleneck && i == start && s > 0 {
-			let b = cfg.bottleneck_width;
-			push(
-				format!("{p}.bottleneck_up.weight"),
-				vec![d, b],
-				Init::Normal(1.0 / (b as f32).sqrt()),
-				true,
-			);
-		}
-		if cfg.bottleneck && i + 1 == end && s < last {
-			let b = cfg.bottleneck_width;
-			push(format!("{p}.bottleneck_down.weight"), vec![b, d], Init::Normal(INIT_STD), true);
-		}
-	}
-	if s == last {
-		push("model.norm.weight".into(), vec![d], Init::Ones, false);
-		push("lm_head.weight".into(), vec![cfg.vocab_size, d], Init::Normal(INIT_STD), true);
-	}
-	v.sort_by(|a, b| a.name.cmp(&b.name));
-	Ok(v)
-}
+pub use iota_protocol::model::{param_specs, Init, ParamSpec, INIT_STD};
 
 /// Stable 64-bit FNV-1a hash, used to derive a per-parameter RNG stream from `(seed, name)`.
 fn fnv1a(seed: u64, name: &str) -> u64 {
@@ -178,7 +71,7 @@ impl RmsNorm {
 
 impl Module for RmsNorm {
 	fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-		// The fused `candle_nn::ops::rms_norm` has no backward (DESIGN §9).
+		// The fused `candle_nn::ops::rms_norm` has no backward (docs/design.md §9).
 		candle_nn::ops::rms_norm_slow(x, &self.weight, self.eps)
 	}
 }
@@ -214,7 +107,7 @@ impl Rope {
 
 	/// Rotate `x: [B, H, T, head_dim]` by position (T ≤ max_seq_len).
 	pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
-		// `rope` / `rope_i` are fused without backward; `rope_slow` is composed (DESIGN §9).
+		// `rope` / `rope_i` are fused without backward; `rope_slow` is composed (docs/design.md §9).
 		Ok(candle_nn::rotary_emb::rope_slow(x, &self.cos, &self.sin)?)
 	}
 }
@@ -263,7 +156,7 @@ impl Attention {
 		let v = repeat_kv(&v, rep)?;
 		let scale = 1.0 / (self.head_dim as f64).sqrt();
 		let att = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
-		// `softmax_last_dim` is fused without backward (DESIGN §9).
+		// `softmax_last_dim` is fused without backward (docs/design.md §9).
 		let att = candle_nn::ops::softmax(&att, D::Minus1)?;
 		let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, self.n_heads * self.head_dim))?;
 		Ok(self.o.forward(&y)?)

@@ -17,17 +17,7 @@ use crate::wire::{self, Encoding, Expect, Kind};
 /// Largest wire message the in-process pipeline accepts (1 GiB).
 pub const MAX_WIRE_BYTES: usize = 1 << 30;
 
-/// Cosine learning-rate schedule with linear warm-up: `peak · s / warmup` for `s < warmup`, then
-/// cosine from `peak` to `peak · min_ratio` at `total` steps (constant after).
-pub fn cosine_lr(step: usize, total: usize, warmup: usize, peak: f32, min_ratio: f32) -> f32 {
-	if step < warmup {
-		return peak * (step + 1) as f32 / warmup as f32;
-	}
-	let span = total.saturating_sub(warmup).max(1);
-	let p = ((step - warmup) as f32 / span as f32).min(1.0);
-	let min = peak * min_ratio;
-	min + 0.5 * (peak - min) * (1.0 + (std::f32::consts::PI * p).cos())
-}
+pub use iota_protocol::optim::cosine_lr;
 
 /// All stages of a model in one process.
 pub struct Pipeline {

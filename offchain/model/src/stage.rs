@@ -2,7 +2,7 @@
 //! gradient, the tail's loss, gradient accumulation, the AdamW step with per-stage clipping,
 //! flat parameter/gradient vectors for the butterfly merge, and safetensors checkpoints.
 //!
-//! Backward from an external gradient follows DESIGN §9: the received activation is wrapped in a
+//! Backward from an external gradient follows docs/design.md §9: the received activation is wrapped in a
 //! [`Var`] so its gradient is tracked, and `(y · grad_out).sum()` is differentiated, which gives
 //! every parameter `Σ grad_out · ∂y/∂θ` — measured equal to the unsplit model's gradients.
 
@@ -16,23 +16,9 @@ use candle_nn::{VarBuilder, VarMap};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::llama::{init_tensor, param_specs, ParamSpec, StageModules};
-use crate::optim::{adamw_step, clip_in_place, stage_clip_norm, AdamState, AdamW};
+use crate::optim::{adamw_step, clip_in_place, stage_clip_norm, AdamState};
 
-/// Options of one optimizer step.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StepOptions {
-	/// AdamW hyper-parameters (the learning rate of this step included).
-	pub adamw: AdamW,
-	/// Global clipping norm; the stage clips at `max_norm · sqrt(stage_params / total_params)`.
-	/// `None` disables clipping.
-	pub max_norm: Option<f32>,
-}
-
-impl Default for StepOptions {
-	fn default() -> Self {
-		StepOptions { adamw: AdamW::default(), max_norm: Some(1.0) }
-	}
-}
+pub use iota_protocol::optim::StepOptions;
 
 /// What an optimizer step did.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -118,7 +104,7 @@ fn state_hash_of(params: &[f32], adam: &AdamState) -> [u8; 32] {
 	for v in [params, &adam.m, &adam.v] {
 		for chunk in v.chunks(16_384) {
 			buf.clear();
-			buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
+			iota_protocol::f32le::extend(&mut buf, chunk);
 			h.update(&buf);
 		}
 	}
@@ -354,7 +340,7 @@ impl Stage {
 	}
 
 	/// Backward without a kept graph: recompute the forward from `input`, then as
-	/// [`backward`](Self::backward). Any replica of the stage can do this for a lost miner (DESIGN §3.5).
+	/// [`backward`](Self::backward). Any replica of the stage can do this for a lost miner (docs/design.md §3).
 	///
 	/// # Errors
 	/// As [`forward`](Self::forward) and [`backward`](Self::backward).
@@ -562,13 +548,20 @@ impl Stage {
 	/// Candle or serialisation errors.
 	pub fn to_safetensors(&self) -> Result<Vec<u8>> {
 		let mut owned: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-		let le = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
 		for (spec, var) in self.specs.iter().zip(&self.vars) {
 			let v = var.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
-			owned.push((spec.name.clone(), spec.shape.clone(), le(&v)));
+			owned.push((spec.name.clone(), spec.shape.clone(), iota_protocol::f32le::to_bytes(&v)));
 		}
-		owned.push(("optimizer.adam_m".into(), vec![self.adam.m.len()], le(&self.adam.m)));
-		owned.push(("optimizer.adam_v".into(), vec![self.adam.v.len()], le(&self.adam.v)));
+		owned.push((
+			"optimizer.adam_m".into(),
+			vec![self.adam.m.len()],
+			iota_protocol::f32le::to_bytes(&self.adam.m),
+		));
+		owned.push((
+			"optimizer.adam_v".into(),
+			vec![self.adam.v.len()],
+			iota_protocol::f32le::to_bytes(&self.adam.v),
+		));
 		let views = owned
 			.iter()
 			.map(|(n, s, d)| {
@@ -599,7 +592,7 @@ impl Stage {
 		Ok(())
 	}
 
-	/// BLAKE3 of the stage state (DESIGN §3 step 6, the value every replica attests after a merge):
+	/// BLAKE3 of the stage state (docs/design.md §3 step 6, the value every replica attests after a merge):
 	/// the parameters as f32 little-endian in [`specs`](Self::specs) order (`param_count` values),
 	/// then the AdamW first moments `m` and second moments `v` (f32 LE, same order and length), then
 	/// the AdamW step count as u64 LE. Two replicas have equal hashes exactly when their weights,
@@ -676,11 +669,9 @@ impl Stage {
 			if t.shape() != shape {
 				return Err(ck(format!("{name}: expected shape {shape:?}, got {:?}", t.shape())));
 			}
-			let v: Vec<f32> = t
-				.data()
-				.chunks_exact(4)
-				.map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-				.collect();
+			// The dtype is F32, so the data is whole f32 values.
+			let v = iota_protocol::f32le::from_bytes(t.data())
+				.map_err(|e| ck(format!("{name}: {e}")))?;
 			if let Some(index) = v.iter().position(|x| !x.is_finite()) {
 				return Err(Error::NonFinite { what: format!("checkpoint tensor {name}"), index });
 			}

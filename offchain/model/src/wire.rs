@@ -5,7 +5,7 @@
 //! `[B, T, w]`, plus for uint8 quantisation `scale` and `offset` `[B·T]` f32, and metadata
 //! `iota.wire = "1"`, `iota.kind` (`activation` | `gradient`) and `iota.encoding`.
 //!
-//! Per-token uint8 quantisation (DESIGN §5): each row `x` of `w` values is sent as
+//! Per-token uint8 quantisation (docs/design.md §5): each row `x` of `w` values is sent as
 //! `q = round((x - min) / s)` with `s = (max - min) / 255`, and received as `q · s + min`, so each
 //! element is off by at most `s / 2` (plus f32 rounding). The backward treats the quantiser as the
 //! identity (straight-through): a receiver differentiates with respect to the dequantised tensor
@@ -14,54 +14,10 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// How the `data` tensor is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Encoding {
-	/// Exact f32 (4 bytes/element): for tests and audits.
-	F32,
-	/// bf16 (2 bytes/element): the uncompressed wire baseline.
-	Bf16,
-	/// Per-row uint8 with f32 scale and offset per row (1 byte/element + 8 bytes/row).
-	U8,
-}
-
-impl Encoding {
-	/// Name used in the message metadata and on command lines.
-	pub fn as_str(&self) -> &'static str {
-		match self {
-			Encoding::F32 => "f32",
-			Encoding::Bf16 => "bf16",
-			Encoding::U8 => "u8",
-		}
-	}
-
-	/// Parse [`as_str`](Self::as_str) names.
-	///
-	/// # Errors
-	/// [`Error::Wire`] for an unknown name.
-	pub fn parse(s: &str) -> Result<Self> {
-		match s {
-			"f32" => Ok(Encoding::F32),
-			"bf16" => Ok(Encoding::Bf16),
-			"u8" => Ok(Encoding::U8),
-			o => Err(Error::Wire(format!("unknown encoding {o:?}, expected f32, bf16 or u8"))),
-		}
-	}
-
-	/// Bytes per element of `data`.
-	pub fn bytes_per_element(&self) -> usize {
-		match self {
-			Encoding::F32 => 4,
-			Encoding::Bf16 => 2,
-			Encoding::U8 => 1,
-		}
-	}
-}
+pub use iota_protocol::encoding::{Encoding, UnknownEncoding};
 
 /// What a message carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,13 +56,13 @@ impl Expect {
 }
 
 fn le_f32(v: &[f32]) -> Vec<u8> {
-	v.iter().flat_map(|x| x.to_le_bytes()).collect()
+	iota_protocol::f32le::to_bytes(v)
 }
 
+/// The f32 values of a tensor whose dtype the safetensors header declared F32 (whole elements; a
+/// ragged tail cannot occur as safetensors checks the byte length against the shape).
 fn read_f32(b: &[u8]) -> Vec<f32> {
-	b.chunks_exact(4)
-		.map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-		.collect()
+	iota_protocol::f32le::from_bytes(b).unwrap_or_default()
 }
 
 /// Quantise rows of `width` values to uint8; returns `(q, scale, offset)`.

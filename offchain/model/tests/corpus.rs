@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use candle_core::{DType, Device};
+use iota_model::config::ModelError;
 use iota_model::data::{self, load_texts, train_tokenizer, Corpus, PackedDataset};
 use iota_model::pipeline::cosine_lr;
 use iota_model::{AdamW, Error, ModelConfig, Pipeline, StepOptions};
@@ -106,7 +107,7 @@ fn presets_validate_and_count_parameters() {
 		let st = iota_model::Stage::new(&tiny, s, 0, DType::F32, &dev).unwrap();
 		assert_eq!(st.param_count(), tiny.stage_param_count(s).unwrap());
 	}
-	assert!(matches!(ModelConfig::preset("huge"), Err(Error::Config(_))));
+	assert!(matches!(ModelConfig::preset("huge"), Err(ModelError::Config(_))));
 }
 
 #[test]
@@ -115,7 +116,7 @@ fn configs_whose_cuts_do_not_cover_the_blocks_are_rejected() {
 		let mut c = ModelConfig::tiny();
 		f(&mut c);
 		let e = c.validate().unwrap_err();
-		assert!(matches!(e, Error::Config(_)), "{e}");
+		assert!(matches!(e, ModelError::Config(_)), "{e}");
 		e.to_string()
 	};
 	assert!(bad(&|c| c.stages = vec![[0, 1], [2, 4]]).contains("contiguous"));
@@ -127,12 +128,12 @@ fn configs_whose_cuts_do_not_cover_the_blocks_are_rejected() {
 	assert!(bad(&|c| c.bottleneck_width = 65).contains("bottleneck_width"));
 	assert!(bad(&|c| c.d_model = 0).contains("d_model"));
 	assert!(bad(&|c| c.rope_theta = f64::NAN).contains("rope_theta"));
-	assert!(matches!(ModelConfig::from_json("{\"vocab_size\": 3}"), Err(Error::Json(_))));
+	assert!(matches!(ModelConfig::from_json("{\"vocab_size\": 3}"), Err(ModelError::Json(_))));
 	let mut c = ModelConfig::tiny();
 	c.stages = vec![[0, 3]];
 	assert!(matches!(
 		ModelConfig::from_json(&serde_json::to_string(&c).unwrap()),
-		Err(Error::Config(_))
+		Err(ModelError::Config(_))
 	));
 	assert!(matches!(
 		iota_model::Stage::new(&ModelConfig::tiny(), 3, 0, DType::F32, &Device::Cpu),

@@ -1,4 +1,4 @@
-//! Request authentication (DESIGN §7): the signature and timestamp window of every signed request
+//! Request authentication (docs/design.md §7): the signature and timestamp window of every signed request
 //! ([`iota_rpc::Signed::verify`]), nonces never reused per account while their timestamp is inside the
 //! window ([`NonceBook`]), and the caller's role and stage from finalized chain state ([`Registry`]).
 

@@ -1,4 +1,4 @@
-//! The chain side (DESIGN §3 step 6, §6): the registry and each stage's phase, epoch, round and members
+//! The chain side (docs/design.md §3 step 6, §6): the registry and each stage's phase, epoch, round and members
 //! from **finalized** chain state; the phase driver that asks `advance_phase` when
 //! [`iota_primitives::next_phase`] allows it and `commit_merge` when the state's
 //! `CommitPlan` ([`crate::state::CommitPlan`]) is complete; merge seeds; shard disputes; pathway logs.
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use iota_chain::{IotaClient, IotaEvent, Signer};
 use iota_primitives::{next_phase, ContentHash, Phase, StageProgress};
-use iota_rpc::types::{chunk_span, gradient_chunk_elems};
+use iota_protocol::{chunk_span, SpanInput};
 use iota_rpc::AccountId;
 use iota_storage::{keys, ObjectStore};
 
@@ -39,15 +39,13 @@ pub enum ChainError {
 	/// The chain has no run config.
 	#[error("the chain has no run config")]
 	NoRunConfig,
-	/// A submission failed its chunk check while recomputing a disputed shard.
-	#[error("submission of {miner} fails chunk {chunk} while recomputing shard {shard}")]
-	BadChunk {
-		/// Submitter.
-		miner: String,
-		/// Chunk index.
-		chunk: usize,
+	/// The submissions of a disputed shard could not be reduced (a chunk check or a non-finite value).
+	#[error("recomputing shard {shard}: {source}")]
+	Merge {
 		/// Shard.
 		shard: u32,
+		/// Why the protocol's reduction refused.
+		source: iota_protocol::MergeError,
 	},
 }
 
@@ -246,13 +244,13 @@ impl ChainDriver {
 	}
 }
 
-/// Recomputes every disputed shard of the current merge rounds from the submissions (brief §7) and
+/// Recomputes every disputed shard of the current merge rounds from the submissions (docs/design.md §6) and
 /// records the correct object: the copy whose hash matches the recomputation, or, when none does, the
 /// orchestrator's own upload (`keys::run_report`). The mismatch itself stays in the epoch's audit record
 /// for validators.
 ///
 /// # Errors
-/// [`ChainError::Storage`], [`ChainError::BadChunk`], [`ChainError::Db`].
+/// [`ChainError::Storage`], [`ChainError::Merge`], [`ChainError::Db`].
 pub async fn resolve_disputes(orch: &Orchestrator) -> Result<(), ChainError> {
 	let stages = orch.with_state(|st| st.config().stages);
 	for s in 0..stages {
@@ -274,7 +272,7 @@ pub async fn resolve_disputes(orch: &Orchestrator) -> Result<(), ChainError> {
 						.store()
 						.put(&keys::run_report(&run, &name), Bytes::from(bytes))
 						.await?;
-					Obj { key: r.key, hash: r.hash, size: r.size }
+					r
 				},
 			};
 			tracing::warn!(
@@ -301,20 +299,18 @@ pub async fn write_pathways(orch: &Orchestrator) -> Result<(), ChainError> {
 			.put(&keys::pathway_log(&run, u64::from(epoch)), Bytes::from(log.to_bytes()))
 			.await?;
 		tracing::info!(epoch, records = log.records.len(), hash = %r.hash, "pathway log written");
-		orch.record(vec![Event::PathwayWritten {
-			epoch,
-			object: Obj { key: r.key, hash: r.hash, size: r.size },
-		}])?;
+		orch.record(vec![Event::PathwayWritten { epoch, object: r }])?;
 	}
 	Ok(())
 }
 
-/// Recomputes shard `[start, end)` bit-exactly as a reducer must (brief §7): for each element, the f64
-/// sum over submissions in their listed order divided by the total sample count, as f32 LE bytes. Reads
-/// only the chunk-aligned span of each submission and checks every chunk.
+/// Recomputes shard `[start, end)` bit-exactly as a reducer must: [`iota_protocol::reduce_shard`] over
+/// the chunk-aligned span of each submission (read with a ranged GET, every chunk checked), in the
+/// submissions' listed order, as little-endian f32 bytes.
 ///
 /// # Errors
-/// [`ChainError::Storage`], [`ChainError::BadChunk`].
+/// [`ChainError::Storage`], [`ChainError::Merge`] (a submission fails its chunk check or holds a
+/// non-finite value; accepted submissions never do).
 pub async fn reduce_shard(
 	store: &ObjectStore,
 	subs: &[(AccountId, Submission)],
@@ -323,29 +319,17 @@ pub async fn reduce_shard(
 	param_count: u64,
 ) -> Result<Vec<u8>, ChainError> {
 	let [start, end] = range;
-	let len = (end - start) as usize;
-	let mut acc = vec![0f64; len];
-	let total: u64 = subs.iter().map(|(_, s)| u64::from(s.samples)).sum();
-	for (miner, s) in subs {
-		let (first, bytes) = chunk_span(start, end, param_count);
-		let data = store.get_range(&s.object.key, bytes.clone()).await?;
-		for (i, c) in data.chunks((gradient_chunk_elems(param_count) * 4) as usize).enumerate() {
-			if s.chunk_hashes.get(first + i) != Some(&ContentHash::of(c)) {
-				return Err(ChainError::BadChunk {
-					miner: miner.to_string(),
-					chunk: first + i,
-					shard,
-				});
-			}
-		}
-		let offset = (start * 4 - bytes.start) as usize;
-		for (j, a) in acc.iter_mut().enumerate() {
-			let b = &data[offset + 4 * j..offset + 4 * j + 4];
-			*a += f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-		}
+	let (_, bytes) = chunk_span(start, end, param_count);
+	let mut spans = Vec::with_capacity(subs.len());
+	for (_, s) in subs {
+		spans.push(store.get_range(&s.object.key, bytes.clone()).await?);
 	}
-	Ok(acc
-		.into_iter()
-		.flat_map(|a| ((a / total.max(1) as f64) as f32).to_le_bytes())
-		.collect())
+	let inputs: Vec<SpanInput<'_>> = subs
+		.iter()
+		.zip(&spans)
+		.map(|((_, s), span)| SpanInput { samples: s.samples, chunk_hashes: &s.chunk_hashes, span })
+		.collect();
+	let values = iota_protocol::reduce_shard(&inputs, start, end, param_count)
+		.map_err(|source| ChainError::Merge { shard, source })?;
+	Ok(iota_protocol::f32le::to_bytes(&values))
 }

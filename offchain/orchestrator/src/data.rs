@@ -1,5 +1,5 @@
 //! `iota-orchestrator prepare-data`: tokenize a corpus once into fixed-size, content-hashed shards in the
-//! bucket and write the run spec that names them (DESIGN §3 step 2, fixing the reference, where every
+//! bucket and write the run spec that names them (docs/design.md §3 step 2, fixing the reference, where every
 //! head streamed its own shuffled view of the data and nobody could audit what a sample was).
 //!
 //! Steps: read the corpus (`iota_model::data::load_texts`), train a byte-level BPE tokenizer on it (or
@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use iota_model::optim::AdamW;
 use iota_model::{data, ModelConfig};
-use iota_rpc::{DataManifest, LrSchedule, RunSpec, SpecObject};
-use iota_storage::{keys, ObjectRef, ObjectStore, StorageError};
+use iota_rpc::{DataManifest, LrSchedule, RunSpec};
+use iota_storage::{keys, ObjectStore, StorageError};
 
 /// Longest run id, in bytes: the longest object key the chain records (a reduced shard,
 /// `v1/runs/{run}/miners/{48-char SS58}/epochs/{8}/stages/{3}/shards/{6}`, 105 bytes plus the run id)
@@ -111,10 +111,6 @@ pub struct Prepared {
 	pub tokens: u64,
 }
 
-fn spec_object(r: ObjectRef) -> SpecObject {
-	SpecObject { key: r.key, hash: r.hash, size: r.size }
-}
-
 /// Tokenizes the corpus, uploads tokenizer, shards and spec, and returns the spec (module docs).
 ///
 /// # Errors
@@ -195,8 +191,7 @@ pub async fn prepare_data(
 		)));
 	}
 
-	let tokenizer =
-		spec_object(store.put(&keys::tokenizer(&run), Bytes::from(tokenizer_json)).await?);
+	let tokenizer = store.put(&keys::tokenizer(&run), Bytes::from(tokenizer_json)).await?;
 	let mut shard_objects = Vec::with_capacity(shards as usize);
 	let rps = u64::from(rows_per_shard);
 	for shard in 0..shards {
@@ -208,7 +203,7 @@ pub async fn prepare_data(
 			}
 		}
 		let r = store.put(&keys::data_shard(&run, shard as u32), Bytes::from(bytes)).await?;
-		shard_objects.push(spec_object(r));
+		shard_objects.push(r);
 	}
 	let spec = RunSpec {
 		run: opts.run.clone(),

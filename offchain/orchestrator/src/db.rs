@@ -1,4 +1,4 @@
-//! Persistence (DESIGN §7: the orchestrator restarts without losing work): an embedded SQLite database
+//! Persistence (docs/design.md §7: the orchestrator restarts without losing work): an embedded SQLite database
 //! holding an append-only log of accepted [`Event`]s (JSON) and the nonce table. Every accepted request
 //! writes its events and its nonce in one transaction **before** it is acknowledged; on start the log is
 //! replayed through [`crate::state::State::apply`] and the nonces still inside the window are reloaded.

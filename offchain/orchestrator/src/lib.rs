@@ -1,6 +1,6 @@
 //! # iota-orchestrator
 //!
-//! The daemon that lets unreliable miners form one pipeline (DESIGN §1, §3, §6, §7): it hands out work
+//! The daemon that lets unreliable miners form one pipeline (docs/design.md §1, §3, §6, §7): it hands out work
 //! over signed JSON-RPC (`iota_rpc::IotaApi`), leases it with expiry, brokers presigned S3 URLs, keeps
 //! the pathway log, and drives each stage's phases on chain.
 //!
@@ -23,7 +23,7 @@
 //! checkpoint is accepted only after the orchestrator fetched the object and checked its BLAKE3 (and the
 //! wire header and shape `[B, T, width]`, or the chunk hashes).
 //!
-//! Protocol choices made here (DESIGN §3, §6; brief §2, §6–8): the head issues samples `e·Q + i` only
+//! Protocol choices made here (docs/design.md §3, §6): the head issues samples `e·Q + i` only
 //! while it is `Training` at epoch `e`; a stage leases only items of its current epoch; a backward goes
 //! to the miner that ran the forward while that miner is live (member of the stage, seen within one lease
 //! period, and not the holder of an expired lease of the item), else to any miner of the stage; the

@@ -3,9 +3,7 @@
 
 use std::net::SocketAddr;
 
-use prometheus::{
-	Encoder, Gauge, GaugeVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec, Opts, Registry};
 
 /// The orchestrator's metrics.
 #[derive(Clone)]
@@ -63,14 +61,12 @@ impl Metrics {
 		Ok(Self { registry, requests, refusals, leases_expired, queue_depth, tokens_per_sec, loss })
 	}
 
-	/// The text exposition of every metric.
+	/// The text exposition of every metric ([`iota_telemetry::render`]).
 	pub fn render(&self) -> String {
-		let mut buf = Vec::new();
-		let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
-		String::from_utf8(buf).unwrap_or_default()
+		iota_telemetry::render(&self.registry)
 	}
 
-	/// Serves `/metrics` on `addr` until the returned task is aborted.
+	/// Serves `/metrics` on `addr` until the returned task is aborted ([`iota_telemetry::serve`]).
 	///
 	/// # Errors
 	/// Binding the address.
@@ -78,20 +74,6 @@ impl Metrics {
 		self,
 		addr: SocketAddr,
 	) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-		let listener = tokio::net::TcpListener::bind(addr).await?;
-		let local = listener.local_addr()?;
-		let app = axum::Router::new().route(
-			"/metrics",
-			axum::routing::get(move || {
-				let m = self.clone();
-				async move { m.render() }
-			}),
-		);
-		let task = tokio::spawn(async move {
-			if let Err(e) = axum::serve(listener, app).await {
-				tracing::warn!(error = %e, "metrics server stopped");
-			}
-		});
-		Ok((local, task))
+		iota_telemetry::serve(addr, self.registry.clone()).await
 	}
 }

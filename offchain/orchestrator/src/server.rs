@@ -317,8 +317,7 @@ impl Orchestrator {
 		let so = d.shards.get(loc.shard as usize).ok_or_else(|| {
 			Refusal::new(ErrorCode::Unavailable, "data shard missing from the spec")
 		})?;
-		let object =
-			self.get_of(&Obj { key: so.key.clone(), hash: so.hash, size: so.size }).await?;
+		let object = self.get_of(so).await?;
 		Ok(DataSlice { shard: loc.shard, object, row_offset: loc.row_offset, rows: loc.rows })
 	}
 
@@ -503,7 +502,7 @@ impl Orchestrator {
 				wire::decode_checked(&bytes, &expect).map_err(|e| {
 					Refusal::new(ErrorCode::ShapeMismatch, format!("uploaded tensor: {e}"))
 				})?;
-				Some(Obj::from_tensor(t))
+				Some(t.object())
 			},
 			None => None,
 		};
@@ -512,7 +511,7 @@ impl Orchestrator {
 			let l = st.check_submit(&req.account, id, out, now, max)?;
 			let stage = l.stage;
 			let ev = Event::LeaseCompleted { lease: id, output, now_ms: now };
-			let mut after = st.clone_stage_done(stage);
+			let mut after = st.backward_done(stage);
 			after += u32::from(
 				l.kind == WorkKind::Backward
 					|| usize::from(stage) + 1 == usize::from(st.config().stages),
@@ -553,12 +552,9 @@ impl Orchestrator {
 			st.check_gradient(&req.account, stage, b.epoch, &b.gradient, &b.chunk_hashes, b.samples)
 		})?;
 		let bytes = self.fetch_checked(&b.gradient.key, &b.gradient.hash, b.gradient.size).await?;
-		if chunk_hashes(&bytes) != b.chunk_hashes {
-			return Err(Refusal::new(
-				ErrorCode::HashMismatch,
-				"chunk hashes do not match the uploaded gradient",
-			));
-		}
+		let p = self.with_state(|st| st.param_count(stage));
+		iota_protocol::accept_submission(&bytes, &b.chunk_hashes, p)
+			.map_err(|e| acceptance_refusal("gradient", e))?;
 		self.commit(nonce, |st| {
 			Ok((
 				vec![st.check_gradient(
@@ -636,12 +632,16 @@ impl Orchestrator {
 			st.check_shard(&req.account, stage, b.epoch, b.round, b.shard, &b.reduced)
 		})?;
 		let bytes = self.fetch_checked(&b.reduced.key, &b.reduced.hash, b.reduced.size).await?;
-		if bytes
-			.chunks_exact(4)
-			.any(|c| !f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite())
-		{
-			return Err(Refusal::new(ErrorCode::Invalid, "reduced shard holds NaN/Inf"));
-		}
+		let range = self.with_state(|st| {
+			st.plan_of(stage, b.epoch)
+				.ok()
+				.and_then(|p| p.shards.get(b.shard as usize))
+				.map(|d| [d.start, d.end])
+		});
+		// check_shard above refused an unknown shard; the plan cannot have gone since.
+		let range = range.ok_or_else(|| Refusal::new(ErrorCode::Unknown, "no such shard"))?;
+		iota_protocol::accept_shard(&bytes, range)
+			.map_err(|e| acceptance_refusal("reduced shard", e))?;
 		self.commit(nonce, |st| {
 			Ok((
 				vec![st.check_shard(&req.account, stage, b.epoch, b.round, b.shard, &b.reduced)?],
@@ -864,16 +864,9 @@ impl Orchestrator {
 	}
 }
 
-impl State {
-	fn clone_stage_done(&self, stage: u16) -> u32 {
-		self.stage(stage).map_or(0, |s| s.backward_done)
-	}
-}
-
-/// Largest wire message of one boundary tensor: f32 `[B, T, width]` plus 64 KiB of header.
+/// Largest wire message of one boundary tensor of the run ([`iota_protocol::encoding::max_wire_bytes`]).
 pub fn boundary_max_bytes(spec: &RunSpec) -> u64 {
-	let [b, t, w] = spec.boundary_shape();
-	b * t * w * 4 + 64 * 1024
+	iota_protocol::encoding::max_wire_bytes(spec.boundary_shape())
 }
 
 fn limits(t: &TensorRef) -> Result<(), Refusal> {
@@ -997,4 +990,16 @@ pub async fn serve(
 	let local = server.local_addr()?;
 	let handle = server.start(RpcImpl(orch).into_rpc());
 	Ok((local, handle))
+}
+
+/// The RPC refusal of a vector the protocol's acceptance rule refused ([`iota_protocol::acceptance`]):
+/// each defect its own code.
+fn acceptance_refusal(what: &str, e: iota_protocol::Refused) -> Refusal {
+	use iota_protocol::Refused;
+	let code = match e {
+		Refused::Length { .. } | Refused::ChunkCount { .. } => ErrorCode::ShapeMismatch,
+		Refused::ChunkHash { .. } => ErrorCode::HashMismatch,
+		Refused::NonFinite { .. } => ErrorCode::NonFinite,
+	};
+	Refusal::new(code, format!("{what}: {e}"))
 }

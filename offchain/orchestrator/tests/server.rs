@@ -18,9 +18,7 @@ use iota_primitives::{ContentHash, Phase};
 use iota_rpc::api::methods;
 use iota_rpc::signing::now_ms;
 use iota_rpc::types::*;
-use iota_rpc::{
-	code_of, sign, DataManifest, ErrorCode, LrSchedule, RunSpec, SignedClient, SpecObject,
-};
+use iota_rpc::{code_of, sign, DataManifest, ErrorCode, LrSchedule, RunSpec, SignedClient};
 use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp};
 use jsonrpsee::core::client::ClientT;
 use jsonrpsee::rpc_params;
@@ -48,7 +46,6 @@ async fn world() -> World {
 		.put(&keys::data_shard(&run, 0), Bytes::from(vec![0u8; 8 * 9 * 4]))
 		.await
 		.unwrap();
-	let obj = |r: iota_storage::ObjectRef| SpecObject { key: r.key, hash: r.hash, size: r.size };
 	let spec = RunSpec {
 		run: "srv".into(),
 		model: ModelConfig::tiny(),
@@ -58,11 +55,11 @@ async fn world() -> World {
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: None,
 		data: DataManifest {
-			tokenizer: obj(shard.clone()),
+			tokenizer: shard.clone(),
 			seq_len: 8,
 			batch_rows: 2,
 			rows_per_shard: 8,
-			shards: vec![obj(shard)],
+			shards: vec![shard],
 		},
 	};
 	let state = State::new(StateConfig {
@@ -312,8 +309,15 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 		.is_err());
 	assert_eq!(fingerprint(&w), before, "refused requests changed the state");
 	let metrics = w.orch.metrics().render();
+	// NonFinite needs a merge phase: the merge test below provokes and counts it.
 	for code in ErrorCode::ALL.iter().filter(|c| {
-		!matches!(c, ErrorCode::NonceReused | ErrorCode::LeaseExpired | ErrorCode::Unavailable)
+		!matches!(
+			c,
+			ErrorCode::NonceReused
+				| ErrorCode::LeaseExpired
+				| ErrorCode::Unavailable
+				| ErrorCode::NonFinite
+		)
 	}) {
 		assert!(metrics.contains(&format!("code=\"{}\"", code.name())), "{} counted", code.name());
 	}
@@ -385,9 +389,10 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 		let Work::UploadGradient { epoch, output } = c.get_work(0).await.unwrap() else {
 			panic!("gradient upload")
 		};
-		let bytes: Vec<u8> = (0..p).flat_map(|j| ((j % 5) as f32 * scale).to_le_bytes()).collect();
+		let values: Vec<f32> = (0..p).map(|j| (j % 5) as f32 * scale).collect();
+		let bytes = Bytes::from(iota_protocol::f32le::to_bytes(&values));
 		let chunks = chunk_hashes(&bytes);
-		let hash = w.http.put(&output.put, Bytes::from(bytes)).await.unwrap();
+		let hash = w.http.put(&output.put, bytes.clone()).await.unwrap();
 		let gradient = TensorRef { key: output.key, hash, size: p * 4, shape: vec![p] };
 		// A wrong chunk list is refused before anything is recorded.
 		expect(
@@ -400,6 +405,23 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 			.await,
 			ErrorCode::HashMismatch,
 		);
+		// So is a NaN whose chunk hashes are right (only the finiteness rule sees it), under the
+		// same key: the honest upload afterwards is accepted.
+		let mut nan: Vec<u8> = bytes.to_vec();
+		nan[4..8].copy_from_slice(&f32::NAN.to_le_bytes());
+		let nan_chunks = chunk_hashes(&nan);
+		let nan_hash = w.http.put(&output.put, Bytes::from(nan)).await.unwrap();
+		expect(
+			c.submit_gradient(GradientSubmission {
+				epoch,
+				gradient: TensorRef { hash: nan_hash, ..gradient.clone() },
+				chunk_hashes: nan_chunks,
+				samples: 2,
+			})
+			.await,
+			ErrorCode::NonFinite,
+		);
+		w.http.put(&output.put, bytes.clone()).await.unwrap();
 		c.submit_gradient(GradientSubmission { epoch, gradient, chunk_hashes: chunks, samples: 2 })
 			.await
 			.unwrap();
@@ -436,6 +458,10 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 	assert_eq!(
 		dave.get_manifest(0).await.unwrap(),
 		MergeView::Reducing { present: 0, expected: 1 }
+	);
+	assert!(
+		w.orch.metrics().render().contains("code=\"non_finite\""),
+		"the NaN gradient was counted as non_finite"
 	);
 	iota_orchestrator::chain::resolve_disputes(&w.orch).await.unwrap();
 	let MergeView::Ready { shards, samples, .. } = dave.get_manifest(0).await.unwrap() else {

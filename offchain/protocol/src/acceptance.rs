@@ -51,11 +51,7 @@ pub enum Refused {
 ///
 /// # Errors
 /// [`Refused::Length`], [`Refused::ChunkCount`].
-pub fn check_submission_shape(
-	size: u64,
-	listed: usize,
-	param_count: u64,
-) -> Result<(), Refused> {
+pub fn check_submission_shape(size: u64, listed: usize, param_count: u64) -> Result<(), Refused> {
 	let expected = param_count.saturating_mul(4);
 	if size != expected {
 		return Err(Refused::Length { expected, got: size, elems: param_count });

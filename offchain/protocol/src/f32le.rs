@@ -11,11 +11,17 @@ pub struct NotF32 {
 
 /// `values` as little-endian f32 bytes (`4 · values.len()` bytes).
 pub fn to_bytes(values: &[f32]) -> Vec<u8> {
-	let mut out = Vec::with_capacity(values.len() * 4);
+	let mut out = Vec::new();
+	extend(&mut out, values);
+	out
+}
+
+/// Appends `values` to `out` as little-endian f32 bytes.
+pub fn extend(out: &mut Vec<u8>, values: &[f32]) {
+	out.reserve(values.len() * 4);
 	for v in values {
 		out.extend_from_slice(&v.to_le_bytes());
 	}
-	out
 }
 
 /// Element `i` of a little-endian f32 buffer.
@@ -35,12 +41,17 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Vec<f32>, NotF32> {
 	if !bytes.len().is_multiple_of(4) {
 		return Err(NotF32 { len: bytes.len() });
 	}
-	Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+	Ok(bytes
+		.chunks_exact(4)
+		.map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+		.collect())
 }
 
 /// Index of the first NaN or ±Inf of a little-endian f32 buffer (whole elements only), if any.
 pub fn first_non_finite(bytes: &[u8]) -> Option<usize> {
-	bytes.chunks_exact(4).position(|b| !f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite())
+	bytes
+		.chunks_exact(4)
+		.position(|b| !f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite())
 }
 
 #[cfg(test)]

@@ -16,17 +16,29 @@
 //! | [`acceptance`] | accepting a merge submission (length, chunk hashes, finite values) and a shard |
 //! | [`plan`] | the merge plan of a round: members, shards, checkpoint replica |
 //! | [`selection`] | spot-check and shard-audit selection |
+//! | [`sample`] | a sample's input and target rows |
+//! | [`model`] | the model config, its presets and each stage's parameter list (which fixes `P`) |
+//! | [`optim`] | the optimizer step every replica applies (AdamW, clipping, lr schedule) |
+//! | [`encoding`] | the wire encodings a run spec names, and the largest wire message |
+//! | [`objects`] | object references and presigned requests, as parties pass them |
 //!
 //! docs/design.md explains where each rule comes from.
 
 pub mod acceptance;
 pub mod chunks;
+pub mod encoding;
 pub mod f32le;
 pub mod merge;
+pub mod model;
+pub mod objects;
+pub mod optim;
 pub mod plan;
+pub mod sample;
 pub mod selection;
 
 pub use acceptance::{accept_shard, accept_submission, check_submission_shape, Refused};
 pub use chunks::{chunk_count, chunk_hashes, chunk_span, gradient_chunk_elems};
 pub use merge::{assemble_mean, reduce_shard, MergeError, ShardInput, SpanInput};
+pub use model::ModelConfig;
+pub use objects::{ObjectRef, PresignedRequest};
 pub use plan::{merge_plan, MergePlan};

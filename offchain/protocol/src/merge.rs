@@ -52,7 +52,9 @@ pub enum MergeError {
 		got: u64,
 	},
 	/// A submission lists the wrong number of chunk hashes for `P`.
-	#[error("submission {index}: {got} chunk hashes, expected {expected} for {param_count} elements")]
+	#[error(
+		"submission {index}: {got} chunk hashes, expected {expected} for {param_count} elements"
+	)]
 	ChunkCount {
 		/// Position of the submission in the list.
 		index: usize,
@@ -275,7 +277,10 @@ pub fn reduce_shard_chunked(
 	for (j, a) in acc.into_iter().enumerate() {
 		let v = (a / denom) as f32;
 		if !v.is_finite() {
-			return Err(MergeError::NonFinite { what: "reduced mean".into(), index: start + j as u64 });
+			return Err(MergeError::NonFinite {
+				what: "reduced mean".into(),
+				index: start + j as u64,
+			});
 		}
 		out.push(v);
 	}
@@ -387,9 +392,13 @@ mod tests {
 		let (_, r) = chunk_span(start, end, p);
 		let ranged = &a[r.start as usize..r.end as usize];
 		assert_eq!(span_of(&a, start, end, p).unwrap(), ranged);
-		let out =
-			reduce_shard(&[SpanInput { samples: 2, chunk_hashes: &ha, span: ranged }], start, end, p)
-				.unwrap();
+		let out = reduce_shard(
+			&[SpanInput { samples: 2, chunk_hashes: &ha, span: ranged }],
+			start,
+			end,
+			p,
+		)
+		.unwrap();
 		assert_eq!(out[0], 750.0 / 2.0);
 		assert!(matches!(span_of(&a[..100], start, end, p), Err(MergeError::SpanLength { .. })));
 	}

@@ -3,7 +3,9 @@
 //! stage, epoch and round, and the round's submitters.
 
 use codec::Encode;
-use iota_primitives::{butterfly_shards, derive_seed, ButterflyError, Seed, SeededRng, ShardDescriptor};
+use iota_primitives::{
+	butterfly_shards, derive_seed, ButterflyError, Seed, SeededRng, ShardDescriptor,
+};
 
 /// Domain of the round's butterfly seed (derived from the epoch seed).
 pub const BUTTERFLY_DOMAIN: &str = "iota-rs butterfly v1";
@@ -54,6 +56,14 @@ pub fn merge_plan<A: Ord + Clone>(
 	Ok(MergePlan { round, seed, members, shards, param_count, checkpoint_by })
 }
 
+/// The merge whose checkpoint holds the weights every replica of a stage trains with (and a validator
+/// recomputes with) during `epoch`: the merge of `epoch − 1`; `None` at epoch 0, which starts from the
+/// seeded initialisation. The checkpoint is used only if its state hashes to that manifest's attested
+/// state hash.
+pub fn weights_merge_epoch(epoch: u32) -> Option<u32> {
+	epoch.checked_sub(1)
+}
+
 #[cfg(test)]
 mod tests {
 	use super::*;
@@ -79,6 +89,12 @@ mod tests {
 			seen.insert(merge_plan(0, 0, 0, &[s; 32], members.clone(), 100).unwrap().checkpoint_by);
 		}
 		assert_eq!(seen.len(), 5);
+	}
+
+	#[test]
+	fn an_epoch_trains_on_the_previous_merge() {
+		assert_eq!(weights_merge_epoch(0), None);
+		assert_eq!(weights_merge_epoch(5), Some(4));
 	}
 
 	#[test]

@@ -57,7 +57,12 @@ pub fn spot_checks(
 /// indices whose two copies matched), drawn from
 /// `SeededRng(`[`SHARD_AUDIT_DOMAIN`]`, epoch_seed, epoch u32 LE ‖ stage u16 LE)`. Shards whose copies
 /// disagreed are always audited besides these.
-pub fn audited_shards(epoch_seed: &Seed, epoch: u32, stage: u16, mut agreeing: Vec<u32>) -> Vec<u32> {
+pub fn audited_shards(
+	epoch_seed: &Seed,
+	epoch: u32,
+	stage: u16,
+	mut agreeing: Vec<u32>,
+) -> Vec<u32> {
 	let mut ctx = epoch.to_le_bytes().to_vec();
 	ctx.extend_from_slice(&stage.to_le_bytes());
 	let mut rng = SeededRng::new(SHARD_AUDIT_DOMAIN, epoch_seed, &ctx);

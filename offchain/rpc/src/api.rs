@@ -44,7 +44,7 @@ pub mod methods {
 	pub const EPOCH_RECORD: &str = "iota_epochRecord";
 }
 
-/// The orchestrator API (DESIGN §3 steps 2–6).
+/// The orchestrator API (docs/design.md §3 steps 2–6).
 #[rpc(server, client, namespace = "iota")]
 pub trait IotaApi {
 	/// Pull one work item for the caller's stage: a forward, a backward, the gradient upload of the merge,
@@ -115,7 +115,7 @@ pub trait IotaApi {
 	/// Miners may call it too, but only for the stage checkpoint keys (`keys::stage_checkpoint`) of the
 	/// stage they hold: a miner that joins mid-run (or fell out of step) loads the checkpoint named in its
 	/// stage's latest on-chain merge manifest and checks it against the attested state hash
-	/// (DESIGN §3 step 6); any other key is `WrongRole` for a miner.
+	/// (docs/design.md §3 step 6); any other key is `WrongRole` for a miner.
 	///
 	/// Errors: auth codes, `NotRegistered`, `WrongRole` (not a validator, or a miner asking for anything but
 	/// its stage's checkpoints), `Oversize`, `Invalid` (key outside the run).
@@ -123,7 +123,7 @@ pub trait IotaApi {
 	async fn presign_get(
 		&self,
 		req: Signed<PresignGet>,
-	) -> RpcResult<Vec<iota_storage::PresignedRequest>>;
+	) -> RpcResult<Vec<iota_protocol::PresignedRequest>>;
 
 	/// Validators: a presigned PUT for a key the caller owns (evidence).
 	///

@@ -1,5 +1,5 @@
 //! [`SignedClient`]: a WebSocket client of the orchestrator that signs every call with the caller's
-//! sr25519 key (DESIGN §7), for miners, validators, tests and benchmarks.
+//! sr25519 key (docs/design.md §7), for miners, validators, tests and benchmarks.
 
 use jsonrpsee::core::client::{ClientT, Subscription, SubscriptionClientT};
 use jsonrpsee::core::ClientError;
@@ -125,7 +125,7 @@ impl SignedClient {
 	pub async fn presign_get(
 		&self,
 		keys: Vec<String>,
-	) -> Result<Vec<iota_storage::PresignedRequest>, ClientError> {
+	) -> Result<Vec<iota_protocol::PresignedRequest>, ClientError> {
 		self.call(methods::PRESIGN_GET, PresignGet { keys }).await
 	}
 

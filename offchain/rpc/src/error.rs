@@ -36,11 +36,13 @@ pub enum ErrorCode {
 	Invalid = -32013,
 	/// A dependency (chain, object store, database) failed; the request may be retried.
 	Unavailable = -32014,
+	/// A submitted vector holds a NaN or ±Inf (`iota_protocol::acceptance`).
+	NonFinite = -32015,
 }
 
 impl ErrorCode {
 	/// Every code, for tests and docs.
-	pub const ALL: [ErrorCode; 14] = [
+	pub const ALL: [ErrorCode; 15] = [
 		ErrorCode::BadSignature,
 		ErrorCode::StaleTimestamp,
 		ErrorCode::NonceReused,
@@ -55,6 +57,7 @@ impl ErrorCode {
 		ErrorCode::Oversize,
 		ErrorCode::Invalid,
 		ErrorCode::Unavailable,
+		ErrorCode::NonFinite,
 	];
 
 	/// The numeric JSON-RPC code.
@@ -84,6 +87,7 @@ impl ErrorCode {
 			ErrorCode::Oversize => "oversize",
 			ErrorCode::Invalid => "invalid",
 			ErrorCode::Unavailable => "unavailable",
+			ErrorCode::NonFinite => "non_finite",
 		}
 	}
 

@@ -1,6 +1,6 @@
 //! # iota-rpc
 //!
-//! The contract between the orchestrator and the parties that pull work from it (DESIGN §1, §3, §7):
+//! The contract between the orchestrator and the parties that pull work from it (docs/design.md §1, §3, §7):
 //!
 //! | concept | file | what it holds |
 //! |---|---|---|

@@ -1,6 +1,6 @@
-//! The pathway log (DESIGN §3 step 4, §7): for every sample of an epoch, which miner ran each stage and
+//! The pathway log (docs/design.md §3 step 4, §7): for every sample of an epoch, which miner ran each stage and
 //! the loss the tail reported. The orchestrator writes one log per epoch to the bucket
-//! ([`iota_storage::keys::pathway_log`]) when the epoch's last stage has merged, and records its hash;
+//! (`iota_storage::keys::pathway_log`) when the epoch's last stage has merged, and records its hash;
 //! validators read it to pick spot-checks and to compute CLASP scores.
 //!
 //! Format: JSON ([`PathwayLog`]), records sorted by sample id.

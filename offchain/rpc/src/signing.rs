@@ -1,4 +1,4 @@
-//! Request signing (DESIGN §7): every state-changing orchestrator call carries the caller's chain
+//! Request signing (docs/design.md §7): every state-changing orchestrator call carries the caller's chain
 //! account, a nonce, a timestamp and an sr25519 signature over
 //! `(method, BLAKE3 of the params, nonce, timestamp, account)`.
 //!

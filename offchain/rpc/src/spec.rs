@@ -1,30 +1,23 @@
 //! The run spec: everything a miner or validator must agree on to compute the same thing (model config,
 //! init seed, wire encoding, optimizer, micro-batch size, data manifest). It is stored as JSON in the
-//! bucket ([`iota_storage::keys::run_spec`]) and its BLAKE3 is the chain's `RunConfig::model_hash`, so a
+//! bucket (`iota_storage::keys::run_spec`) and its BLAKE3 is the chain's `RunConfig::model_hash`, so a
 //! party that fetched it from anywhere checks it against the chain before trusting it.
 //!
-//! Data (DESIGN §3 step 2, fixing the reference's per-head shuffled streams): the corpus is tokenized
+//! Data (docs/design.md §3 step 2, fixing the reference's per-head shuffled streams): the corpus is tokenized
 //! once into rows of `seq_len + 1` tokens, shuffled with the run seed, and cut into shards of
 //! `rows_per_shard` rows (a multiple of `batch_rows`). Sample `s` is the micro-batch of rows
 //! `(s · batch_rows) mod total_rows ..+ batch_rows`, so every sample lies in one shard and anyone can
 //! say which tokens a sample had.
 
-use iota_model::optim::AdamW;
-use iota_model::{Encoding, ModelConfig, StepOptions};
 use iota_primitives::ContentHash;
+use iota_protocol::encoding::Encoding;
+use iota_protocol::optim::AdamW;
+use iota_protocol::optim::StepOptions;
+use iota_protocol::ModelConfig;
 use serde::{Deserialize, Serialize};
 
-/// A stored object named by key and content hash.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SpecObject {
-	/// Object key.
-	pub key: String,
-	/// BLAKE3 of its bytes.
-	pub hash: ContentHash,
-	/// Size in bytes.
-	pub size: u64,
-}
+/// A stored object named by key and content hash: the protocol's one object reference.
+pub type SpecObject = iota_protocol::ObjectRef;
 
 /// The tokenized corpus.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,7 +156,7 @@ pub struct LrSchedule {
 impl LrSchedule {
 	/// The learning rate of epoch `epoch`'s step.
 	pub fn lr(&self, epoch: u32) -> f32 {
-		iota_model::pipeline::cosine_lr(
+		iota_protocol::optim::cosine_lr(
 			epoch as usize,
 			self.total_epochs.max(1) as usize,
 			self.warmup_epochs as usize,

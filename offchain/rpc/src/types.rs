@@ -1,11 +1,11 @@
-//! Request and response bodies of the orchestrator API (DESIGN §3 steps 2–6).
+//! Request and response bodies of the orchestrator API (docs/design.md §3 steps 2–6).
 //!
 //! Units: sample ids are global (`epoch · quota + i`), epochs and stages are the chain's, times are
 //! milliseconds since the Unix epoch, sizes are bytes, tensor shapes are element counts per axis
 //! (`[B, T, b]` for a compressed activation: micro-batch rows, tokens per row, bottleneck width).
 
 use iota_primitives::{ContentHash, Phase};
-use iota_storage::PresignedRequest;
+use iota_protocol::PresignedRequest;
 use serde::{Deserialize, Serialize};
 
 use crate::AccountId;
@@ -55,6 +55,13 @@ pub struct TensorRef {
 	pub size: u64,
 	/// Shape, e.g. `[B, T, b]`.
 	pub shape: Vec<u64>,
+}
+
+impl TensorRef {
+	/// The object this tensor was uploaded as (key, hash, size).
+	pub fn object(&self) -> iota_protocol::ObjectRef {
+		iota_protocol::ObjectRef { key: self.key.clone(), hash: self.hash, size: self.size }
+	}
 }
 
 /// The tokens of one sample: a presigned GET of the data shard that holds it and where in it.
@@ -115,7 +122,7 @@ pub struct BackwardWork {
 	/// Sample id.
 	pub sample: u64,
 	/// The miner that ran this stage's forward; when it is not the caller, the caller recomputes the
-	/// forward from `input`/`data` (DESIGN §3 step 5).
+	/// forward from `input`/`data` (docs/design.md §3 step 5).
 	pub forward_by: AccountId,
 	/// The stage's input activation (`None` at the head).
 	pub input: Option<ObjectGet>,
@@ -199,51 +206,11 @@ pub struct ReportLoss {
 	pub loss: f32,
 }
 
-/// Fewest elements (f32) per hashed chunk of a gradient submission (4 KiB).
-pub const MIN_GRADIENT_CHUNK_ELEMS: u64 = 1_024;
-/// Most elements (f32) per hashed chunk of a gradient submission (256 KiB).
-pub const MAX_GRADIENT_CHUNK_ELEMS: u64 = 65_536;
-
-/// Elements per hashed chunk of a `param_count`-element gradient submission:
-/// `clamp(next_pow2(ceil(P / 1024)), 1 024, 65 536)`, so a submission lists at most ~1 024 chunk hashes
-/// up to `P` = 64 Mi and chunks stay at most 1/1 024 of `P` below that.
-///
-/// Shard reducers read only their element ranges of each submission (so per-miner traffic stays flat in
-/// `n`, DESIGN §6); a whole-object hash cannot check a ranged read, so submissions also carry the BLAKE3
-/// of every chunk and a reducer reads the chunk-aligned span around its range and checks each chunk
-/// before using it. A fixed 65 536-element chunk made that span larger than the shard itself from
-/// `n = 8` on a 3 M-parameter stage (shards of `P / 28` elements), and the download per miner grew
-/// with `n` (measured with `bench-merge`: 5.0 → 9.1 P-vectors from n = 2 to 16); a chunk of at most
-/// `P / 1 024` keeps the overhead of the alignment under ~2·n(n−1)/1 024 of a P-vector.
-pub fn gradient_chunk_elems(param_count: u64) -> u64 {
-	param_count
-		.div_ceil(1_024)
-		.checked_next_power_of_two()
-		.unwrap_or(MAX_GRADIENT_CHUNK_ELEMS)
-		.clamp(MIN_GRADIENT_CHUNK_ELEMS, MAX_GRADIENT_CHUNK_ELEMS)
-}
-
-/// Number of chunk hashes a `param_count`-element submission lists.
-pub fn chunk_count(param_count: u64) -> usize {
-	param_count.div_ceil(gradient_chunk_elems(param_count)) as usize
-}
-
-/// BLAKE3 of each [`gradient_chunk_elems`]`(P)`-element chunk of a flat little-endian f32 vector's bytes
-/// (`P = bytes.len() / 4`; the last chunk may be shorter).
-pub fn chunk_hashes(bytes: &[u8]) -> Vec<ContentHash> {
-	let elems = gradient_chunk_elems(bytes.len() as u64 / 4);
-	bytes.chunks((elems * 4) as usize).map(ContentHash::of).collect()
-}
-
-/// The chunks covering element range `[start, end)` of a `param_count`-element submission:
-/// `(first chunk index, byte range to read)`, the byte range aligned to chunk boundaries and clipped to
-/// `param_count` elements.
-pub fn chunk_span(start: u64, end: u64, param_count: u64) -> (usize, std::ops::Range<u64>) {
-	let c = gradient_chunk_elems(param_count);
-	let first = start / c;
-	let last_end = end.div_ceil(c).saturating_mul(c).min(param_count);
-	(first as usize, first * c * 4..last_end * 4)
-}
+// The hashed-chunk rule of merge submissions is the protocol core's (one copy).
+pub use iota_protocol::chunks::{
+	chunk_count, chunk_hashes, chunk_span, gradient_chunk_elems, MAX_GRADIENT_CHUNK_ELEMS,
+	MIN_GRADIENT_CHUNK_ELEMS,
+};
 
 /// Body of `iota_submitGradient` (phase `WeightsUploading`).
 ///
@@ -297,7 +264,7 @@ pub struct ShardTask {
 	pub output: ObjectPut,
 }
 
-/// Answer of `iota_getShards`: this miner's part of the butterfly (DESIGN §6).
+/// Answer of `iota_getShards`: this miner's part of the butterfly (docs/design.md §6).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ShardAssignment {

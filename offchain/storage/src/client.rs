@@ -14,7 +14,6 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use bytes::{Bytes, BytesMut};
 use futures_util::{stream, StreamExt, TryStreamExt};
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::config::{Credentials, StoreConfig};
@@ -32,16 +31,9 @@ const MAX_PARTS: u64 = 10_000;
 /// Longest presigned URL lifetime SigV4 allows (7 days).
 pub const MAX_PRESIGN_EXPIRY: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// What a write produced: the reference that goes on chain and into RPC messages.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectRef {
-	/// The object key.
-	pub key: String,
-	/// Size in bytes.
-	pub size: u64,
-	/// BLAKE3 hash of the full contents.
-	pub hash: ContentHash,
-}
+/// What a write produced: the reference that goes on chain and into RPC messages (the protocol's one
+/// object reference).
+pub use iota_protocol::objects::ObjectRef;
 
 /// What HEAD says about an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,7 +70,7 @@ impl ObjectStore {
 	/// Builds the client. With [`Credentials::FromEnvironment`] this reads the AWS environment and
 	/// profile files; it sends no request.
 	///
-	/// Settings that matter for S3-compatible servers (DESIGN §9): path-style addressing when
+	/// Settings that matter for S3-compatible servers (docs/design.md §9): path-style addressing when
 	/// `force_path_style`, and request/response checksums only "when required", since newer SDKs add
 	/// checksum headers some servers reject.
 	///
@@ -598,7 +590,7 @@ impl ObjectStore {
 			.presigned(cfg)
 			.await
 			.map_err(|e| self.sdk_error(key, e))?;
-		Ok(PresignedRequest::from_sdk(&req, expires_in))
+		Ok(crate::presigned::from_sdk(&req, expires_in))
 	}
 
 	/// A presigned PUT for exactly `key`, valid for `expires_in` (at most 7 days). The holder can write
@@ -616,7 +608,7 @@ impl ObjectStore {
 			.presigned(cfg)
 			.await
 			.map_err(|e| self.sdk_error(key, e))?;
-		Ok(PresignedRequest::from_sdk(&req, expires_in))
+		Ok(crate::presigned::from_sdk(&req, expires_in))
 	}
 }
 

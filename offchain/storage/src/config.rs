@@ -1,6 +1,6 @@
 //! Connection and behaviour settings of the object layer.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::error::{Result, StorageError};
 
@@ -61,18 +61,45 @@ impl RetryPolicy {
 		self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
 	}
 
-	/// The wait before retry number `retry`: a uniform draw in `[ceiling/2, ceiling]` ("equal jitter",
-	/// so concurrent clients spread out but never retry immediately). The draw uses the clock's
-	/// nanoseconds; it needs to be spread, not unpredictable.
-	pub fn backoff(&self, retry: u32) -> Duration {
-		let ceiling = self.backoff_ceiling(retry);
-		let nanos = SystemTime::now()
-			.duration_since(UNIX_EPOCH)
-			.map(|d| d.subsec_nanos())
-			.unwrap_or(0);
-		let frac = f64::from(nanos % 1_000_000) / 1_000_000.0;
-		ceiling.mul_f64(0.5 + 0.5 * frac)
+	/// The policy as backon's exponential backoff: waits from `initial_backoff` doubling up to
+	/// `max_backoff`, each with random jitter added (so concurrent clients spread out), at most
+	/// `max_attempts − 1` retries.
+	pub fn backoff(&self) -> backon::ExponentialBuilder {
+		backon::ExponentialBuilder::default()
+			.with_min_delay(self.initial_backoff)
+			.with_max_delay(self.max_backoff)
+			.with_max_times(self.max_attempts.saturating_sub(1) as usize)
+			.with_jitter()
 	}
+}
+
+/// Runs `op` until it succeeds, fails with an error `retryable` refuses, or `policy`'s attempts are
+/// spent, waiting the policy's backoff between attempts ([`RetryPolicy::backoff`]); each retry is
+/// logged at debug level with `what`. Returns the last result and the number of attempts made. The one
+/// retry loop of the project: storage, presigned HTTP and the miner's orchestrator calls use it.
+pub async fn retry<T, E, F, Fut>(
+	policy: &RetryPolicy,
+	what: &str,
+	mut op: F,
+	retryable: impl FnMut(&E) -> bool,
+) -> (std::result::Result<T, E>, u32)
+where
+	F: FnMut() -> Fut,
+	Fut: std::future::Future<Output = std::result::Result<T, E>>,
+	E: std::fmt::Display,
+{
+	use backon::Retryable;
+	let attempts = std::sync::atomic::AtomicU32::new(0);
+	let result = (|| {
+		attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+		op()
+	})
+	.retry(policy.backoff())
+	.sleep(tokio::time::sleep)
+	.when(retryable)
+	.notify(|e, wait| tracing::debug!(what, ?wait, error = %e, "retrying"))
+	.await;
+	(result, attempts.into_inner())
 }
 
 /// Everything the client needs to reach one bucket.
@@ -200,10 +227,42 @@ mod tests {
 		assert_eq!(p.backoff_ceiling(4), Duration::from_millis(800));
 		assert_eq!(p.backoff_ceiling(5), Duration::from_secs(1));
 		assert_eq!(p.backoff_ceiling(500), Duration::from_secs(1));
-		for r in 1..6 {
-			let b = p.backoff(r);
-			assert!(b >= p.backoff_ceiling(r) / 2 && b <= p.backoff_ceiling(r), "{r}: {b:?}");
+		use backon::BackoffBuilder;
+		let waits: Vec<Duration> = p.backoff().build().collect();
+		assert_eq!(waits.len(), 9, "max_attempts − 1 retries");
+		for (i, w) in waits.iter().enumerate() {
+			let ceiling = p.backoff_ceiling(i as u32 + 1);
+			assert!(*w >= ceiling && *w <= 2 * ceiling, "retry {}: {w:?}", i + 1);
 		}
+	}
+
+	#[tokio::test]
+	async fn retry_stops_at_a_permanent_error_or_the_last_attempt() {
+		let p = RetryPolicy {
+			max_attempts: 3,
+			initial_backoff: Duration::from_millis(1),
+			max_backoff: Duration::from_millis(2),
+		};
+		let (r, n) = retry(&p, "t", || async { Err::<(), _>("transient") }, |_| true).await;
+		assert_eq!((r, n), (Err("transient"), 3));
+		let (r, n) = retry(&p, "t", || async { Err::<(), _>("permanent") }, |_| false).await;
+		assert_eq!((r, n), (Err("permanent"), 1));
+		let calls = std::sync::atomic::AtomicU32::new(0);
+		let (r, n) = retry(
+			&p,
+			"t",
+			|| async {
+				let k = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+				if k == 0 {
+					Err("once")
+				} else {
+					Ok(k)
+				}
+			},
+			|_| true,
+		)
+		.await;
+		assert_eq!((r, n), (Ok(1), 2));
 	}
 
 	#[test]

@@ -1,6 +1,6 @@
 //! The embedded S3 server: an S3-compatible endpoint backed by a local directory, started in-process.
 //!
-//! This is the local default object store (DESIGN §1): the orchestrator and the devnet start it with
+//! This is the local default object store (docs/design.md §1): the orchestrator and the devnet start it with
 //! `--embedded-s3 DIR` through [`EmbeddedS3::start`], and the `iota-s3` binary serves a directory on its
 //! own. It is `s3s-fs` (objects are plain files under `DIR/{bucket}/{key}`, metadata in hidden JSON files
 //! beside them) behind `s3s`'s SigV4 authentication with one static key pair, served by hyper.
@@ -11,7 +11,7 @@
 //! expired"). Known differences from AWS: the region is not checked; presigned requests dated up to
 //! 15 minutes in the future are accepted; ListMultipartUploads is not implemented. One change over
 //! stock `s3s-fs`: whole-object GETs stream the file in 1 MiB chunks instead of 4 KiB (about 10x faster,
-//! DESIGN §9).
+//! docs/design.md §9).
 
 use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};

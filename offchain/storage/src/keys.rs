@@ -11,7 +11,7 @@
 //! v1/runs/{run}/orchestrator/reports/{name}                                       run report
 //! ```
 //!
-//! Scoping (DESIGN §7, "a miner can write only its own keys"): everything a miner writes lives under
+//! Scoping (docs/design.md §7, "a miner can write only its own keys"): everything a miner writes lives under
 //! [`miner_scope`]`(run, miner)`, which ends in `/`. Identifiers may only contain `[A-Za-z0-9_-]`, so no
 //! identifier can contain `/` or `..`, and one miner's scope is never a prefix of another's (`ab/` is not
 //! a prefix of `abc/`). The orchestrator hands out a presigned PUT only after [`writer`] of the key

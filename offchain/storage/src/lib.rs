@@ -2,7 +2,7 @@
 //!
 //! The object layer of iota-rs. Everything large in a training run (activations, activation gradients,
 //! gradient submissions, reduced butterfly shards, stage checkpoints, pathway logs, run reports) lives in
-//! one S3 bucket; only BLAKE3 hashes and small records go on chain (DESIGN §1, §3). Production uses AWS S3,
+//! one S3 bucket; only BLAKE3 hashes and small records go on chain (docs/design.md §1, §3). Production uses AWS S3,
 //! Cloudflare R2 or MinIO; a developer machine uses the embedded server in this crate, so there is
 //! nothing to install.
 //!
@@ -10,7 +10,7 @@
 //!
 //! - The **orchestrator** holds the bucket credentials and an [`ObjectStore`]. It never forwards them:
 //!   it signs a [`PresignedRequest`] (GET or PUT, one key, short expiry) for each object a miner or
-//!   validator may touch, and only for keys that [`keys::writer`] says that miner owns (DESIGN §7).
+//!   validator may touch, and only for keys that [`keys::writer`] says that miner owns (docs/design.md §7).
 //! - **Miners and validators** hold no credentials. They perform presigned requests with
 //!   [`PresignedHttp`] and report or check the [`ContentHash`] of what they moved.
 //!
@@ -71,7 +71,7 @@ pub mod keys;
 pub mod presigned;
 
 pub use client::{ObjectMeta, ObjectRef, ObjectStore, ObjectSummary};
-pub use config::{Credentials, RetryPolicy, StoreConfig, MIB};
+pub use config::{retry, Credentials, RetryPolicy, StoreConfig, MIB};
 pub use embedded::{EmbeddedConfig, EmbeddedError, EmbeddedS3};
 pub use error::{Result, StorageError};
 pub use hash::ContentHash;

@@ -1,64 +1,34 @@
 //! Presigned URLs and the small HTTP client miners and validators use with them.
 //!
-//! Miners and validators hold no bucket credentials (DESIGN §1, §7): the orchestrator, which does, signs a
+//! Miners and validators hold no bucket credentials (docs/design.md §1, §7): the orchestrator, which does, signs a
 //! [`PresignedRequest`] for exactly one key with a short expiry and sends it in an RPC reply. The holder
 //! performs it with [`PresignedHttp`], which applies the same retry policy, size limit and BLAKE3 check as
 //! [`crate::ObjectStore`]. Following the S3 presigned-URL contract, the request must be sent with the
-//! signed method, the exact URI and every header listed (DESIGN §9).
+//! signed method, the exact URI and every header listed (docs/design.md §9).
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
 
 use crate::client::{unix_now, verify};
 use crate::config::RetryPolicy;
 use crate::error::{classify, Result, StorageError};
 use crate::hash::ContentHash;
 
-/// HTTP method of a presigned request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Method {
-	/// Read the object.
-	Get,
-	/// Write the object.
-	Put,
-}
+pub use iota_protocol::objects::{Method, PresignedRequest};
 
-/// A signed request for one object, as sent in an RPC message. Serializable; contains no credentials
-/// (only a signature that is valid for this method, key and time window).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PresignedRequest {
-	/// Method the signature covers.
-	pub method: Method,
-	/// The full URL, query string (signature) included.
-	pub url: String,
-	/// Headers that must be sent as they are (name, value).
-	pub headers: Vec<(String, String)>,
-	/// When the signature stops being valid, seconds since the Unix epoch (by the signer's clock; the
-	/// server decides).
-	pub expires_at: u64,
-}
-
-impl PresignedRequest {
-	pub(crate) fn from_sdk(
-		req: &aws_sdk_s3::presigning::PresignedRequest,
-		expires_in: Duration,
-	) -> Self {
-		let method =
-			if req.method().eq_ignore_ascii_case("PUT") { Method::Put } else { Method::Get };
-		Self {
-			method,
-			url: req.uri().to_owned(),
-			headers: req.headers().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
-			expires_at: unix_now() + expires_in.as_secs(),
-		}
-	}
-
-	/// The URL without its query string (no signature), for logs and error messages.
-	pub fn redacted_url(&self) -> &str {
-		self.url.split('?').next().unwrap_or_default()
+/// The protocol's [`PresignedRequest`] for an SDK presigned request valid for `expires_in`.
+pub(crate) fn from_sdk(
+	req: &aws_sdk_s3::presigning::PresignedRequest,
+	expires_in: Duration,
+) -> PresignedRequest {
+	let method = if req.method().eq_ignore_ascii_case("PUT") { Method::Put } else { Method::Get };
+	PresignedRequest {
+		method,
+		url: req.uri().to_owned(),
+		headers: req.headers().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
+		expires_at: unix_now() + expires_in.as_secs(),
 	}
 }
 
@@ -244,25 +214,16 @@ impl PresignedHttp {
 		classify(what, status, code.as_deref(), message.as_deref())
 	}
 
-	async fn with_retries<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T>
+	async fn with_retries<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T>
 	where
 		F: FnMut() -> Fut,
 		Fut: std::future::Future<Output = Result<T>>,
 	{
-		let mut n = 1;
-		loop {
-			match attempt().await {
-				Err(e) if e.is_retryable() && n < self.retry.max_attempts => {
-					let wait = self.retry.backoff(n);
-					tracing::debug!(url = what, attempt = n, ?wait, error = %e, "retrying");
-					tokio::time::sleep(wait).await;
-					n += 1;
-				},
-				Err(StorageError::Unavailable { key, status, message, .. }) => {
-					return Err(StorageError::Unavailable { key, status, message, attempts: n })
-				},
-				other => return other,
-			}
+		match crate::config::retry(&self.retry, what, attempt, StorageError::is_retryable).await {
+			(Err(StorageError::Unavailable { key, status, message, .. }), n) => {
+				Err(StorageError::Unavailable { key, status, message, attempts: n })
+			},
+			(other, _) => other,
 		}
 	}
 }

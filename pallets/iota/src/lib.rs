@@ -1,6 +1,6 @@
 //! # pallet-iota
 //!
-//! The chain's record of a decentralized training run (DESIGN §4): who mines which pipeline stage, which
+//! The chain's record of a decentralized training run (docs/design.md §4): who mines which pipeline stage, which
 //! phase each stage is in, which merged weights are canonical, what validators found, and who earned what.
 //! Nothing large is stored: objects live in S3 and only their BLAKE3 hashes and keys come on chain.
 //!
@@ -20,7 +20,7 @@
 //! - One orchestrator account (genesis or root) routes work; it is trusted to report progress and commit
 //!   manifests, and everything it commits is recomputable from S3 and the primitives.
 //! - The `Randomness` source decides stage ties and epoch seeds. A dev chain's block-hash randomness is
-//!   biasable by the block author; a production runtime plugs in BABE's VRF randomness (DESIGN §7).
+//!   biasable by the block author; a production runtime plugs in BABE's VRF randomness (docs/design.md §7).
 //! - Bonds and stakes are balance holds (`fungible::MutateHold`); emission is minted (`fungible::Mutate`).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
@@ -685,8 +685,7 @@ pub mod pallet {
 				// quorum. A fraud already punished for this epoch is not slashed again (a miner that
 				// registered anew keeps its new bond).
 				let reached =
-					iota_primitives::emission::mul_div_floor(failing, u128::from(PPB), total)
-						.is_some_and(|share| share >= u128::from(cfg.slash_quorum_ppb));
+					iota_primitives::slash_quorum_reached(failing, total, cfg.slash_quorum_ppb);
 				if reached && !Slashes::<T>::contains_key(epoch, &miner) {
 					Self::slash(&miner, &info, epoch)?;
 				}

@@ -1,4 +1,4 @@
-//! Records kept by pallet-iota (non-pallet data types; DESIGN §4).
+//! Records kept by pallet-iota (non-pallet data types; docs/design.md §4).
 
 use codec::{Decode, DecodeWithMemTracking, Encode, MaxEncodedLen};
 pub use iota_primitives::{

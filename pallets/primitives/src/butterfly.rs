@@ -1,4 +1,4 @@
-//! Butterfly all-reduce shard assignment (DESIGN §6, ref §4 fixed).
+//! Butterfly all-reduce shard assignment (docs/design.md §6, ref §4 fixed).
 //!
 //! `n` miners of a stage each submit a gradient vector of `p` elements. The vector is cut into
 //! `K = n(n-1)/2` contiguous shards, one per unordered pair of miners; both members of a pair reduce the

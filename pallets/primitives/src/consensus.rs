@@ -1,4 +1,4 @@
-//! Score consensus: the stake-weighted median of validators' weights per miner (DESIGN §3 step 8).
+//! Score consensus: the stake-weighted median of validators' weights per miner (docs/design.md §3 step 8).
 //!
 //! Each validator's weight vector is first normalised to sum to [`PPB`] (parts per billion), so a
 //! validator's scale does not matter, only its relative judgement. The consensus weight of a miner is the
@@ -30,6 +30,15 @@ pub fn normalize_weights(weights: &[u128]) -> Vec<u32> {
 		.collect()
 }
 
+/// The slash quorum: whether validators holding `failing` of the `total` active validator stake, all
+/// with a `Fail` verdict on a miner in one epoch, reach `quorum_ppb` (parts per billion of the stake).
+/// Exact: `floor(failing · PPB / total) ≥ quorum_ppb`, never rounded in the miner's disfavour for an
+/// integer quorum. `false` with no stake at all. The pallet slashes on it; anyone can predict it.
+pub fn slash_quorum_reached(failing: u128, total: u128, quorum_ppb: u32) -> bool {
+	crate::emission::mul_div_floor(failing, u128::from(PPB), total)
+		.is_some_and(|share| share >= u128::from(quorum_ppb))
+}
+
 /// Lower stake-weighted median of `(value, stake)` votes; `None` when there are no votes or no stake.
 /// Votes with zero stake do not count. Sorts `votes` in place.
 pub fn stake_weighted_median(votes: &mut [(u32, u128)]) -> Option<u32> {
@@ -52,6 +61,16 @@ pub fn stake_weighted_median(votes: &mut [(u32, u128)]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
 	use super::*;
+
+	#[test]
+	fn slash_quorum_is_exact_at_the_boundary() {
+		assert!(slash_quorum_reached(1, 2, PPB / 2));
+		assert!(!slash_quorum_reached(499_999_999, 1_000_000_000, PPB / 2));
+		assert!(slash_quorum_reached(u128::MAX, u128::MAX, PPB));
+		assert!(!slash_quorum_reached(0, 0, 1));
+		assert!(slash_quorum_reached(1, 3, 333_333_333));
+		assert!(!slash_quorum_reached(1, 3, 333_333_334));
+	}
 
 	#[test]
 	fn median_examples() {

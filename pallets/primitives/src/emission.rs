@@ -1,4 +1,4 @@
-//! Emission split of one epoch (DESIGN §3 step 8): integer maths whose parts sum exactly to the pool.
+//! Emission split of one epoch (docs/design.md §3 step 8): integer maths whose parts sum exactly to the pool.
 //!
 //! For an epoch with pool `E`, validator share `s` (ppb), miners `m` and voting validators `v` with stake
 //! `S_v` and raw weights `w_vm`:

@@ -3,7 +3,7 @@
 //! Types and **pure protocol decisions** of iota-rs, shared by the chain (`pallet-iota`) and the off-chain
 //! daemons (orchestrator, miners, validators). Nothing here does I/O or touches storage: state, block
 //! numbers and a 32-byte seed come in as arguments, so anyone can recompute any decision the chain made
-//! (the idea is Psyche's coordinator; DESIGN §2).
+//! (the idea is Psyche's coordinator; docs/design.md §2).
 //!
 //! | concept | file | what it decides |
 //! |---|---|---|
@@ -34,9 +34,11 @@ pub mod types;
 pub use butterfly::{
 	butterfly_shards, shard_count, ButterflyError, ShardDescriptor, MAX_BUTTERFLY_MEMBERS,
 };
-pub use consensus::{normalize_weights, stake_weighted_median, PPB};
+pub use consensus::{normalize_weights, slash_quorum_reached, stake_weighted_median, PPB};
 pub use emission::{epoch_rewards, split_proportional, EpochRewards, ValidatorVote};
-pub use phase::{complete_merge, next_phase, PhaseRefusal, StageProgress, Transition};
+pub use phase::{
+	complete_merge, gradients_accounted, next_phase, PhaseRefusal, StageProgress, Transition,
+};
 pub use seed::{derive_seed, Seed, SeededRng};
 pub use stage_assignment::{assign_stage, AssignError};
 pub use types::*;

@@ -1,4 +1,4 @@
-//! Per-stage phase transitions (DESIGN §3 step 6): what must hold for a stage to move
+//! Per-stage phase transitions (docs/design.md §3 step 6): what must hold for a stage to move
 //! Training → WeightsUploading → Merging → Training, and the timeout fallback.
 //!
 //! Rules, for a stage that entered its phase at block `phase_since`, with timeout `t` blocks:
@@ -60,6 +60,18 @@ pub enum PhaseRefusal {
 	MergeNotCommitted,
 	/// A merge can be committed only while the stage is Merging.
 	NotMerging,
+}
+
+/// The idle-member rule of the merge phases: how many of a stage's members count as having submitted
+/// their gradient. `members` yields, per member, whether it ran a backward pass this epoch and whether
+/// its gradient was accepted; a member that ran none has nothing to submit and counts as done (a miner
+/// that got no sample, e.g. on a loaded machine), so the stage does not sit out the phase timeout waiting
+/// for it. The orchestrator reports this count as `StageReport::gradients_submitted`.
+pub fn gradients_accounted(members: impl IntoIterator<Item = (bool, bool)>) -> u32 {
+	members
+		.into_iter()
+		.filter(|&(worked, submitted)| submitted || !worked)
+		.fold(0u32, |n, _| n.saturating_add(1))
 }
 
 /// The next phase of a stage at block `now`, given a phase timeout of `timeout` blocks, or why it may not
@@ -125,6 +137,13 @@ pub fn complete_merge(phase: Phase) -> Result<Phase, PhaseRefusal> {
 #[cfg(test)]
 mod tests {
 	use super::*;
+
+	#[test]
+	fn idle_members_count_as_submitted_and_workers_only_once_accepted() {
+		assert_eq!(gradients_accounted([]), 0);
+		assert_eq!(gradients_accounted([(true, false), (true, true), (false, false)]), 2);
+		assert_eq!(gradients_accounted([(false, true)]), 1);
+	}
 
 	fn progress(phase: Phase, backward_done: u32, gradients_submitted: u32) -> StageProgress {
 		StageProgress {

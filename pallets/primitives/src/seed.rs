@@ -3,7 +3,7 @@
 //! Every draw is BLAKE3 in key-derivation mode over (domain, seed, context) read as an extendable output,
 //! so the same inputs give the same stream on every machine and different purposes never share draws.
 
-/// A 32-byte seed taken from chain state (the pallet's per-epoch seed, DESIGN §7).
+/// A 32-byte seed taken from chain state (the pallet's per-epoch seed, docs/design.md §7).
 pub type Seed = [u8; 32];
 
 /// A deterministic stream of `u64`s from (domain, seed, context).

@@ -1,4 +1,4 @@
-//! Which stage a newly registered miner holds (DESIGN §3 step 1).
+//! Which stage a newly registered miner holds (docs/design.md §3 step 1).
 
 use crate::{seed::SeededRng, Seed, StageId};
 use alloc::vec::Vec;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// Index of a pipeline stage: 0 is the head (embedding), `stages - 1` the tail (LM head and loss).
 pub type StageId = u16;
 
-/// An epoch is one optimizer step of the whole model (DESIGN §3): a quota of backward passes per stage,
+/// An epoch is one optimizer step of the whole model (docs/design.md §3): a quota of backward passes per stage,
 /// then one merge per stage. Stages advance their epoch independently; epoch `e` of the run is complete
 /// when every stage has committed its merge for `e`.
 pub type Epoch = u32;
@@ -17,7 +17,7 @@ pub type Epoch = u32;
 pub type WeightValue = u16;
 
 /// BLAKE3 hash (32 bytes) of an object in the bucket: activations, gradients, shards, checkpoints.
-/// Only these hashes go on chain; the objects live in S3 (DESIGN §1). SCALE-encodes as 32 raw bytes;
+/// Only these hashes go on chain; the objects live in S3 (docs/design.md §1). SCALE-encodes as 32 raw bytes;
 /// serde (genesis JSON, RPC messages) writes and reads 64 hex digits.
 #[derive(
 	Clone,
@@ -127,7 +127,7 @@ impl<'de> Deserialize<'de> for ContentHash {
 	}
 }
 
-/// Phase of one stage within its epoch (DESIGN §3 step 6; per stage, never global - ref fault).
+/// Phase of one stage within its epoch (docs/design.md §3 step 6; per stage, never global - ref fault).
 #[derive(
 	Clone,
 	Copy,
@@ -209,7 +209,7 @@ pub enum ValidatorStatus<BlockNumber> {
 	},
 }
 
-/// A validator's finding on one miner's sampled work (DESIGN §3 step 7).
+/// A validator's finding on one miner's sampled work (docs/design.md §3 step 7).
 #[derive(
 	Clone,
 	Copy,
@@ -276,11 +276,11 @@ pub struct RunConfig<Balance, BlockNumber> {
 	pub model_hash: ContentHash,
 	/// Number of pipeline stages (at least 1).
 	pub stages: StageId,
-	/// Bottleneck width `b` at every stage cut (DESIGN §5), in channels.
+	/// Bottleneck width `b` at every stage cut (docs/design.md §5), in channels.
 	pub bottleneck_width: u32,
 	/// Backward passes per stage per epoch before the stage merges (the epoch's sample quota).
 	pub backward_quota: u32,
-	/// Off-chain lease on a work item, in seconds (default 60; DESIGN §3 step 3).
+	/// Off-chain lease on a work item, in seconds (default 60; docs/design.md §3 step 3).
 	pub lease_timeout_secs: u32,
 	/// Blocks a stage may stay in one phase before the timeout fallback applies ([`crate::next_phase`]).
 	pub phase_timeout: BlockNumber,

@@ -37,7 +37,7 @@ use iota_orchestrator::state::{Event, Lease, Obj, State, StateConfig, WorkKind};
 use iota_primitives::{ContentHash, Phase};
 use iota_rpc::api::methods;
 use iota_rpc::types::{SubmitActivation, TensorRef, Work};
-use iota_rpc::{sign, DataManifest, LrSchedule, RunSpec, SignedClient, SpecObject};
+use iota_rpc::{sign, DataManifest, LrSchedule, RunSpec, SignedClient};
 use iota_storage::{keys, EmbeddedConfig, EmbeddedS3, ObjectStore, PresignedHttp};
 use subxt_signer::sr25519::Keypair;
 
@@ -79,7 +79,6 @@ async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
 		.collect();
 	let shard = store.put(&keys::data_shard(&id, 0), Bytes::from(tokens)).await?;
 	let tok = store.put(&keys::tokenizer(&id), Bytes::from_static(b"{}")).await?;
-	let obj = |r: iota_storage::ObjectRef| SpecObject { key: r.key, hash: r.hash, size: r.size };
 	let spec = RunSpec {
 		run: run.into(),
 		model,
@@ -89,11 +88,11 @@ async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: None,
 		data: DataManifest {
-			tokenizer: obj(tok),
+			tokenizer: tok,
 			seq_len,
 			batch_rows,
 			rows_per_shard: rows,
-			shards: vec![obj(shard)],
+			shards: vec![shard],
 		},
 	};
 	let json = String::from_utf8(spec.to_bytes())?;

@@ -18,7 +18,7 @@ pub struct Target {
 	pub name: &'static str,
 	/// Client with the server's credentials.
 	pub store: ObjectStore,
-	/// Whether the server checks signatures and expiry (moto does not: DESIGN §9).
+	/// Whether the server checks signatures and expiry (moto does not: docs/design.md §9).
 	pub enforces_auth: bool,
 	backend: Backend,
 }

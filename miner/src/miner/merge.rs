@@ -1,0 +1,392 @@
+//! Merging: submit the merge vector, reduce this miner's shards, assemble the mean, apply the
+//! optimizer step, attest and upload the checkpoint.
+
+use super::*;
+
+impl Miner {
+	pub(super) fn enter_merge(&mut self, epoch: u32, member: bool) {
+		self.kept.clear();
+		self.phase = Phase::Merging(MergeState {
+			epoch,
+			member,
+			round: None,
+			reduced: Vec::new(),
+			applied: None,
+			checkpoint: None,
+			attested: false,
+		});
+	}
+
+	pub(super) async fn upload_gradient(
+		&mut self,
+		epoch: u32,
+		output: ObjectPut,
+	) -> Result<Outcome> {
+		if epoch != self.epoch {
+			if epoch > self.epoch {
+				self.phase = Phase::Unsynced;
+			}
+			return Err(bad(format!(
+				"gradient upload for epoch {epoch}, weights held are of epoch {}",
+				self.epoch
+			)));
+		}
+		if self.acc.count == 0 {
+			tracing::info!(
+				stage = self.index,
+				epoch,
+				"no samples this epoch: not a merge member, will apply the step"
+			);
+			self.enter_merge(epoch, false);
+			return Ok(Outcome::Worked);
+		}
+		let bytes = crate::merge::submission_bytes(&self.acc.sum)?;
+		let chunk_hashes = crate::merge::chunk_hashes(&bytes);
+		let size = bytes.len() as u64;
+		let hash = self
+			.io
+			.put(&output.put, Bytes::from(bytes))
+			.await
+			.map_err(|e| MinerError::storage("gradient submission", e))?;
+		self.metrics.bytes_up.inc_by(size);
+		let submission = GradientSubmission {
+			epoch,
+			gradient: TensorRef {
+				key: output.key,
+				hash,
+				size,
+				shape: vec![self.stage.param_count() as u64],
+			},
+			chunk_hashes,
+			samples: self.acc.count,
+		};
+		match self.orch.submit_gradient(submission).await {
+			Ok(()) => {},
+			// Already accepted this round (a retried call whose first answer was lost).
+			Err(e) if e.code() == Some(ErrorCode::Invalid) => {
+				tracing::warn!(stage = self.index, epoch, error = %e, "gradient submission refused as invalid");
+			},
+			Err(e) => return Err(e),
+		}
+		tracing::info!(
+			stage = self.index,
+			epoch,
+			samples = self.acc.count,
+			bytes = size,
+			"gradient submitted"
+		);
+		// The sum is kept until the epoch ends: a merge round that times out restarts with fresh submissions.
+		self.enter_merge(epoch, true);
+		Ok(Outcome::Worked)
+	}
+
+	/// During a merge: if the stage asks for gradients again (a restarted round), submit the kept sum.
+	pub(super) async fn resubmit_if_asked(&mut self, m: &mut MergeState) -> Result<()> {
+		if self.acc.count == 0 {
+			return Ok(());
+		}
+		match self.orch.get_work(self.index).await? {
+			Work::UploadGradient { epoch, output } if epoch == m.epoch => {
+				tracing::info!(
+					stage = self.index,
+					epoch,
+					"the merge restarted; submitting the gradient again"
+				);
+				self.upload_gradient(epoch, output).await?;
+				m.member = true;
+				m.round = None;
+				m.reduced.clear();
+			},
+			Work::Forward(ForwardWork { lease, .. })
+			| Work::Backward(BackwardWork { lease, .. }) => {
+				// The stage moved on while this miner was merging; hand the item back.
+				let _ = self.orch.release_lease(lease).await;
+			},
+			_ => {},
+		}
+		Ok(())
+	}
+
+	pub(super) async fn merge_step(&mut self, mut m: MergeState) -> Result<Outcome> {
+		let view = match self.orch.get_manifest(m.epoch).await {
+			Ok(v) => v,
+			Err(e) if matches!(e.code(), Some(ErrorCode::Unknown | ErrorCode::WrongPhase)) => {
+				return Ok(Outcome::Idle(self.cfg.merge_poll));
+			},
+			Err(e) => return Err(e),
+		};
+		let outcome = match view {
+			MergeView::Reducing { .. } => {
+				match self.orch.get_shards(m.epoch).await {
+					Ok(a) => {
+						if m.round != Some(a.round) {
+							m.round = Some(a.round);
+							m.reduced.clear();
+						}
+						m.member = true;
+						// Shards already accepted are not sent twice; a failure keeps the progress.
+						let r = self.reduce(&a, m.epoch, &mut m.reduced).await;
+						if let Err(e) = r {
+							self.phase = Phase::Merging(m);
+							return Err(e);
+						}
+					},
+					// Still uploading, or this miner is not in the round (it joined late, had no samples,
+					// or the round restarted and wants fresh submissions).
+					Err(e)
+						if matches!(e.code(), Some(ErrorCode::WrongPhase | ErrorCode::Invalid)) =>
+					{
+						self.resubmit_if_asked(&mut m).await?;
+					},
+					Err(e) => return Err(e),
+				}
+				self.phase = Phase::Merging(m);
+				return Ok(Outcome::Idle(self.cfg.merge_poll));
+			},
+			MergeView::Ready { shards, samples, checkpoint } => {
+				if m.applied.is_none() {
+					// Downloads and checks first; the step itself is synchronous, and recorded before the
+					// next await, so it is applied exactly once whatever fails afterwards.
+					m.applied = Some(self.apply_merge(m.epoch, &shards, samples).await?);
+					self.phase = Phase::Merging(m.clone());
+				}
+				if let (Some(put), None) = (checkpoint, &m.checkpoint) {
+					m.checkpoint = Some(self.upload_checkpoint(put).await?);
+					self.phase = Phase::Merging(m.clone());
+				}
+				if !m.attested {
+					let state_hash = m.applied.ok_or_else(|| bad("no state after the step"))?;
+					let attest = SubmitStateHash {
+						epoch: m.epoch,
+						state_hash,
+						checkpoint: m.checkpoint.clone(),
+					};
+					match self.orch.submit_state_hash(attest).await {
+						Ok(()) => {},
+						Err(e) if e.code() == Some(ErrorCode::Invalid) => {
+							tracing::debug!(error = %e, "attestation refused as invalid (a non-member or a repeat)");
+						},
+						Err(e) => {
+							self.phase = Phase::Merging(m);
+							return Err(e);
+						},
+					}
+					m.attested = true;
+				}
+				Outcome::Idle(self.cfg.merge_poll)
+			},
+			MergeView::Committed { state_hash } => {
+				match m.applied {
+					Some(h) if h == state_hash => {
+						self.finish_epoch(m.epoch);
+						return Ok(Outcome::Worked);
+					},
+					Some(h) => {
+						tracing::error!(stage = self.index, epoch = m.epoch, ours = %h, committed = %state_hash, "this replica's state differs from the committed one; resynchronising from the checkpoint");
+					},
+					None => {
+						tracing::warn!(
+							stage = self.index,
+							epoch = m.epoch,
+							"the merge was committed before this miner applied it; resynchronising"
+						);
+					},
+				}
+				self.phase = Phase::Unsynced;
+				return Ok(Outcome::Worked);
+			},
+		};
+		self.phase = Phase::Merging(m);
+		Ok(outcome)
+	}
+
+	pub(super) fn finish_epoch(&mut self, epoch: u32) {
+		let secs = self.stats.started.elapsed().as_secs_f64().max(1e-9);
+		let tokens = (self.stats.forwards + self.stats.backwards) * self.spec.tokens_per_sample();
+		let loss = (self.stats.loss_n > 0).then(|| self.stats.loss_sum / self.stats.loss_n as f64);
+		self.metrics.merges.inc();
+		match loss {
+			Some(l) => tracing::info!(
+				stage = self.index,
+				epoch,
+				forwards = self.stats.forwards,
+				backwards = self.stats.backwards,
+				tokens_per_s = format!("{:.0}", tokens as f64 / secs),
+				loss = format!("{l:.4}"),
+				"epoch merged"
+			),
+			None => tracing::info!(
+				stage = self.index,
+				epoch,
+				forwards = self.stats.forwards,
+				backwards = self.stats.backwards,
+				tokens_per_s = format!("{:.0}", tokens as f64 / secs),
+				"epoch merged"
+			),
+		}
+		self.enter_training(epoch + 1);
+	}
+
+	/// Whether `key` is a reduced shard of this run, stage and `epoch`.
+	pub(super) fn is_own_shard_key(&self, key: &str, epoch: u32) -> bool {
+		matches!(
+			keys::parse(key),
+			Ok(ObjectKey::ReducedShard { run, epoch: e, stage, .. })
+				if run == self.run_id && e == u64::from(epoch) && stage == u32::from(self.index)
+		)
+	}
+
+	/// Reduce and submit the shards of `a` not in `done`, adding each accepted one to `done`.
+	pub(super) async fn reduce(
+		&mut self,
+		a: &ShardAssignment,
+		epoch: u32,
+		done: &mut Vec<u32>,
+	) -> Result<()> {
+		let p = self.stage.param_count() as u64;
+		if a.epoch != epoch || a.param_count != p {
+			return Err(bad(format!(
+				"shard assignment for epoch {} with P = {}, expected epoch {epoch}, P = {p}",
+				a.epoch, a.param_count
+			)));
+		}
+		for s in &a.submissions {
+			if s.object.size != 4 * p {
+				return Err(bad(format!(
+					"submission of {} is {} bytes, expected {}",
+					s.miner,
+					s.object.size,
+					4 * p
+				)));
+			}
+		}
+		for task in &a.shards {
+			if done.contains(&task.shard) {
+				continue;
+			}
+			let [start, end] = task.range;
+			if start >= end || end > p {
+				return Err(
+					crate::merge::MergeError::BadRange { start, end, param_count: p }.into()
+				);
+			}
+			let (_, span) = chunk_span(start, end, p);
+			let mut spans = Vec::with_capacity(a.submissions.len());
+			for s in &a.submissions {
+				let b = self
+					.io
+					.get_range(&s.object.get, span.clone())
+					.await
+					.map_err(|e| MinerError::storage("submission span", e))?;
+				self.metrics.bytes_down.inc_by(b.len() as u64);
+				spans.push(b);
+			}
+			let inputs: Vec<SpanInput<'_>> = a
+				.submissions
+				.iter()
+				.zip(&spans)
+				.map(|(s, b)| SpanInput {
+					samples: s.samples,
+					chunk_hashes: &s.chunk_hashes,
+					span: b,
+				})
+				.collect();
+			let values = crate::merge::reduce_shard(&inputs, start, end, p)?;
+			let (bytes, _) = crate::merge::shard_bytes(&values);
+			let size = bytes.len() as u64;
+			let hash = self
+				.io
+				.put(&task.output.put, Bytes::from(bytes))
+				.await
+				.map_err(|e| MinerError::storage("reduced shard", e))?;
+			self.metrics.bytes_up.inc_by(size);
+			let reduced =
+				TensorRef { key: task.output.key.clone(), hash, size, shape: vec![end - start] };
+			match self
+				.orch
+				.submit_shard(SubmitShard { epoch, round: a.round, shard: task.shard, reduced })
+				.await
+			{
+				Ok(()) => tracing::debug!(
+					stage = self.index,
+					epoch,
+					round = a.round,
+					shard = task.shard,
+					"shard reduced"
+				),
+				// Already accepted (an answer lost in a retry) or no longer ours: do not send it again.
+				Err(e) if e.code() == Some(ErrorCode::Invalid) => {
+					tracing::warn!(stage = self.index, epoch, shard = task.shard, error = %e, "shard refused as invalid")
+				},
+				Err(e) => return Err(e),
+			}
+			done.push(task.shard);
+		}
+		Ok(())
+	}
+
+	pub(super) async fn apply_merge(
+		&mut self,
+		epoch: u32,
+		shards: &[ReducedShard],
+		samples: u32,
+	) -> Result<ContentHash> {
+		let p = self.stage.param_count() as u64;
+		if samples == 0 {
+			return Err(bad("a merge of zero samples"));
+		}
+		let mut blobs = Vec::with_capacity(shards.len());
+		for s in shards {
+			if !self.is_own_shard_key(&s.object.key, epoch) {
+				return Err(bad(format!(
+					"reduced shard key {:?} is not of this run, stage {} and epoch {epoch}",
+					s.object.key, self.index
+				)));
+			}
+			let [start, end] = s.range;
+			if s.object.size != 4 * end.saturating_sub(start) || end > p {
+				return Err(bad(format!(
+					"reduced shard {} announces {} bytes for range [{start}, {end}) of P = {p}",
+					s.shard, s.object.size
+				)));
+			}
+			let b = self
+				.io
+				.get(&s.object.get, &s.object.hash)
+				.await
+				.map_err(|e| MinerError::storage("reduced shard", e))?;
+			self.metrics.bytes_down.inc_by(b.len() as u64);
+			blobs.push(b);
+		}
+		let inputs: Vec<ShardInput<'_>> = shards
+			.iter()
+			.zip(&blobs)
+			.map(|(s, b)| ShardInput {
+				shard: s.shard,
+				range: s.range,
+				hash: &s.object.hash,
+				bytes: b,
+			})
+			.collect();
+		let mean = crate::merge::assemble_mean(&inputs, p)?;
+		let report =
+			self.stage
+				.apply_gradient(&mean, &self.spec.step_options(epoch), samples as usize)?;
+		let state = ContentHash(self.stage.state_hash()?);
+		tracing::info!(stage = self.index, epoch, samples, grad_norm = report.grad_norm, state = %state, "AdamW step applied");
+		Ok(state)
+	}
+
+	/// Upload the stage checkpoint (after the step) where the seed-picked replica was asked to.
+	pub(super) async fn upload_checkpoint(&mut self, put: ObjectPut) -> Result<TensorRef> {
+		let bytes = self.stage.to_checkpoint()?;
+		let size = bytes.len() as u64;
+		let hash = self
+			.io
+			.put(&put.put, Bytes::from(bytes))
+			.await
+			.map_err(|e| MinerError::storage("stage checkpoint", e))?;
+		self.metrics.bytes_up.inc_by(size);
+		Ok(TensorRef { key: put.key, hash, size, shape: vec![size] })
+	}
+}

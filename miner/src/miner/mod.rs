@@ -1,0 +1,368 @@
+//! [`Miner`]: the loop's core, one step at a time, against the [`Orchestrator`], [`ObjectIo`] and
+//! [`ChainView`] traits (so tests drive it with in-memory fakes and no processes).
+//!
+//! States ([`Phase`]):
+//! - **Unsynced** (start-up, or after a missed or disagreeing merge): read the stage's epoch `E` on
+//!   chain. `E = 0`: the weights are the run seed's. Else the manifest of epoch `E − 1` names the attested
+//!   state hash and, usually, a checkpoint: the miner asks the orchestrator for a presigned GET of it,
+//!   downloads it (hash-checked) and loads it only if its state hashes to the attested value
+//!   ([`iota_model::Stage::load_checkpoint`]). If the manifest has no checkpoint (or the GET is refused),
+//!   the miner **does not train**: it waits and retries, since the next merge of the stage publishes one.
+//! - **Training**: `getWork` → one forward, backward, or the gradient upload that starts the merge.
+//!   Inputs are hash-checked on download and decoded with every check of `iota_model::wire` plus the
+//!   exact boundary shape; results are checked for NaN/Inf before upload; a result whose lease ran out is
+//!   dropped, never submitted. The parameter gradient of an item is added to the merge accumulator only
+//!   after the orchestrator accepted the item, so the submitted sum counts exactly the accepted samples.
+//!   A bad item is released (`releaseLease`) with a logged reason and the loop goes on.
+//! - **Merging**: reduce this miner's butterfly shards of each round ([`crate::merge::reduce_shard`]
+//!   over ranged reads), poll `getManifest`; on `Ready`, download every reduced shard, assemble the
+//!   mean (hash-checked, tiling `0..P`, this stage's own shard keys), apply the AdamW step, upload the
+//!   checkpoint when asked, attest `state_hash`; on `Committed`, continue at epoch + 1 if the committed
+//!   hash is ours, else resynchronise from the checkpoint.
+//!
+//! One file per phase: `sync` (Unsynced), `train` (Training), `merge` (Merging); this file holds the
+//! loop, its state and the dispatch between them.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use candle_core::{DType, Device, Tensor};
+use iota_model::wire::{self, Expect, Kind};
+use iota_model::{Encoding, Forward, Stage};
+use iota_primitives::ContentHash;
+use iota_rpc::signing::now_ms;
+use iota_rpc::types::*;
+use iota_rpc::{AccountId, ErrorCode, RunSpec};
+use iota_storage::keys::{self, ObjectKey};
+
+use crate::chain::ChainView;
+use crate::data::DataCache;
+use crate::error::{MinerError, Result};
+use crate::merge::{ShardInput, SpanInput};
+use crate::metrics::Metrics;
+use crate::orchestrator::Orchestrator;
+use crate::transfer::ObjectIo;
+
+mod merge;
+mod sync;
+mod train;
+
+/// Test-only faults (feature `fault-injection`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fault {
+	/// Add uniform noise in `[-a, a]` to every uploaded forward activation (seeded by the sample id).
+	Perturb(f32),
+}
+
+impl std::str::FromStr for Fault {
+	type Err = String;
+	/// `perturb=<amplitude>` (finite, > 0).
+	fn from_str(s: &str) -> std::result::Result<Self, String> {
+		match s.split_once('=') {
+			Some(("perturb", a)) => match a.parse::<f32>() {
+				Ok(a) if a.is_finite() && a > 0.0 => Ok(Fault::Perturb(a)),
+				_ => Err(format!("perturb amplitude {a:?} must be a finite number > 0")),
+			},
+			_ => Err(format!("unknown fault {s:?}; expected perturb=<amplitude>")),
+		}
+	}
+}
+
+/// Settings of the loop.
+#[derive(Clone, Debug)]
+pub struct MinerConfig {
+	/// Compute device of the stage (the AdamW step always runs on the CPU).
+	pub device: Device,
+	/// Where data shards are cached on disk (`None`: memory only).
+	pub cache_dir: Option<PathBuf>,
+	/// Kept forward graphs (for backward without recomputation), oldest dropped first.
+	pub max_kept: usize,
+	/// A result is dropped if less than this is left of its lease when it is ready to submit, in ms.
+	pub lease_margin_ms: u64,
+	/// How often the merge polls the orchestrator.
+	pub merge_poll: Duration,
+	/// How long to wait before retrying a resynchronisation that cannot proceed yet.
+	pub resync_wait: Duration,
+	/// A fault to inject (tests only; honoured only with the `fault-injection` feature).
+	pub fault: Option<Fault>,
+}
+
+impl Default for MinerConfig {
+	fn default() -> Self {
+		MinerConfig {
+			device: Device::Cpu,
+			cache_dir: None,
+			max_kept: 32,
+			lease_margin_ms: 250,
+			merge_poll: Duration::from_millis(300),
+			resync_wait: Duration::from_secs(3),
+			fault: None,
+		}
+	}
+}
+
+/// Where the miner is (module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Phase {
+	/// The stage's global weights are not known to be held.
+	Unsynced,
+	/// Pulling work for the epoch whose weights are held.
+	Training,
+	/// In the merge of `epoch`.
+	Merging(MergeState),
+}
+
+/// Progress of one merge.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MergeState {
+	/// The epoch being merged.
+	pub epoch: u32,
+	/// Whether this miner's gradient was accepted (it reduces shards).
+	pub member: bool,
+	/// The round of the shards in `reduced`.
+	pub round: Option<u32>,
+	/// Shards of `round` this miner reduced and the orchestrator accepted.
+	pub reduced: Vec<u32>,
+	/// The state hash after the step, once applied (the step is applied once).
+	pub applied: Option<ContentHash>,
+	/// The uploaded checkpoint, when one was asked for.
+	pub checkpoint: Option<TensorRef>,
+	/// Whether the orchestrator accepted the attestation.
+	pub attested: bool,
+}
+
+/// What one [`Miner::step`] did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Outcome {
+	/// Something was done; step again at once.
+	Worked,
+	/// Nothing to do now; wait this long.
+	Idle(Duration),
+}
+
+/// The merge accumulator: the sum of the parameter gradients of the accepted items of this epoch.
+#[derive(Debug, Default)]
+struct Accumulator {
+	sum: Vec<f32>,
+	count: u32,
+}
+
+impl Accumulator {
+	fn add(&mut self, g: &[f32], n: usize) {
+		if self.sum.is_empty() {
+			self.sum = g.to_vec();
+		} else {
+			for (s, x) in self.sum.iter_mut().zip(g) {
+				*s += *x;
+			}
+		}
+		self.count += n as u32;
+	}
+	fn clear(&mut self) {
+		self.sum = Vec::new();
+		self.count = 0;
+	}
+}
+
+#[derive(Debug)]
+struct EpochStats {
+	started: Instant,
+	forwards: u64,
+	backwards: u64,
+	loss_sum: f64,
+	loss_n: u64,
+}
+
+impl EpochStats {
+	fn new() -> Self {
+		EpochStats { started: Instant::now(), forwards: 0, backwards: 0, loss_sum: 0.0, loss_n: 0 }
+	}
+}
+
+/// One miner holding one stage (module docs).
+pub struct Miner {
+	orch: Arc<dyn Orchestrator>,
+	io: Arc<dyn ObjectIo>,
+	chain: Arc<dyn ChainView>,
+	spec: RunSpec,
+	encoding: Encoding,
+	index: u16,
+	stage: Stage,
+	epoch: u32,
+	me: AccountId,
+	run_id: keys::Id,
+	phase: Phase,
+	kept: VecDeque<(u32, u64, Forward)>,
+	data: DataCache,
+	acc: Accumulator,
+	lease: Option<LeaseId>,
+	stats: EpochStats,
+	cfg: MinerConfig,
+	/// The miner's metrics.
+	pub metrics: Metrics,
+}
+
+impl std::fmt::Debug for Miner {
+	fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+		f.debug_struct("Miner")
+			.field("stage", &self.index)
+			.field("epoch", &self.epoch)
+			.field("phase", &self.phase)
+			.finish()
+	}
+}
+
+fn bad(msg: impl Into<String>) -> MinerError {
+	MinerError::BadInput(msg.into())
+}
+
+impl Miner {
+	/// A miner of stage `index` of `spec`, starting [`Phase::Unsynced`] with the seed's weights (the
+	/// first [`step`](Self::step) checks them against the chain).
+	///
+	/// # Errors
+	/// [`MinerError::Spec`] for an invalid spec or encoding, [`MinerError::BadInput`] for a stage the
+	/// model does not have, [`MinerError::Model`] if the stage cannot be built.
+	pub fn new(
+		orch: Arc<dyn Orchestrator>,
+		io: Arc<dyn ObjectIo>,
+		chain: Arc<dyn ChainView>,
+		spec: RunSpec,
+		index: u16,
+		cfg: MinerConfig,
+		metrics: Metrics,
+	) -> Result<Self> {
+		spec.validate()?;
+		let encoding = spec.wire_encoding()?;
+		if usize::from(index) >= spec.model.n_stages() {
+			return Err(bad(format!(
+				"stage {index} does not exist ({} stages)",
+				spec.model.n_stages()
+			)));
+		}
+		let run_id = keys::Id::new(spec.run.clone()).map_err(|e| bad(e.to_string()))?;
+		let stage =
+			Stage::new(&spec.model, usize::from(index), spec.seed, DType::F32, &cfg.device)?;
+		let me = orch.account();
+		Ok(Miner {
+			orch,
+			io,
+			chain,
+			encoding,
+			index,
+			stage,
+			epoch: 0,
+			me,
+			run_id,
+			phase: Phase::Unsynced,
+			kept: VecDeque::new(),
+			data: DataCache::new(cfg.cache_dir.clone()),
+			acc: Accumulator::default(),
+			lease: None,
+			stats: EpochStats::new(),
+			cfg,
+			metrics,
+			spec,
+		})
+	}
+
+	/// The stage index.
+	pub fn stage_index(&self) -> u16 {
+		self.index
+	}
+	/// The epoch whose global weights the miner holds.
+	pub fn epoch(&self) -> u32 {
+		self.epoch
+	}
+	/// Where the miner is.
+	pub fn phase(&self) -> &Phase {
+		&self.phase
+	}
+	/// The stage (weights, AdamW state).
+	pub fn stage(&self) -> &Stage {
+		&self.stage
+	}
+	/// The lease currently held, if any.
+	pub fn lease(&self) -> Option<LeaseId> {
+		self.lease
+	}
+	/// Samples accumulated for this epoch's merge.
+	pub fn accumulated(&self) -> u32 {
+		self.acc.count
+	}
+
+	/// One step of the loop (module docs). Item-level failures release the item's lease and are
+	/// returned, so the caller logs and counts them and goes on.
+	///
+	/// # Errors
+	/// Any [`MinerError`]; none leaves the stage with unverified weights.
+	pub async fn step(&mut self) -> Result<Outcome> {
+		match self.phase.clone() {
+			Phase::Unsynced => self.resync().await,
+			Phase::Training => self.train_step().await,
+			Phase::Merging(m) => self.merge_step(m).await,
+		}
+	}
+
+	/// Run until `shutdown` turns true, then hand back a lease still held. Errors are logged, counted
+	/// (`iota_miner_errors_total{kind}`) and retried with exponential backoff (250 ms to 10 s).
+	pub async fn run(&mut self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+		let mut failures = 0u32;
+		loop {
+			if *shutdown.borrow() {
+				break;
+			}
+			let res = tokio::select! {
+				r = self.step() => Some(r),
+				_ = shutdown.changed() => None,
+			};
+			let wait = match res {
+				None => break,
+				Some(Ok(Outcome::Worked)) => {
+					failures = 0;
+					continue;
+				},
+				Some(Ok(Outcome::Idle(d))) => {
+					failures = 0;
+					d
+				},
+				Some(Err(e)) => {
+					failures = failures.saturating_add(1);
+					self.record_error(&e);
+					Duration::from_millis(250u64.saturating_mul(1 << failures.min(6)))
+						.min(Duration::from_secs(10))
+				},
+			};
+			tokio::select! {
+				_ = tokio::time::sleep(wait) => {}
+				_ = shutdown.changed() => break,
+			}
+		}
+		self.shutdown().await;
+	}
+
+	/// Log and count an error of [`step`](Self::step).
+	pub fn record_error(&self, e: &MinerError) {
+		self.metrics.errors.with_label_values(&[e.kind()]).inc();
+		if matches!(e, MinerError::LeaseExpired { .. }) || e.code() == Some(ErrorCode::LeaseExpired)
+		{
+			self.metrics.expired.inc();
+		}
+		tracing::warn!(stage = self.index, epoch = self.epoch, kind = e.kind(), "{e}");
+	}
+
+	/// Release the lease still held (after an interrupted step).
+	pub async fn shutdown(&mut self) {
+		if let Some(lease) = self.lease.take() {
+			match self.orch.release_lease(lease).await {
+				Ok(()) => tracing::info!(lease, "released the lease held at shutdown"),
+				Err(e) => {
+					tracing::warn!(lease, error = %e, "could not release the lease at shutdown (it will expire)")
+				},
+			}
+		}
+	}
+}

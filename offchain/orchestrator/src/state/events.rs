@@ -1,0 +1,560 @@
+//! The event log: every accepted change as an [`Event`], and [`State::apply`], which folds one in.
+//! Live requests and a replay after a restart go through the same `apply`.
+
+use super::*;
+
+/// Whether a lease is a forward or a backward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WorkKind {
+	/// Forward (at the tail: forward, loss and backward at once).
+	Forward,
+	/// Backward.
+	Backward,
+}
+
+/// One work item handed to one miner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+	/// Lease id (never reused).
+	pub id: LeaseId,
+	/// Holder.
+	pub miner: AccountId,
+	/// Stage.
+	pub stage: u16,
+	/// Epoch of the sample.
+	pub epoch: u32,
+	/// Sample id.
+	pub sample: u64,
+	/// Forward or backward.
+	pub kind: WorkKind,
+	/// Granted at, ms since the Unix epoch.
+	pub granted_ms: u64,
+	/// Deadline, ms since the Unix epoch.
+	pub expires_at_ms: u64,
+	/// The key the result must be uploaded to (`None`: the head's backward, or a single-stage forward).
+	pub output_key: Option<String>,
+}
+
+/// One accepted state change. Persisted as JSON before the request is acknowledged and replayed through
+/// [`State::apply`] on restart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+	/// A lease was granted (`fresh`: the head issued a new sample id).
+	LeaseGranted {
+		/// The lease.
+		lease: Lease,
+		/// Whether the head issued a new sample.
+		fresh: bool,
+	},
+	/// A lease was completed with its (verified) output.
+	LeaseCompleted {
+		/// Lease id.
+		lease: LeaseId,
+		/// The verified output (`None` only where the lease has no output key).
+		output: Option<Obj>,
+		/// When.
+		now_ms: u64,
+	},
+	/// The tail reported the loss of a lease's sample.
+	LossReported {
+		/// Lease id.
+		lease: LeaseId,
+		/// Mean cross-entropy, nats.
+		loss: f32,
+	},
+	/// A miner handed a lease back; the item is re-listed.
+	LeaseReleased {
+		/// Lease id.
+		lease: LeaseId,
+	},
+	/// A lease passed its deadline; the item is re-listed.
+	LeaseExpired {
+		/// Lease id.
+		lease: LeaseId,
+	},
+	/// A gradient submission was accepted (phase `WeightsUploading`).
+	GradientAccepted {
+		/// Stage.
+		stage: u16,
+		/// Epoch.
+		epoch: u32,
+		/// Merge round.
+		round: u32,
+		/// Submitter.
+		miner: AccountId,
+		/// The object (`P` f32).
+		object: Obj,
+		/// Chunk hashes of the object.
+		chunk_hashes: Vec<ContentHash>,
+		/// Micro-batches summed.
+		samples: u32,
+	},
+	/// A reduced shard copy was accepted.
+	ShardAccepted {
+		/// Stage.
+		stage: u16,
+		/// Epoch.
+		epoch: u32,
+		/// Round.
+		round: u32,
+		/// Shard index.
+		shard: u32,
+		/// Reducer.
+		miner: AccountId,
+		/// The copy.
+		object: Obj,
+	},
+	/// A shard whose copies disagreed was resolved by the orchestrator's own recomputation.
+	ShardResolved {
+		/// Stage.
+		stage: u16,
+		/// Epoch.
+		epoch: u32,
+		/// Round.
+		round: u32,
+		/// Shard index.
+		shard: u32,
+		/// The correct shard object.
+		object: Obj,
+	},
+	/// A replica attested its stage state after the step.
+	StateAttested {
+		/// Stage.
+		stage: u16,
+		/// Epoch.
+		epoch: u32,
+		/// Replica.
+		miner: AccountId,
+		/// BLAKE3 of its stage state.
+		state_hash: ContentHash,
+		/// The checkpoint it uploaded, if it was the one asked.
+		checkpoint: Option<Obj>,
+	},
+	/// The chain's view of a stage changed (finalized state).
+	ChainStage {
+		/// Stage.
+		stage: u16,
+		/// Its epoch.
+		epoch: u32,
+		/// Its phase.
+		phase: Phase,
+		/// Its merge round.
+		round: u32,
+		/// Members (active or leaving), in chain order.
+		members: Vec<AccountId>,
+		/// Finalized block.
+		block: u32,
+		/// When the orchestrator saw it.
+		now_ms: u64,
+	},
+	/// The chain's seed of an epoch is known; the merge plan of (stage, epoch, round) follows from it.
+	MergeSeed {
+		/// Stage.
+		stage: u16,
+		/// Epoch.
+		epoch: u32,
+		/// Round.
+		round: u32,
+		/// `EpochSeeds(epoch)`.
+		epoch_seed: [u8; 32],
+	},
+	/// The pathway log of an epoch was written.
+	PathwayWritten {
+		/// Epoch.
+		epoch: u32,
+		/// The log object.
+		object: Obj,
+	},
+}
+
+/// A sample's accepted work.
+
+impl State {
+	/// Fold one accepted event into the state. Total: an event that no longer applies (a lease already
+	/// gone, a stale epoch) is ignored, so replaying a log is always possible.
+	pub fn apply(&mut self, ev: &Event) {
+		match ev {
+			Event::LeaseGranted { lease, fresh } => self.apply_grant(lease, *fresh),
+			Event::LeaseCompleted { lease, output, now_ms } => {
+				self.apply_complete(*lease, output.clone(), *now_ms)
+			},
+			Event::LossReported { lease, loss } => {
+				if let Some(l) = self.leases.get(lease) {
+					let sample = l.sample;
+					if let Some(s) = self.samples.get_mut(&sample) {
+						s.pending_loss = Some((*lease, *loss));
+					}
+				}
+			},
+			Event::LeaseReleased { lease } => self.relist(*lease, false),
+			Event::LeaseExpired { lease } => self.relist(*lease, true),
+			Event::GradientAccepted {
+				stage,
+				epoch,
+				round,
+				miner,
+				object,
+				chunk_hashes,
+				samples,
+			} => {
+				if let Some(st) = self.stages.get_mut(usize::from(*stage)) {
+					if st.epoch == *epoch && st.merge.round == *round {
+						let sub = Submission {
+							object: object.clone(),
+							chunk_hashes: chunk_hashes.clone(),
+							samples: *samples,
+						};
+						st.merge.submissions.insert(miner.0, (miner.clone(), sub));
+					}
+				}
+			},
+			Event::ShardAccepted { stage, epoch, round, shard, miner, object } => self.apply_shard(
+				*stage,
+				*epoch,
+				*round,
+				*shard,
+				CopyRec { miner: miner.clone(), object: object.clone() },
+			),
+			Event::ShardResolved { stage, epoch, round, shard, object } => {
+				if let Some(st) = self.stages.get_mut(usize::from(*stage)) {
+					if st.epoch == *epoch
+						&& st.merge.round == *round
+						&& st.merge.disputed.remove(shard)
+					{
+						st.merge.present.insert(*shard, object.clone());
+					}
+				}
+			},
+			Event::StateAttested { stage, epoch, miner, state_hash, checkpoint } => {
+				if let Some(st) = self.stages.get_mut(usize::from(*stage)) {
+					if st.epoch == *epoch {
+						st.merge.attested.insert(miner.0, *state_hash);
+						if checkpoint.is_some() {
+							st.merge.checkpoint = checkpoint.clone();
+						}
+					}
+				}
+			},
+			Event::ChainStage { stage, epoch, phase, round, members, block, now_ms } => {
+				self.finalized_block = self.finalized_block.max(*block);
+				self.apply_chain_stage(*stage, *epoch, *phase, *round, members.clone(), *now_ms)
+			},
+			Event::MergeSeed { stage, epoch, round, epoch_seed } => {
+				self.seeds.insert(*epoch, *epoch_seed);
+				self.make_plan(*stage, *epoch, *round, epoch_seed);
+			},
+			Event::PathwayWritten { epoch, object } => {
+				self.audits.entry(*epoch).or_default().pathway_log = Some(object.clone());
+				// The records are in the log now; the samples of the epoch leave memory.
+				let q = u64::from(self.cfg.backward_quota);
+				let (lo, hi) = (u64::from(*epoch) * q, u64::from(*epoch + 1) * q);
+				let done: Vec<u64> = self.samples.range(lo..hi).map(|(k, _)| *k).collect();
+				let busy: BTreeSet<u64> = self.leases.values().map(|l| l.sample).collect();
+				for k in done {
+					if !busy.contains(&k) {
+						self.samples.remove(&k);
+					}
+				}
+			},
+		}
+	}
+
+	pub(super) fn apply_grant(&mut self, lease: &Lease, fresh: bool) {
+		let s = usize::from(lease.stage);
+		let stages = usize::from(self.cfg.stages);
+		self.next_lease = self.next_lease.max(lease.id + 1);
+		if let Some(st) = self.stages.get_mut(s) {
+			match lease.kind {
+				WorkKind::Forward => {
+					st.forward_queue.remove(&lease.sample);
+				},
+				WorkKind::Backward => {
+					st.backward_queue.remove(&lease.sample);
+				},
+			}
+		}
+		if fresh {
+			if self.head_issued.0 != lease.epoch {
+				self.head_issued = (lease.epoch, 0);
+			}
+			self.head_issued.1 += 1;
+			self.samples.entry(lease.sample).or_insert_with(|| SampleState {
+				epoch: lease.epoch,
+				forward: vec![None; stages],
+				backward: vec![None; stages],
+				..Default::default()
+			});
+			let audit = self.audits.entry(lease.epoch).or_default();
+			audit.started_ms.get_or_insert(lease.granted_ms);
+		}
+		let m = self.miner_mut(&lease.miner, lease.stage);
+		m.last_seen_ms = m.last_seen_ms.max(lease.granted_ms);
+		self.leases.insert(lease.id, lease.clone());
+	}
+
+	pub(super) fn apply_complete(&mut self, id: LeaseId, output: Option<Obj>, now_ms: u64) {
+		let Some(l) = self.leases.remove(&id) else { return };
+		let tail = self.tail();
+		let s = usize::from(l.stage);
+		let tps = self.cfg.tokens_per_sample;
+		let wire = output.as_ref().map_or(0, |o| o.size);
+		self.wire_bytes += wire;
+		self.audits.entry(l.epoch).or_default().wire_bytes += wire;
+		{
+			let m = self.miner_mut(&l.miner, l.stage);
+			m.last_seen_ms = m.last_seen_ms.max(now_ms);
+			if m.epoch != l.epoch {
+				m.epoch = l.epoch;
+				m.samples_epoch = 0;
+			}
+			m.samples_epoch += 1;
+			m.samples_total += 1;
+		}
+		let Some(sample) = self.samples.get_mut(&l.sample) else { return };
+		let backward_at;
+		let next;
+		match l.kind {
+			WorkKind::Forward => {
+				sample.forward[s] = Some((l.miner.clone(), output.clone()));
+				if l.stage == tail {
+					if let Some((lid, loss)) = sample.pending_loss.take() {
+						if lid == id {
+							sample.loss = Some(loss);
+						}
+					}
+					sample.backward[s] = Some((l.miner.clone(), output));
+					backward_at = Some(l.stage);
+					next = l.stage.checked_sub(1).map(|p| (p, WorkKind::Backward));
+				} else {
+					backward_at = None;
+					next = Some((l.stage + 1, WorkKind::Forward));
+				}
+			},
+			WorkKind::Backward => {
+				sample.backward[s] = Some((l.miner.clone(), output));
+				backward_at = Some(l.stage);
+				next = l.stage.checked_sub(1).map(|p| (p, WorkKind::Backward));
+			},
+		}
+		let complete = sample.complete();
+		let loss = sample.loss;
+		if let Some(b) = backward_at {
+			if let Some(st) = self.stages.get_mut(usize::from(b)) {
+				if st.epoch == l.epoch {
+					st.backward_done += 1;
+				}
+			}
+		}
+		if let Some((to, kind)) = next {
+			if let Some(st) = self.stages.get_mut(usize::from(to)) {
+				// Items of an epoch the target stage has left are dropped (a timed-out phase moved on).
+				if st.epoch <= l.epoch {
+					match kind {
+						WorkKind::Forward => {
+							st.forward_queue.insert(l.sample);
+						},
+						WorkKind::Backward => {
+							st.backward_queue.insert(l.sample, BackwardItem { open: false });
+						},
+					}
+				}
+			}
+		}
+		if complete {
+			self.tokens_trained += tps;
+			self.recent.push_back((now_ms, tps));
+			while self.recent.front().is_some_and(|(t, _)| t.saturating_add(60_000) < now_ms) {
+				self.recent.pop_front();
+			}
+			let audit = self.audits.entry(l.epoch).or_default();
+			audit.completed += 1;
+			if let Some(loss) = loss {
+				audit.loss_sum += f64::from(loss);
+				audit.losses += 1;
+				self.last_loss = Some(loss);
+			}
+		}
+	}
+
+	pub(super) fn relist(&mut self, id: LeaseId, expired: bool) {
+		let Some(l) = self.leases.remove(&id) else { return };
+		if expired {
+			self.leases_expired_total += 1;
+			let m = self.miner_mut(&l.miner, l.stage);
+			m.leases_expired += 1;
+		}
+		self.expired.insert(id, l.miner.clone());
+		if let Some(sample) = self.samples.get_mut(&l.sample) {
+			if sample.pending_loss.is_some_and(|(lid, _)| lid == id) {
+				sample.pending_loss = None;
+			}
+		}
+		let Some(st) = self.stages.get_mut(usize::from(l.stage)) else { return };
+		if st.epoch != l.epoch {
+			return;
+		}
+		match l.kind {
+			WorkKind::Forward => {
+				st.forward_queue.insert(l.sample);
+			},
+			WorkKind::Backward => {
+				st.backward_queue.insert(l.sample, BackwardItem { open: expired });
+			},
+		}
+	}
+
+	pub(super) fn apply_shard(
+		&mut self,
+		stage: u16,
+		epoch: u32,
+		round: u32,
+		shard: u32,
+		copy: CopyRec,
+	) {
+		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
+		if st.epoch != epoch || st.merge.round != round {
+			return;
+		}
+		let Some(plan) = &st.merge.plan else { return };
+		let Some(desc) = plan.shards.get(shard as usize) else { return };
+		let range = [desc.start, desc.end];
+		let single = plan.members.len() == 1;
+		let copies = st.merge.copies.entry(shard).or_default();
+		copies.push(copy.clone());
+		let audit = self.audits.entry(epoch).or_default();
+		audit.copies.push((stage, round, shard, range, copy.clone()));
+		if single {
+			st.merge.present.insert(shard, copy.object);
+		} else if copies.len() == 2 {
+			if copies[0].object.hash == copies[1].object.hash {
+				st.merge.present.insert(shard, copies[0].object.clone());
+			} else {
+				st.merge.disputed.insert(shard);
+				audit.mismatches.push((stage, round, shard, range, copies.clone()));
+			}
+		}
+	}
+
+	pub(super) fn make_plan(&mut self, stage: u16, epoch: u32, round: u32, epoch_seed: &[u8; 32]) {
+		let p = self.cfg.param_counts.get(usize::from(stage)).copied().unwrap_or(0);
+		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
+		if st.epoch != epoch
+			|| st.merge.round != round
+			|| st.phase != Phase::Merging
+			|| st.merge.plan.is_some()
+		{
+			return;
+		}
+		let members: Vec<AccountId> =
+			st.merge.submissions.values().map(|(a, _)| a.clone()).collect();
+		// No plan without members or with a vector shorter than the shard count (the round restarts).
+		if let Ok(plan) = iota_protocol::merge_plan(stage, epoch, round, epoch_seed, members, p) {
+			st.merge.plan = Some(plan);
+		}
+	}
+
+	pub(super) fn apply_chain_stage(
+		&mut self,
+		stage: u16,
+		epoch: u32,
+		phase: Phase,
+		round: u32,
+		members: Vec<AccountId>,
+		now_ms: u64,
+	) {
+		let stages = self.cfg.stages;
+		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
+		st.members = members;
+		if epoch > st.epoch {
+			// The merge of `st.epoch` was committed.
+			let old = st.epoch;
+			let hash = {
+				let mut h = st.merge.attested.values();
+				h.next().copied()
+			};
+			let merge_ms = st.merge_started_ms.map_or(0, |t| now_ms.saturating_sub(t));
+			let subs: Vec<_> = st
+				.merge
+				.submissions
+				.values()
+				.map(|(a, s)| (stage, st.merge.round, a.clone(), s.clone()))
+				.collect();
+			st.epoch = epoch;
+			st.phase = phase;
+			st.round = round;
+			st.backward_done = 0;
+			st.merge = MergeState { round, ..Default::default() };
+			st.merge_started_ms = None;
+			st.forward_queue
+				.retain(|n| *n / u64::from(self.cfg.backward_quota.max(1)) >= u64::from(epoch));
+			let q = u64::from(self.cfg.backward_quota.max(1));
+			st.backward_queue.retain(|n, _| *n / q >= u64::from(epoch));
+			if let Some(h) = hash {
+				self.committed.insert((stage, old), h);
+			}
+			let audit = self.audits.entry(old).or_default();
+			audit.merge_ms += merge_ms;
+			audit.submissions.extend(subs);
+			// Leases of the left epoch are void.
+			let stale: Vec<LeaseId> = self
+				.leases
+				.values()
+				.filter(|l| l.stage == stage && l.epoch < epoch)
+				.map(|l| l.id)
+				.collect();
+			for id in stale {
+				if let Some(l) = self.leases.remove(&id) {
+					self.expired.insert(id, l.miner);
+				}
+			}
+			self.maybe_complete_epochs(stages, now_ms);
+			return;
+		}
+		if epoch < st.epoch {
+			return;
+		}
+		if round != st.merge.round {
+			// A timed-out merge restarted: a fresh round with fresh submissions.
+			st.merge = MergeState { round, ..Default::default() };
+		}
+		if phase != Phase::Training && st.merge_started_ms.is_none() {
+			st.merge_started_ms = Some(now_ms);
+		}
+		st.phase = phase;
+		st.round = round;
+		if phase == Phase::Merging && st.merge.plan.is_none() {
+			if let Some(seed) = self.seeds.get(&epoch).copied() {
+				self.make_plan(stage, epoch, round, &seed);
+			}
+		}
+	}
+
+	pub(super) fn maybe_complete_epochs(&mut self, stages: u16, now_ms: u64) {
+		let min_epoch = (0..usize::from(stages)).map(|s| self.stages[s].epoch).min().unwrap_or(0);
+		let done_through = self.summaries.back().map(|s| s.epoch + 1).unwrap_or(0);
+		for e in done_through..min_epoch {
+			let a = self.audits.entry(e).or_default();
+			let tokens = u64::from(a.completed) * self.cfg.tokens_per_sample;
+			let cumulative = self.summaries.back().map_or(0, |s| s.tokens_cumulative) + tokens;
+			let summary = EpochSummary {
+				epoch: e,
+				loss: if a.losses > 0 {
+					(a.loss_sum / f64::from(a.losses)) as f32
+				} else {
+					f32::NAN
+				},
+				samples: a.completed,
+				tokens,
+				tokens_cumulative: cumulative,
+				wire_bytes: a.wire_bytes,
+				started_ms: a.started_ms.unwrap_or(now_ms),
+				completed_ms: now_ms,
+				merge_ms: a.merge_ms,
+			};
+			self.summaries.push_back(summary);
+			if self.summaries.len() > MAX_SUMMARIES {
+				self.summaries.pop_front();
+			}
+		}
+	}
+}

@@ -1,0 +1,650 @@
+//! Unit and property tests of the state machine.
+
+use super::*;
+use iota_rpc::types::TensorRef;
+
+const LEASE: u64 = 1_000;
+const SHAPE: [u64; 3] = [2, 4, 8];
+
+fn acc(i: u8) -> AccountId {
+	AccountId::from([i; 32])
+}
+
+fn cfg(quota: u32, max_leases: u32) -> StateConfig {
+	StateConfig {
+		run: Id::new("run").unwrap(),
+		stages: 3,
+		backward_quota: quota,
+		lease_ms: LEASE,
+		max_leases,
+		tokens_per_sample: 8,
+		boundary_shape: SHAPE,
+		param_counts: vec![10, 20, 30],
+	}
+}
+
+/// A state and the events applied to it (to check replay).
+struct World {
+	st: State,
+	log: Vec<Event>,
+}
+
+impl World {
+	/// Stage `s` has members `m[s]`; all Training at epoch 0.
+	fn new(quota: u32, max_leases: u32, members: &[&[u8]]) -> Self {
+		let mut w = World { st: State::new(cfg(quota, max_leases)), log: Vec::new() };
+		for (s, m) in members.iter().enumerate() {
+			w.chain(s as u16, 0, Phase::Training, 0, m, 0);
+		}
+		w
+	}
+	fn apply(&mut self, e: Event) {
+		self.st.apply(&e);
+		self.log.push(e);
+	}
+	fn chain(
+		&mut self,
+		stage: u16,
+		epoch: u32,
+		phase: Phase,
+		round: u32,
+		members: &[u8],
+		now_ms: u64,
+	) {
+		let members = members.iter().map(|i| acc(*i)).collect();
+		self.apply(Event::ChainStage { stage, epoch, phase, round, members, block: 1, now_ms });
+	}
+	/// getWork, granting the lease if one is planned.
+	fn work(&mut self, miner: u8, stage: u16, now: u64) -> WorkPlan {
+		self.st.touch(&acc(miner), stage, now);
+		let plan = self.st.plan_work(&acc(miner), stage, now).unwrap();
+		if let WorkPlan::Lease(e) = &plan {
+			self.apply(e.clone());
+		}
+		plan
+	}
+	fn lease(&mut self, miner: u8, stage: u16, now: u64) -> Lease {
+		match self.work(miner, stage, now) {
+			WorkPlan::Lease(Event::LeaseGranted { lease, .. }) => lease,
+			other => {
+				panic!("expected a lease for miner {miner} at stage {stage}, got {other:?}")
+			},
+		}
+	}
+	fn output(&self, l: &Lease) -> Option<TensorRef> {
+		l.output_key.as_ref().map(|k| TensorRef {
+			key: k.clone(),
+			hash: ContentHash::of(k.as_bytes()),
+			size: 100,
+			shape: SHAPE.to_vec(),
+		})
+	}
+	fn submit(&mut self, l: &Lease, now: u64) {
+		let out = self.output(l);
+		self.st.check_submit(&l.miner, l.id, out.as_ref(), now, 1 << 20).unwrap();
+		self.apply(Event::LeaseCompleted {
+			lease: l.id,
+			output: out.as_ref().map(TensorRef::object),
+			now_ms: now,
+		});
+	}
+	fn loss(&mut self, l: &Lease, loss: f32, now: u64) {
+		let e = self.st.check_loss(&l.miner, l.id, loss, now).unwrap();
+		self.apply(e);
+	}
+	/// One sample through stages 0..3 with miners (head, mid, tail), forward and backward.
+	fn run_sample(&mut self, m: [u8; 3], now: u64) -> u64 {
+		let h = self.lease(m[0], 0, now);
+		self.submit(&h, now);
+		let f1 = self.lease(m[1], 1, now);
+		self.submit(&f1, now);
+		let t = self.lease(m[2], 2, now);
+		self.loss(&t, 2.5, now);
+		self.submit(&t, now);
+		let b1 = self.lease(m[1], 1, now);
+		assert_eq!(b1.kind, WorkKind::Backward);
+		self.submit(&b1, now);
+		let b0 = self.lease(m[0], 0, now);
+		assert_eq!(b0.kind, WorkKind::Backward);
+		self.submit(&b0, now);
+		h.sample
+	}
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, Refusal>) -> ErrorCode {
+	r.unwrap_err().code
+}
+
+#[test]
+fn head_issues_its_epoch_quota_then_idles() {
+	let mut w = World::new(3, 8, &[&[1], &[2], &[3]]);
+	let samples: Vec<u64> = (0..3).map(|_| w.lease(1, 0, 0).sample).collect();
+	assert_eq!(samples, vec![0, 1, 2]);
+	assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::QuotaIssued));
+	assert_eq!(w.work(2, 1, 0), WorkPlan::Idle(IdleReason::QueueEmpty));
+}
+
+#[test]
+fn in_flight_limit_per_miner() {
+	let mut w = World::new(10, 2, &[&[1, 4], &[2], &[3]]);
+	w.lease(1, 0, 0);
+	w.lease(1, 0, 0);
+	assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::InFlightLimit));
+	assert_eq!(
+		w.lease(4, 0, 0).sample,
+		2,
+		"another miner is not limited by the first one's leases"
+	);
+}
+
+#[test]
+fn a_sample_flows_forward_and_back_and_lands_in_the_pathway_log() {
+	let mut w = World::new(2, 4, &[&[1], &[2], &[3]]);
+	let n = w.run_sample([1, 2, 3], 10);
+	let s = w.st.sample(n).unwrap();
+	assert!(s.complete());
+	assert_eq!(s.loss, Some(2.5));
+	assert_eq!(w.st.stage(0).unwrap().backward_done, 1);
+	assert_eq!(w.st.stage(2).unwrap().backward_done, 1);
+	assert_eq!(w.st.report(1), StageReport { backward_done: 1, gradients_submitted: 0 });
+	let log = w.st.pathway_log(0);
+	log.validate().unwrap();
+	assert_eq!(log.records.len(), 1);
+	let r = &log.records[0];
+	assert_eq!(r.forward, vec![acc(1), acc(2), acc(3)]);
+	assert_eq!(r.backward, vec![acc(1), acc(2), acc(3)]);
+	assert_eq!(r.backward_outputs[0], None);
+	assert!(r.backward_outputs[1].is_some());
+	assert_eq!(w.st.totals().0, 8);
+}
+
+#[test]
+fn bad_submissions_are_refused_with_distinct_codes() {
+	let mut w = World::new(2, 4, &[&[1], &[2], &[3]]);
+	let l = w.lease(1, 0, 0);
+	let good = w.output(&l).unwrap();
+	let now = 5;
+	assert_eq!(
+		code(w.st.check_submit(&acc(1), 999, Some(&good), now, 1 << 20)),
+		ErrorCode::Unknown
+	);
+	assert_eq!(
+		code(w.st.check_submit(&acc(2), l.id, Some(&good), now, 1 << 20)),
+		ErrorCode::Invalid
+	);
+	let other_key = TensorRef { key: "v1/runs/run/x".into(), ..good.clone() };
+	assert_eq!(
+		code(w.st.check_submit(&acc(1), l.id, Some(&other_key), now, 1 << 20)),
+		ErrorCode::Invalid
+	);
+	let bad_shape = TensorRef { shape: vec![2, 4, 9], ..good.clone() };
+	assert_eq!(
+		code(w.st.check_submit(&acc(1), l.id, Some(&bad_shape), now, 1 << 20)),
+		ErrorCode::ShapeMismatch
+	);
+	let too_big = TensorRef { size: 2 << 20, ..good.clone() };
+	assert_eq!(
+		code(w.st.check_submit(&acc(1), l.id, Some(&too_big), now, 1 << 20)),
+		ErrorCode::ShapeMismatch
+	);
+	assert_eq!(code(w.st.check_submit(&acc(1), l.id, None, now, 1 << 20)), ErrorCode::Invalid);
+	assert_eq!(
+		code(w.st.check_submit(&acc(1), l.id, Some(&good), LEASE + 1, 1 << 20)),
+		ErrorCode::LeaseExpired
+	);
+	assert_eq!(
+		code(w.st.check_loss(&acc(1), l.id, 1.0, now)),
+		ErrorCode::WrongStage,
+		"not a tail lease"
+	);
+	w.submit(&l, now);
+	let f1 = w.lease(2, 1, now);
+	w.submit(&f1, now);
+	let t = w.lease(3, 2, now);
+	let tout = w.output(&t).unwrap();
+	assert_eq!(
+		code(w.st.check_submit(&acc(3), t.id, Some(&tout), now, 1 << 20)),
+		ErrorCode::Invalid,
+		"loss first"
+	);
+	assert_eq!(code(w.st.check_loss(&acc(3), t.id, f32::NAN, now)), ErrorCode::Invalid);
+	assert_eq!(code(w.st.check_loss(&acc(3), t.id, -1.0, now)), ErrorCode::Invalid);
+	w.loss(&t, 1.0, now);
+	assert_eq!(
+		code(w.st.check_loss(&acc(3), t.id, 1.0, now)),
+		ErrorCode::Invalid,
+		"reported twice"
+	);
+	assert_eq!(code(w.st.plan_work(&acc(1), 7, now)), ErrorCode::WrongStage);
+}
+
+#[test]
+fn an_expired_lease_is_relisted_and_its_holder_refused() {
+	let mut w = World::new(2, 4, &[&[1, 4], &[2], &[3]]);
+	let l = w.lease(1, 0, 0);
+	assert!(w.st.expired_leases(LEASE).is_empty(), "not before the deadline");
+	let expired = w.st.expired_leases(LEASE + 1);
+	assert_eq!(expired, vec![Event::LeaseExpired { lease: l.id }]);
+	for e in expired {
+		w.apply(e);
+	}
+	assert_eq!(w.st.leases_expired_total(), 1);
+	let out = w.output(&l);
+	assert_eq!(
+		code(w.st.check_submit(&acc(1), l.id, out.as_ref(), LEASE + 2, 1 << 20)),
+		ErrorCode::LeaseExpired
+	);
+	let again = w.lease(4, 0, LEASE + 2);
+	assert_eq!(again.sample, l.sample, "the re-listed item comes before new samples");
+	// A release re-lists at once too.
+	let e = w.st.check_release(&acc(4), again.id, LEASE + 3).unwrap();
+	w.apply(e);
+	assert_eq!(w.lease(1, 0, LEASE + 3).sample, l.sample);
+}
+
+#[test]
+fn backward_goes_to_the_forward_miner_while_live_then_to_anyone() {
+	let mut w = World::new(4, 4, &[&[1], &[2, 5], &[3]]);
+	let h = w.lease(1, 0, 0);
+	w.submit(&h, 0);
+	let f = w.lease(2, 1, 0);
+	w.submit(&f, 0);
+	let t = w.lease(3, 2, 0);
+	w.loss(&t, 1.0, 0);
+	w.submit(&t, 0);
+	// Miner 5 may not take miner 2's backward while miner 2 is live.
+	assert_eq!(w.work(5, 1, 10), WorkPlan::Idle(IdleReason::QueueEmpty));
+	// Miner 2 went silent for longer than a lease: anyone takes it, and recomputes.
+	let b = w.lease(5, 1, 10 + LEASE + 1);
+	assert_eq!((b.kind, b.sample), (WorkKind::Backward, h.sample));
+	assert_eq!(
+		w.st.sample(h.sample).unwrap().forward[1].as_ref().unwrap().0,
+		acc(2),
+		"forward_by is miner 2"
+	);
+	// Miner 5 lets it expire: the item is open to anyone, miner 2 included.
+	for e in w.st.expired_leases(b.expires_at_ms + 1) {
+		w.apply(e);
+	}
+	let b2 = w.lease(2, 1, b.expires_at_ms + 2);
+	assert_eq!(b2.sample, h.sample);
+	w.submit(&b2, b.expires_at_ms + 2);
+	assert_eq!(w.st.stage(1).unwrap().backward_done, 1);
+}
+
+#[test]
+fn items_of_a_later_epoch_wait_and_stale_ones_are_dropped() {
+	let mut w = World::new(2, 4, &[&[1], &[2], &[3]]);
+	// The head merged epoch 0 and is training epoch 1; stage 1 is still in epoch 0.
+	w.chain(0, 1, Phase::Training, 0, &[1], 5);
+	let h = w.lease(1, 0, 10);
+	assert_eq!(h.sample, 2, "epoch 1 starts at sample Q = 2");
+	w.submit(&h, 10);
+	assert_eq!(w.work(2, 1, 10), WorkPlan::Idle(IdleReason::QueueEmpty), "epoch 1 item waits");
+	w.chain(1, 0, Phase::WeightsUploading, 0, &[2], 11);
+	assert_eq!(w.work(2, 1, 11), WorkPlan::UploadGradient { epoch: 0 });
+	w.chain(1, 1, Phase::Training, 0, &[2], 12);
+	// A lease of stage 0 still out when its stage leaves Training cannot count any more.
+	let late = w.lease(1, 0, 13);
+	w.chain(0, 1, Phase::WeightsUploading, 0, &[1], 14);
+	let out = w.output(&late);
+	assert_eq!(
+		code(w.st.check_submit(&acc(1), late.id, out.as_ref(), 15, 1 << 20)),
+		ErrorCode::WrongPhase
+	);
+	assert_eq!(w.lease(2, 1, 12).sample, 2);
+}
+
+fn tensor(key: String, len: u64, tag: &[u8]) -> TensorRef {
+	TensorRef { key, hash: ContentHash::of(tag), size: len * 4, shape: vec![len] }
+}
+
+#[test]
+fn a_member_without_backward_passes_does_not_hold_up_the_upload_phase() {
+	// Stage 1 has two miners; only miner 2 gets the epoch's one sample.
+	let mut w = World::new(1, 4, &[&[1], &[2, 4], &[3]]);
+	w.run_sample([1, 2, 3], 10);
+	assert_eq!(w.st.report(1).gradients_submitted, 0, "training: no idle accounting");
+	w.chain(1, 0, Phase::WeightsUploading, 0, &[2, 4], 20);
+	// Miner 4 has nothing to submit and is counted as done; miner 2's gradient is still awaited.
+	assert_eq!(w.st.report(1), StageReport { backward_done: 1, gradients_submitted: 1 });
+	let g = tensor(w.st.gradient_key(1, 0, &acc(2)), 20, b"g");
+	let e = w.st.check_gradient(&acc(2), 1, 0, &g, &[ContentHash::of(b"c")], 1).unwrap();
+	w.apply(e);
+	assert_eq!(w.st.report(1).gradients_submitted, 2);
+}
+
+#[test]
+fn merge_bookkeeping_from_gradients_to_commit() {
+	let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
+	let (a, b) = (acc(7), acc(6));
+	let g = |st: &State, m: &AccountId| tensor(st.gradient_key(0, 0, m), 10, &m.0);
+	let chunks = vec![ContentHash::of(b"c")];
+	assert_eq!(
+		code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 1)),
+		ErrorCode::WrongPhase
+	);
+	w.chain(0, 0, Phase::WeightsUploading, 0, &[7, 6], 100);
+	assert_eq!(code(w.st.check_gradient(&a, 0, 1, &g(&w.st, &a), &chunks, 1)), ErrorCode::Unknown);
+	assert_eq!(code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 0)), ErrorCode::Invalid);
+	assert_eq!(
+		code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &b), &chunks, 1)),
+		ErrorCode::Invalid,
+		"another's key"
+	);
+	assert_eq!(
+		code(w.st.check_gradient(
+			&a,
+			0,
+			0,
+			&tensor(w.st.gradient_key(0, 0, &a), 9, b"x"),
+			&chunks,
+			1
+		)),
+		ErrorCode::ShapeMismatch
+	);
+	assert_eq!(
+		code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &[], 1)),
+		ErrorCode::ShapeMismatch
+	);
+	for m in [&a, &b] {
+		let e = w.st.check_gradient(m, 0, 0, &g(&w.st, m), &chunks, 3).unwrap();
+		w.apply(e);
+	}
+	assert_eq!(
+		code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 3)),
+		ErrorCode::Invalid,
+		"twice"
+	);
+	assert_eq!(w.st.report(0).gradients_submitted, 2);
+	w.chain(0, 0, Phase::Merging, 0, &[7, 6], 200);
+	assert_eq!(code(w.st.plan_of(0, 0)), ErrorCode::Unavailable, "no seed yet");
+	w.apply(Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [9; 32] });
+	let plan = w.st.plan_of(0, 0).unwrap().clone();
+	assert_eq!(plan.members, vec![b.clone(), a.clone()], "sorted by account bytes");
+	assert_eq!(plan.shards.len(), 1);
+	assert_eq!(
+		Ok(&plan),
+		iota_protocol::merge_plan(0, 0, 0, &[9; 32], vec![a.clone(), b.clone()], 10).as_ref()
+	);
+	let shard = |st: &State, m: &AccountId, tag: &[u8]| tensor(st.shard_key(0, 0, 0, m), 10, tag);
+	assert_eq!(
+		code(w.st.check_shard(&a, 0, 0, 1, 0, &shard(&w.st, &a, b"s"))),
+		ErrorCode::Unknown,
+		"round"
+	);
+	assert_eq!(
+		code(w.st.check_shard(&a, 0, 0, 0, 5, &shard(&w.st, &a, b"s"))),
+		ErrorCode::Unknown,
+		"shard"
+	);
+	assert_eq!(
+		code(w.st.check_shard(&acc(9), 0, 0, 0, 0, &shard(&w.st, &acc(9), b"s"))),
+		ErrorCode::Invalid,
+		"not a member"
+	);
+	// The two copies disagree: recorded, the merge waits for the resolution.
+	let e = w.st.check_shard(&a, 0, 0, 0, 0, &shard(&w.st, &a, b"s")).unwrap();
+	w.apply(e);
+	assert_eq!(
+		code(w.st.check_shard(&a, 0, 0, 0, 0, &shard(&w.st, &a, b"s"))),
+		ErrorCode::Invalid,
+		"twice"
+	);
+	let e = w.st.check_shard(&b, 0, 0, 0, 0, &shard(&w.st, &b, b"t")).unwrap();
+	w.apply(e);
+	assert_eq!(
+		w.st.manifest(&a, 0, 0).unwrap(),
+		ManifestPlan::Reducing { present: 0, expected: 1 }
+	);
+	assert_eq!(w.st.disputed(0), vec![(0, 0, 0, [0, 10])]);
+	assert_eq!(w.st.audit(0).unwrap().mismatches.len(), 1);
+	assert_eq!(
+		code(w.st.check_attest(&a, 0, 0, ContentHash::of(b"h"), None)),
+		ErrorCode::WrongPhase
+	);
+	let right = shard(&w.st, &a, b"s").object();
+	w.apply(Event::ShardResolved { stage: 0, epoch: 0, round: 0, shard: 0, object: right.clone() });
+	let ManifestPlan::Ready { shards, samples, checkpoint_key } =
+		w.st.manifest(&plan.checkpoint_by, 0, 0).unwrap()
+	else {
+		panic!("ready")
+	};
+	assert_eq!((shards, samples), (vec![(0, [0, 10], right.clone())], 6));
+	let ck = checkpoint_key.expect("the chosen replica is asked for the checkpoint");
+	let other = if plan.checkpoint_by == a { b.clone() } else { a.clone() };
+	assert!(matches!(
+		w.st.manifest(&other, 0, 0).unwrap(),
+		ManifestPlan::Ready { checkpoint_key: None, .. }
+	));
+	// Attestations: the chosen replica must bring the checkpoint, the other must not.
+	let h = ContentHash::of(b"state");
+	let ckt = TensorRef { key: ck, hash: ContentHash::of(b"ck"), size: 5, shape: vec![] };
+	assert_eq!(code(w.st.check_attest(&plan.checkpoint_by, 0, 0, h, None)), ErrorCode::Invalid);
+	assert_eq!(code(w.st.check_attest(&other, 0, 0, h, Some(&ckt))), ErrorCode::Invalid);
+	let e = w.st.check_attest(&other, 0, 0, h, None).unwrap();
+	w.apply(e);
+	assert_eq!(w.st.commit_plan(0), None, "one member still to attest");
+	let e = w.st.check_attest(&plan.checkpoint_by, 0, 0, h, Some(&ckt)).unwrap();
+	w.apply(e);
+	let c = w.st.commit_plan(0).expect("complete");
+	assert_eq!((c.members, c.param_count, c.samples, c.state_hash), (2, 10, 6, h));
+	assert_eq!(c.shards, vec![right]);
+	// The chain commits: the stage trains epoch 1, and the manifest reads Committed.
+	w.chain(0, 1, Phase::Training, 0, &[7, 6], 300);
+	assert_eq!(w.st.manifest(&a, 0, 0).unwrap(), ManifestPlan::Committed { state_hash: h });
+	assert_eq!(w.st.audit(0).unwrap().submissions.len(), 2);
+}
+
+#[test]
+fn conflicting_state_hashes_block_the_commit() {
+	let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
+	w.chain(0, 0, Phase::WeightsUploading, 0, &[7, 6], 1);
+	for m in [acc(7), acc(6)] {
+		let t = tensor(w.st.gradient_key(0, 0, &m), 10, b"g");
+		let e = w.st.check_gradient(&m, 0, 0, &t, &[ContentHash::of(b"c")], 1).unwrap();
+		w.apply(e);
+	}
+	w.chain(0, 0, Phase::Merging, 0, &[7, 6], 2);
+	w.apply(Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [1; 32] });
+	for m in [acc(7), acc(6)] {
+		let t = tensor(w.st.shard_key(0, 0, 0, &m), 10, b"same");
+		let e = w.st.check_shard(&m, 0, 0, 0, 0, &t).unwrap();
+		w.apply(e);
+	}
+	let by = w.st.plan_of(0, 0).unwrap().checkpoint_by.clone();
+	for (i, m) in [acc(7), acc(6)].into_iter().enumerate() {
+		let ck = (m == by).then(|| TensorRef {
+			key: keys::stage_checkpoint(&Id::new("run").unwrap(), 0, 0, &miner_id(&m)),
+			hash: ContentHash::of(b"ck"),
+			size: 1,
+			shape: vec![],
+		});
+		let e = w.st.check_attest(&m, 0, 0, ContentHash::of(&[i as u8]), ck.as_ref()).unwrap();
+		w.apply(e);
+	}
+	assert!(w.st.attest_conflict(0));
+	assert_eq!(w.st.commit_plan(0), None);
+	// A timed-out round restarts with fresh submissions.
+	w.chain(0, 0, Phase::WeightsUploading, 1, &[7, 6], 3);
+	assert!(w.st.stage(0).unwrap().merge.submissions.is_empty(), "fresh submissions");
+	assert_eq!(w.work(7, 0, 4), WorkPlan::UploadGradient { epoch: 0 });
+}
+
+#[test]
+fn replaying_the_event_log_rebuilds_the_same_state() {
+	let mut w = World::new(3, 4, &[&[1], &[2], &[3]]);
+	w.run_sample([1, 2, 3], 10);
+	let l = w.lease(1, 0, 20);
+	for e in w.st.expired_leases(l.expires_at_ms + 1) {
+		w.apply(e);
+	}
+	w.run_sample([1, 2, 3], 2_000);
+	let mut again = State::new(cfg(3, 4));
+	for e in &w.log {
+		again.apply(e);
+	}
+	assert_eq!(again.stage_status(), w.st.stage_status());
+	assert_eq!(again.pathway_log(0), w.st.pathway_log(0));
+	assert_eq!(again.leases().count(), w.st.leases().count());
+	assert_eq!(again.totals(), w.st.totals());
+	assert_eq!(again.leases_expired_total(), 1);
+	// Lease ids continue after the replayed ones.
+	assert_eq!(
+		again.plan_work(&acc(1), 0, 3_000).unwrap(),
+		w.st.plan_work(&acc(1), 0, 3_000).unwrap()
+	);
+}
+
+/// One request of the property test below, as a miner (by index) would send it.
+#[derive(Clone, Debug)]
+enum Step {
+	Work(usize),
+	Submit(usize, usize),
+	Loss(usize, usize, bool),
+	Release(usize, usize),
+	Gradient(usize, bool),
+	Expire(u64),
+	Chain(u16, u8, u32),
+	Seed(u16),
+	Forged(usize, u64),
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+	use proptest::prelude::*;
+	prop_oneof![
+		4 => (0..6usize).prop_map(Step::Work),
+		4 => (0..6usize, 0..8usize).prop_map(|(m, l)| Step::Submit(m, l)),
+		1 => (0..6usize, 0..8usize, any::<bool>()).prop_map(|(m, l, ok)| Step::Loss(m, l, ok)),
+		1 => (0..6usize, 0..8usize).prop_map(|(m, l)| Step::Release(m, l)),
+		1 => (0..6usize, any::<bool>()).prop_map(|(m, ok)| Step::Gradient(m, ok)),
+		1 => (1..3_000u64).prop_map(Step::Expire),
+		1 => (0..3u16, 0..3u8, 0..2u32).prop_map(|(s, p, r)| Step::Chain(s, p, r)),
+		1 => (0..3u16).prop_map(Step::Seed),
+		1 => (0..6usize, 0..10_000u64).prop_map(|(m, l)| Step::Forged(m, l)),
+	]
+}
+
+proptest::proptest! {
+	#![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+	/// A random sequence of requests (leases, results, losses, releases, gradients, expiries, chain
+	/// phases and seeds, forged lease ids): every accepted event is applied live and recorded in the
+	/// database; replaying the database into a fresh state gives exactly the live state, and every
+	/// refused request leaves the state and the log as they were.
+	#[test]
+	fn live_and_replayed_states_agree_and_refusals_change_nothing(
+		steps in proptest::collection::vec(step(), 1..120),
+	) {
+		let miners: [u8; 6] = [1, 2, 3, 4, 5, 6];
+		let stage_of = |m: usize| (m % 3) as u16;
+		let mut w = World::new(2, 2, &[&[1, 4], &[2, 5], &[3, 6]]);
+		let mut db = crate::db::Db::in_memory("run").unwrap();
+		db.record(None, &w.log).unwrap();
+		let mut held: Vec<Lease> = Vec::new();
+		let mut now = 0u64;
+		for st in steps {
+			now += 7;
+			let before = w.st.clone();
+			let logged = w.log.len();
+			let accepted: Result<Vec<Event>, Refusal> = match st {
+				Step::Work(m) => w
+					.st
+					.plan_work(&acc(miners[m]), stage_of(m), now)
+					.map(|p| match p {
+						WorkPlan::Lease(e) => vec![e],
+						_ => vec![],
+					}),
+				Step::Submit(m, l) => match held.get(l).cloned() {
+					Some(lease) => {
+						let out = w.output(&lease);
+						w.st
+							.check_submit(&acc(miners[m]), lease.id, out.as_ref(), now, 1 << 20)
+							.map(|_| {
+								vec![Event::LeaseCompleted {
+									lease: lease.id,
+									output: out.as_ref().map(TensorRef::object),
+									now_ms: now,
+								}]
+							})
+					},
+					None => Ok(vec![]),
+				},
+				Step::Loss(m, l, ok) => match held.get(l) {
+					Some(lease) => w
+						.st
+						.check_loss(&acc(miners[m]), lease.id, if ok { 2.0 } else { f32::NAN }, now)
+						.map(|e| vec![e]),
+					None => Ok(vec![]),
+				},
+				Step::Release(m, l) => match held.get(l) {
+					Some(lease) => {
+						w.st.check_release(&acc(miners[m]), lease.id, now).map(|e| vec![e])
+					},
+					None => Ok(vec![]),
+				},
+				Step::Gradient(m, ok) => {
+					let stage = stage_of(m);
+					let epoch = w.st.stage(stage).map_or(0, |v| v.epoch);
+					let key = if ok {
+						w.st.gradient_key(stage, epoch, &acc(miners[m]))
+					} else {
+						"not-the-key".to_string()
+					};
+					let p = w.st.param_count(stage);
+					let t = TensorRef {
+						key,
+						hash: ContentHash::of(&[miners[m]]),
+						size: p * 4,
+						shape: vec![p],
+					};
+					let chunks = vec![ContentHash::of(b"c"); iota_protocol::chunk_count(p)];
+					w.st
+						.check_gradient(&acc(miners[m]), stage, epoch, &t, &chunks, 1)
+						.map(|e| vec![e])
+				},
+				Step::Expire(dt) => {
+					now += dt;
+					Ok(w.st.expired_leases(now))
+				},
+				Step::Chain(stage, phase, round) => {
+					let phase = [Phase::Training, Phase::WeightsUploading, Phase::Merging]
+						[usize::from(phase)];
+					let epoch = w.st.stage(stage).map_or(0, |v| v.epoch);
+					let members = vec![acc(miners[usize::from(stage)]), acc(miners[usize::from(stage) + 3])];
+					Ok(vec![Event::ChainStage { stage, epoch, phase, round, members, block: 1, now_ms: now }])
+				},
+				Step::Seed(stage) => {
+					let v = w.st.stage(stage).unwrap();
+					Ok(vec![Event::MergeSeed {
+						stage,
+						epoch: v.epoch,
+						round: v.round,
+						epoch_seed: [7; 32],
+					}])
+				},
+				Step::Forged(m, id) => w.st.check_release(&acc(miners[m]), 100_000 + id, now).map(|e| vec![e]),
+			};
+			match accepted {
+				Ok(events) => {
+					db.record(None, &events).unwrap();
+					for e in events {
+						if let Event::LeaseGranted { lease, .. } = &e {
+							held.push(lease.clone());
+						}
+						w.apply(e);
+					}
+				},
+				Err(_) => {
+					proptest::prop_assert!(w.st == before, "a refused request changed the state");
+					proptest::prop_assert_eq!(w.log.len(), logged);
+				},
+			}
+		}
+		let mut replayed = State::new(cfg(2, 2));
+		for e in db.events().unwrap() {
+			replayed.apply(&e);
+		}
+		proptest::prop_assert!(replayed == w.st, "replayed state differs from the live state");
+	}
+}

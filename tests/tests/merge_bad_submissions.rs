@@ -1,0 +1,206 @@
+//! A merge vector with a NaN, the wrong length or a bad chunk hash is refused at submission with its
+//! own code, changes nothing, and the stage's merge completes with the valid submissions: a dev node,
+//! the embedded S3 server, the orchestrator (a 40-block phase timeout) and six scripted miners, two per
+//! stage, through one epoch of the `tiny` preset.
+//!
+//! At stage 1 one member submits only a gradient holding a NaN, its chunk hashes recomputed so that
+//! only the finiteness rule can catch it (`NonFinite`); at stage 2 one member first submits a vector one
+//! element short (`ShapeMismatch`) and one whose chunk hashes are not its bytes' (`HashMismatch`), then
+//! its real gradient, which is accepted (the refusals left nothing behind). Asserted from the chain's
+//! manifests and the epoch record: stage 1 merged its honest member alone, every other stage both
+//! members, with the samples they reported; the refusals are counted by code in the metrics.
+//!
+//! ```sh
+//! cargo build -p iota-orchestrator        # the node binary must exist too (scripts/test.sh builds it)
+//! cargo test -p iota-e2e --test merge_bad_submissions -- --ignored --nocapture
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use iota_chain::Signer;
+use iota_e2e::*;
+use iota_protocol::{chunk_hashes, f32le};
+use iota_rpc::types::*;
+use iota_rpc::{code_of, ErrorCode, SignedClient};
+
+const RUN: &str = "e2e-bad-merge";
+const T: Duration = Duration::from_secs(180);
+
+fn expect_code(r: Result<(), jsonrpsee::core::ClientError>, code: ErrorCode) {
+	match r {
+		Err(e) => assert_eq!(code_of(&e), Some(code), "{e}"),
+		Ok(()) => panic!("expected {code:?}, the submission was accepted"),
+	}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node and iota-orchestrator (build both first; see the file's docs)"]
+async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
+	let mut node = DevNode::start();
+	let client = node.client().await;
+	let s3 = S3::start().await;
+	let spec = tiny_spec(&s3.store, RUN).await;
+	let seated = register_seated(&client, &SIX_MINERS).await;
+	assert_eq!(seated.values().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 2], "{seated:?}");
+
+	let dir = work_dir();
+	let orch = OrchestratorProcess::dev_with(
+		&node,
+		&s3,
+		RUN,
+		2,
+		30_000,
+		dir.path(),
+		&["--phase-timeout", "40"],
+	)
+	.await;
+	let watcher =
+		SignedClient::connect(&orch.url, Signer::dev("bob").unwrap().keypair().clone(), T)
+			.await
+			.unwrap();
+	wait_for("the registry and stages in status", T, || async {
+		let s = watcher.status().await.ok()?;
+		s.stages.iter().all(|st| st.miners.len() == 2).then_some(())
+	})
+	.await;
+	let mut miners = Vec::new();
+	for (stage, uris) in &seated {
+		for uri in uris {
+			let signer = Signer::from_uri(uri).unwrap();
+			miners.push(Miner::connect(&orch.url, signer, *stage, spec.clone(), s3.http()).await);
+		}
+	}
+
+	// ---- training: every miner pulls work in turn until its stage asks for gradients --------------
+	let mut uploads: BTreeMap<usize, ObjectPut> = BTreeMap::new();
+	let start = std::time::Instant::now();
+	while uploads.len() < miners.len() {
+		assert!(start.elapsed() < T, "training did not reach the upload phase: {uploads:?}");
+		for (i, m) in miners.iter().enumerate() {
+			if uploads.contains_key(&i) {
+				continue;
+			}
+			match m.work().await {
+				Work::Forward(f) => {
+					m.forward(&f, 3.0).await;
+				},
+				Work::Backward(b) => {
+					m.backward(&b).await;
+				},
+				Work::UploadGradient { epoch, output } => {
+					assert_eq!(epoch, 0);
+					uploads.insert(i, output);
+				},
+				_ => {},
+			}
+		}
+		tokio::time::sleep(Duration::from_millis(100)).await;
+	}
+
+	// ---- submissions ----------------------------------------------------------------------------
+	let member = |stage: u16, k: usize| {
+		miners.iter().enumerate().filter(|(_, m)| m.stage == stage).nth(k).unwrap().0
+	};
+	let nan_miner = member(1, 0);
+	let fixed_miner = member(2, 0);
+	let submitted = |stage: u16| {
+		let w = &watcher;
+		async move { w.status().await.unwrap().stages[usize::from(stage)].gradients_submitted }
+	};
+
+	// A NaN with its chunk hashes recomputed: only the finiteness rule catches it.
+	let m = &miners[nan_miner];
+	let before = submitted(1).await;
+	let mut g = m.gradient(2);
+	let mid = g.len() / 2;
+	g[mid] = f32::NAN;
+	let bytes = f32le::to_bytes(&g);
+	let chunks = chunk_hashes(&bytes);
+	expect_code(
+		m.submit_gradient_bytes(0, &uploads[&nan_miner], bytes, chunks, 2).await,
+		ErrorCode::NonFinite,
+	);
+	let mut inf = m.gradient(2);
+	inf[0] = f32::INFINITY;
+	let bytes = f32le::to_bytes(&inf);
+	let chunks = chunk_hashes(&bytes);
+	expect_code(
+		m.submit_gradient_bytes(0, &uploads[&nan_miner], bytes, chunks, 2).await,
+		ErrorCode::NonFinite,
+	);
+	assert_eq!(submitted(1).await, before, "a refused submission counts for nothing");
+
+	// One element short, then chunk hashes that are not the bytes', then the real gradient.
+	let m = &miners[fixed_miner];
+	let good = f32le::to_bytes(&m.gradient(2));
+	let short = good[..good.len() - 4].to_vec();
+	let short_chunks = chunk_hashes(&short);
+	expect_code(
+		m.submit_gradient_bytes(0, &uploads[&fixed_miner], short, short_chunks, 2).await,
+		ErrorCode::ShapeMismatch,
+	);
+	let mut wrong_chunks = chunk_hashes(&good);
+	wrong_chunks[0] = iota_primitives::ContentHash::of(b"not this chunk");
+	expect_code(
+		m.submit_gradient_bytes(0, &uploads[&fixed_miner], good.clone(), wrong_chunks, 2)
+			.await,
+		ErrorCode::HashMismatch,
+	);
+	m.submit_gradient_bytes(0, &uploads[&fixed_miner], good, chunk_hashes(&m.gradient_bytes(2)), 2)
+		.await
+		.expect("the real gradient after two refusals is accepted");
+
+	// Everyone else submits its gradient.
+	for (i, m) in miners.iter().enumerate() {
+		if i != nan_miner && i != fixed_miner {
+			m.submit_gradient(0, &uploads[&i], 2).await;
+		}
+	}
+
+	// ---- the merge: every submitter reduces its shards, together ---------------------------------
+	let mergers: Vec<&Miner> = miners
+		.iter()
+		.enumerate()
+		.filter(|(i, _)| *i != nan_miner)
+		.map(|(_, m)| m)
+		.collect();
+	let hashes = join_all(mergers.iter().map(|m| m.merge(0, T))).await;
+	for (stage, members) in [(0u16, 2u32), (1, 1), (2, 2)] {
+		let manifest = wait_for("the stage's manifest on chain", T, || async {
+			client.merge_manifest(0, stage).await.ok()?
+		})
+		.await;
+		assert_eq!(
+			(manifest.members, manifest.samples),
+			(members, 2 * members),
+			"stage {stage}: merged members and samples"
+		);
+		let attested: Vec<_> = mergers
+			.iter()
+			.zip(&hashes)
+			.filter(|(m, _)| m.stage == stage)
+			.map(|(_, h)| *h)
+			.collect();
+		assert!(attested.iter().all(|h| h.0 == manifest.state_hash.0), "stage {stage}");
+	}
+	let record = wait_for("the epoch record", T, || async {
+		let r = watcher.epoch_record(0).await.ok()?;
+		(r.submissions.len() == 5).then_some(r)
+	})
+	.await;
+	assert!(
+		record.submissions.iter().all(|s| s.source.miner != miners[nan_miner].account()),
+		"the NaN miner is in no round"
+	);
+	assert!(record.shard_mismatches.is_empty());
+
+	let metrics = http_get(&orch.metrics_addr, "/metrics").await;
+	for code in ["non_finite", "shape_mismatch", "hash_mismatch"] {
+		assert!(
+			metrics.contains(&format!("iota_orchestrator_refusals_total{{code=\"{code}\"}}")),
+			"{code} counted:\n{metrics}"
+		);
+	}
+}
