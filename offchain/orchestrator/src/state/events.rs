@@ -167,8 +167,6 @@ pub enum Event {
 	},
 }
 
-/// A sample's accepted work.
-
 impl State {
 	/// Fold one accepted event into the state. Total: an event that no longer applies (a lease already
 	/// gone, a stale epoch) is ignored, so replaying a log is always possible.

@@ -97,6 +97,7 @@ mod work;
 
 pub use events::{Event, Lease, WorkKind};
 
+/// A sample's accepted work.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct SampleState {
 	/// Epoch of the sample.
