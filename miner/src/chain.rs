@@ -46,11 +46,11 @@ impl ChainView for IotaClient {
 			Some(o) => Some((
 				String::from_utf8(o.key.0)
 					.map_err(|_| MinerError::Chain("checkpoint key is not UTF-8".into()))?,
-				ContentHash(o.hash.0),
+				o.content_hash,
 			)),
 			None => None,
 		};
-		Ok(Some(Committed { epoch, state_hash: ContentHash(m.state_hash.0), checkpoint }))
+		Ok(Some(Committed { epoch, state_hash: m.state_hash, checkpoint }))
 	}
 }
 
@@ -85,5 +85,5 @@ pub async fn model_hash(chain: &IotaClient) -> Result<ContentHash> {
 		.await
 		.map_err(chain_err)?
 		.ok_or_else(|| MinerError::Chain("no run config on chain".into()))?;
-	Ok(ContentHash(cfg.model_hash.0))
+	Ok(cfg.model_hash)
 }

@@ -815,9 +815,19 @@ pub async fn verdicts(
 
 // ---- whole networks (iota_devnet::Network) ----------------------------------------------------------
 
+/// The repository root, from the manifest folder cargo names when it runs a test. Read at run time on
+/// purpose: the shared target folder may hold a test binary another clone compiled, and a compile-time
+/// `env!("CARGO_MANIFEST_DIR")` would point into that clone.
+///
+/// Panics outside `cargo test`/`cargo nextest` (the variable is unset).
+pub fn repo_root() -> PathBuf {
+	let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("run under cargo test or nextest");
+	PathBuf::from(manifest).join("..")
+}
+
 /// The Shakespeare corpus folder (`scripts/fetch-data.sh` fetches it); panics with that hint if missing.
 pub fn corpus() -> PathBuf {
-	let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/shakespeare");
+	let dir = repo_root().join("data/shakespeare");
 	assert!(dir.is_dir(), "{} missing: run scripts/fetch-data.sh", dir.display());
 	dir
 }
@@ -1019,7 +1029,7 @@ pub async fn check_manifest(
 	for s in &m.shards.0 {
 		let key = String::from_utf8(s.key.0.clone()).unwrap();
 		let bytes = store
-			.get(&key, &ContentHash(s.hash.0))
+			.get(&key, &s.content_hash)
 			.await
 			.unwrap_or_else(|e| panic!("{what}: shard {key}: {e}"));
 		assert!(
@@ -1029,14 +1039,14 @@ pub async fn check_manifest(
 		elems += bytes.len() as u64 / 4;
 	}
 	assert_eq!(elems, p, "{what}: the shards tile the gradient");
-	let state = ContentHash(m.state_hash.0);
+	let state = m.state_hash;
 	let ck = m
 		.checkpoint
 		.as_ref()
 		.unwrap_or_else(|| panic!("{what}: a checkpoint every epoch"));
 	let key = String::from_utf8(ck.key.0.clone()).unwrap();
 	let bytes = store
-		.get(&key, &ContentHash(ck.hash.0))
+		.get(&key, &ck.content_hash)
 		.await
 		.unwrap_or_else(|e| panic!("{what}: checkpoint {key}: {e}"));
 	let mut st = iota_model::Stage::new(

@@ -21,7 +21,7 @@
 //! IOTA_UPDATE_SCREENSHOT=1 cargo test -p iota-e2e --test dashboard_browser -- --ignored   # refresh docs/dashboard.png
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iota_dashboard::browser::{chromium_or_skip, Headless};
@@ -121,7 +121,7 @@ async fn a_two_epoch_network_in_headless_chromium() {
 		eprintln!("screenshot: {}", shot.display());
 	}
 	if std::env::var("IOTA_UPDATE_SCREENSHOT").is_ok_and(|v| v == "1") {
-		let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
+		let docs = iota_e2e::repo_root().join("docs/dashboard.png");
 		std::fs::copy(out.join("dashboard.png"), &docs).unwrap();
 		eprintln!("updated {}", docs.display());
 	}

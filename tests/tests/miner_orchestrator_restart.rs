@@ -14,7 +14,6 @@ use std::time::Duration;
 use iota_e2e::*;
 use iota_model::ModelConfig;
 use iota_orchestrator::data::prepare_data;
-use iota_primitives::ContentHash;
 
 const RUN: &str = "e2e-miner-restart";
 const TIMEOUT: Duration = Duration::from_secs(1200);
@@ -77,7 +76,7 @@ async fn miners_reconnect_after_the_orchestrator_is_killed_and_restarted() {
 		for ((stage, epoch), h) in &a {
 			let manifest = client.merge_manifest(*epoch, *stage).await.unwrap().expect("committed");
 			assert_eq!(
-				ContentHash(manifest.state_hash.0).to_string(),
+				manifest.state_hash.to_string(),
 				*h,
 				"miner {i} stage {stage} epoch {epoch}"
 			);

@@ -17,7 +17,6 @@ use iota_chain::Signer;
 use iota_e2e::*;
 use iota_model::ModelConfig;
 use iota_orchestrator::data::prepare_data;
-use iota_primitives::ContentHash;
 use iota_rpc::SignedClient;
 
 const RUN: &str = "e2e-miners";
@@ -67,7 +66,7 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 		for epoch in 0..2u32 {
 			let m = client.merge_manifest(epoch, stage).await.unwrap().expect("manifest committed");
 			assert_eq!(m.members, 2, "stage {stage} epoch {epoch}: both replicas merged");
-			let committed = ContentHash(m.state_hash.0).to_string();
+			let committed = m.state_hash.to_string();
 			let replicas: Vec<&String> =
 				logs.iter().filter_map(|l| l.get(&(stage, epoch))).collect();
 			assert_eq!(replicas.len(), 2, "stage {stage} epoch {epoch}: two replicas stepped");

@@ -26,7 +26,6 @@ use iota_chain::{AccountId, Signer, Verdict};
 use iota_e2e::*;
 use iota_model::ModelConfig;
 use iota_orchestrator::data::prepare_data;
-use iota_primitives::ContentHash;
 use iota_storage::keys::{self, Id};
 
 const RUN: &str = "e2e-validator";
@@ -124,7 +123,7 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 	);
 	let bytes = s3
 		.store
-		.get(&key, &ContentHash(check.evidence.0))
+		.get(&key, &check.evidence)
 		.await
 		.expect("evidence object with the on-chain hash");
 	let bundle: serde_json::Value = serde_json::from_slice(&bytes).unwrap();

@@ -140,18 +140,7 @@ impl WeightsSource for ChainWeights<'_> {
 			stage,
 			reason: "checkpoint key is not UTF-8".into(),
 		})?;
-		Ok(WeightsRef::Checkpoint {
-			key,
-			hash: ContentHash::from_bytes(ck.hash.0),
-			state_hash: ContentHash::from_bytes(m.state_hash.0),
-		})
-	}
-}
-
-fn chain_verdict(v: Verdict) -> iota_chain::Verdict {
-	match v {
-		Verdict::Pass => iota_chain::Verdict::Pass,
-		Verdict::Fail => iota_chain::Verdict::Fail,
+		Ok(WeightsRef::Checkpoint { key, hash: ck.content_hash, state_hash: m.state_hash })
 	}
 }
 
@@ -261,11 +250,8 @@ impl Daemon {
 			.run_spec()
 			.await
 			.map_err(|e| DaemonError::Orchestrator(format!("iota_runSpec: {e}")))?;
-		let spec = RunSpec::from_bytes_checked(
-			text.json.as_bytes(),
-			&ContentHash::from_bytes(run.model_hash.0),
-		)
-		.map_err(|e| DaemonError::Spec(e.to_string()))?;
+		let spec = RunSpec::from_bytes_checked(text.json.as_bytes(), &run.model_hash)
+			.map_err(|e| DaemonError::Spec(e.to_string()))?;
 		if spec.model.n_stages() != usize::from(run.stages) {
 			return Err(DaemonError::Spec(format!(
 				"the spec's model has {} stages, the chain's run {}",
@@ -429,10 +415,7 @@ impl Daemon {
 		let mut chain_shards: BTreeMap<u16, Vec<ContentHash>> = BTreeMap::new();
 		for stage in 0..run.stages {
 			if let Some(m) = self.chain.merge_manifest(epoch, stage).await? {
-				chain_shards.insert(
-					stage,
-					m.shards.0.iter().map(|o| ContentHash::from_bytes(o.hash.0)).collect(),
-				);
+				chain_shards.insert(stage, m.shards.0.iter().map(|o| o.content_hash).collect());
 			}
 		}
 		let registered: BTreeSet<AccountId> =
@@ -606,13 +589,7 @@ impl Daemon {
 			}
 			match self
 				.chain
-				.submit_spot_check(
-					&self.signer,
-					epoch,
-					miner.clone(),
-					chain_verdict(bundle.verdict),
-					iota_chain::ContentHash(hash.0),
-				)
+				.submit_spot_check(&self.signer, epoch, miner.clone(), bundle.verdict, hash)
 				.await
 			{
 				Ok(_) => {
@@ -674,6 +651,5 @@ mod tests {
 		assert_eq!(DaemonError::Orchestrator("x".into()).kind(), "orchestrator");
 		assert_eq!(DaemonError::NotReady("x".into()).kind(), "chain");
 		assert_eq!(DaemonError::PathwayLog("x".into()).kind(), "pathway_log");
-		assert_eq!(chain_verdict(Verdict::Fail), iota_chain::Verdict::Fail);
 	}
 }

@@ -44,16 +44,20 @@ use crate::objects::{FetchError, Objects};
 pub use iota_protocol::selection::{SAMPLED_SHARDS, SHARD_AUDIT_DOMAIN as AUDIT_DOMAIN};
 
 /// The protocol's reduction ([`iota_protocol::reduce_shard`]) of `[start, end)` over whole submissions
-/// `(little-endian f32 bytes, samples)` in summation order: each span is cut from the whole object and
-/// checked against the object's own chunk hashes (the audit compared those with the record's first).
+/// `(little-endian f32 bytes, samples, chunk hashes)` in summation order: each span is cut from the
+/// whole object and checked against its listed chunk hashes.
 ///
 /// # Errors
-/// [`MergeError`]: a range outside the vectors, zero samples, submissions of unequal length, NaN/Inf.
-pub fn reduce(subs: &[(&[u8], u32)], start: u64, end: u64) -> Result<Vec<f32>, MergeError> {
-	let p = subs.first().map_or(0, |(b, _)| b.len() as u64 / 4);
-	let hashes: Vec<Vec<ContentHash>> = subs.iter().map(|(b, _)| chunk_hashes_of(b)).collect();
+/// [`MergeError`]: a range outside the vectors, zero samples, a chunk that does not hash to its listed
+/// hash, NaN/Inf.
+pub fn reduce(
+	subs: &[(&[u8], u32, &[ContentHash])],
+	start: u64,
+	end: u64,
+) -> Result<Vec<f32>, MergeError> {
+	let p = subs.first().map_or(0, |(b, _, _)| b.len() as u64 / 4);
 	let mut inputs = Vec::with_capacity(subs.len());
-	for ((bytes, samples), chunk_hashes) in subs.iter().zip(&hashes) {
+	for (bytes, samples, chunk_hashes) in subs {
 		let span = iota_protocol::merge::span_of(bytes, start, end, p)?;
 		inputs.push(SpanInput { samples: *samples, chunk_hashes, span });
 	}
@@ -292,10 +296,13 @@ async fn audit_stage(
 		});
 		return;
 	}
-	let listed: Vec<(&[u8], u32)> = loaded.iter().map(|(b, n, _)| (b.as_ref(), *n)).collect();
+	let listed: Vec<(&[u8], u32, &[ContentHash])> = loaded
+		.iter()
+		.map(|(b, n, s)| (b.as_ref(), *n, s.source.chunk_hashes.as_slice()))
+		.collect();
 	let mut sorted_idx: Vec<usize> = (0..loaded.len()).collect();
 	sorted_idx.sort_by(|&a, &b| loaded[a].2.source.miner.0.cmp(&loaded[b].2.source.miner.0));
-	let sorted: Vec<(&[u8], u32)> = sorted_idx.iter().map(|&i| listed[i]).collect();
+	let sorted: Vec<(&[u8], u32, &[ContentHash])> = sorted_idx.iter().map(|&i| listed[i]).collect();
 	let sub_entries: Vec<ObjectEntry> = loaded
 		.iter()
 		.map(|(_, _, s)| ObjectEntry {
@@ -443,7 +450,12 @@ mod tests {
 				)
 			})
 			.collect();
-		let refs: Vec<(&[u8], u32)> = subs.iter().map(|(b, n)| (b.as_slice(), *n)).collect();
+		let hashes: Vec<Vec<ContentHash>> = subs.iter().map(|(b, _)| chunk_hashes_of(b)).collect();
+		let refs: Vec<(&[u8], u32, &[ContentHash])> = subs
+			.iter()
+			.zip(&hashes)
+			.map(|((b, n), h)| (b.as_slice(), *n, h.as_slice()))
+			.collect();
 		let (mut copies, mut mismatches, mut chain) = (Vec::new(), Vec::new(), Vec::new());
 		let owners = [(0usize, 1usize), (0, 2), (1, 2)];
 		for (k, (a, b)) in owners.iter().enumerate() {
@@ -497,13 +509,16 @@ mod tests {
 	fn reduction_is_the_f64_weighted_mean() {
 		let a = le_bytes(&[1.0, 2.0, 3.0]);
 		let b = le_bytes(&[3.0, 0.5, f32::MAX]);
-		let out = reduce(&[(&a, 1), (&b, 3)], 0, 3).unwrap();
+		let (ha, hb) = (chunk_hashes_of(&a), chunk_hashes_of(&b));
+		let out = reduce(&[(&a, 1, &ha), (&b, 3, &hb)], 0, 3).unwrap();
 		assert_eq!(out[0], 1.0);
 		assert_eq!(out[1], 0.625);
 		assert_eq!(out[2], ((3.0f64 + f64::from(f32::MAX)) / 4.0) as f32);
-		assert_eq!(reduce(&[(&a, 1)], 1, 2).unwrap(), vec![2.0]);
-		assert!(matches!(reduce(&[(&a, 0)], 0, 1), Err(MergeError::ZeroSamples)));
-		assert!(matches!(reduce(&[(&a, 1)], 0, 4), Err(MergeError::BadRange { .. })));
+		assert_eq!(reduce(&[(&a, 1, &ha)], 1, 2).unwrap(), vec![2.0]);
+		assert!(matches!(reduce(&[(&a, 0, &ha)], 0, 1), Err(MergeError::ZeroSamples)));
+		assert!(matches!(reduce(&[(&a, 1, &ha)], 0, 4), Err(MergeError::BadRange { .. })));
+		// A listed chunk hash that is not the bytes' is refused, not reduced.
+		assert!(matches!(reduce(&[(&a, 1, &hb)], 0, 3), Err(MergeError::ChunkHash { .. })));
 	}
 
 	#[test]

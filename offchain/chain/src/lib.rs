@@ -22,12 +22,41 @@ pub use error::Error;
 pub use signer::Signer;
 
 /// Code generated from the runtime's metadata: calls (`runtime::tx()`), storage (`runtime::storage()`),
-/// events and every runtime type (`runtime::runtime_types`).
+/// events and every runtime type (`runtime::runtime_types`). The types iota-primitives defines are not
+/// generated again: calls, storage and events use the primitives' own [`Phase`], [`Verdict`],
+/// [`ContentHash`], [`MinerStatus`], [`ValidatorStatus`], [`StageReport`] and [`RunConfig`], so no
+/// daemon converts between two copies of one type.
 #[subxt::subxt(
 	runtime_metadata_path = "metadata/iota.scale",
-	derive_for_all_types = "Clone, PartialEq, Eq"
+	derive_for_all_types = "Clone, PartialEq, Eq",
+	substitute_type(
+		path = "iota_primitives::types::ContentHash",
+		with = "::iota_primitives::ContentHash"
+	),
+	substitute_type(path = "iota_primitives::types::Phase", with = "::iota_primitives::Phase"),
+	substitute_type(path = "iota_primitives::types::Verdict", with = "::iota_primitives::Verdict"),
+	substitute_type(
+		path = "iota_primitives::types::StageReport",
+		with = "::iota_primitives::StageReport"
+	),
+	substitute_type(
+		path = "iota_primitives::types::MinerStatus<B>",
+		with = "::iota_primitives::MinerStatus<B>"
+	),
+	substitute_type(
+		path = "iota_primitives::types::ValidatorStatus<B>",
+		with = "::iota_primitives::ValidatorStatus<B>"
+	),
+	substitute_type(
+		path = "iota_primitives::types::RunConfig<A, B>",
+		with = "::iota_primitives::RunConfig<A, B>"
+	)
 )]
 pub mod runtime {}
+
+// The subxt macro reads the metadata without telling cargo; including the bytes makes a regenerated
+// `metadata/iota.scale` rebuild this crate instead of leaving the old generated code in the target folder.
+const _METADATA: &[u8] = include_bytes!("../metadata/iota.scale");
 
 /// Account id of the chain (32-byte sr25519 public key).
 pub type AccountId = subxt::utils::AccountId32;
@@ -44,17 +73,14 @@ pub type Epoch = u32;
 /// The subxt config matching the runtime (MultiAddress<AccountId, ()>, u32 block numbers).
 pub type ChainConfig = subxt::PolkadotConfig;
 
+pub use iota_primitives::{ContentHash, MinerStatus, Phase, StageReport, ValidatorStatus, Verdict};
 /// pallet-iota's event type.
 pub use runtime::iota::Event as IotaEvent;
 /// A bounded vector as the runtime encodes it.
 pub use runtime::runtime_types::bounded_collections::bounded_vec::BoundedVec;
-pub use runtime::runtime_types::iota_primitives::types::{
-	ContentHash, MinerStatus, Phase, StageReport, ValidatorStatus, Verdict,
-};
 pub use runtime::runtime_types::pallet_iota::types::{
 	EmissionSplit, MergeManifest, MinerInfo, ObjectRef, SpotCheck, StageState, ValidatorInfo,
 };
 
 /// The run config with the runtime's balance and block number types.
-pub type RunConfig =
-	runtime::runtime_types::iota_primitives::types::RunConfig<Balance, BlockNumber>;
+pub type RunConfig = iota_primitives::RunConfig<Balance, BlockNumber>;

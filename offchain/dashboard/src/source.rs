@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::FutureExt;
-use iota_primitives::{ContentHash, MinerStatus, Phase, ValidatorStatus, Verdict};
 use iota_rpc::types::{PhaseEvent, Status};
 use iota_rpc::{IotaApiClient, RunSpec};
 use jsonrpsee::core::client::Subscription;
@@ -236,37 +235,8 @@ impl ChainReader {
 	}
 }
 
-fn phase(p: iota_chain::Phase) -> Phase {
-	match p {
-		iota_chain::Phase::Training => Phase::Training,
-		iota_chain::Phase::WeightsUploading => Phase::WeightsUploading,
-		iota_chain::Phase::Merging => Phase::Merging,
-	}
-}
-
-fn miner_status(s: iota_chain::MinerStatus<u32>) -> MinerStatus<u32> {
-	match s {
-		iota_chain::MinerStatus::Active => MinerStatus::Active,
-		iota_chain::MinerStatus::Leaving => MinerStatus::Leaving,
-		iota_chain::MinerStatus::Unbonding { until, last_epoch } => {
-			MinerStatus::Unbonding { until, last_epoch }
-		},
-	}
-}
-
-fn validator_status(s: iota_chain::ValidatorStatus<u32>) -> ValidatorStatus<u32> {
-	match s {
-		iota_chain::ValidatorStatus::Active => ValidatorStatus::Active,
-		iota_chain::ValidatorStatus::Unbonding { until } => ValidatorStatus::Unbonding { until },
-	}
-}
-
-fn hash(h: iota_chain::ContentHash) -> ContentHash {
-	ContentHash::from_bytes(h.0)
-}
-
 fn object(o: iota_chain::ObjectRef) -> ObjectView {
-	ObjectView { key: String::from_utf8_lossy(&o.key.0).into_owned(), hash: hash(o.hash) }
+	ObjectView { key: String::from_utf8_lossy(&o.key.0).into_owned(), hash: o.content_hash }
 }
 
 #[async_trait]
@@ -286,7 +256,7 @@ impl ChainSource for ChainReader {
 				let st = c.stage(s).await?;
 				stages.push(ChainStage {
 					stage: s,
-					phase: phase(st.phase),
+					phase: st.phase,
 					epoch: st.epoch,
 					phase_since: st.phase_since,
 					round: st.round,
@@ -301,7 +271,7 @@ impl ChainSource for ChainReader {
 					account,
 					stage: m.stage,
 					bond: m.bond,
-					status: miner_status(m.status),
+					status: m.status,
 					registered_at: m.registered_at,
 				})
 				.collect();
@@ -313,7 +283,7 @@ impl ChainSource for ChainReader {
 				.map(|(account, v)| ChainValidator {
 					account,
 					stake: v.stake,
-					status: validator_status(v.status),
+					status: v.status,
 					last_weights_at: v.last_weights_at,
 				})
 				.collect();
@@ -322,7 +292,7 @@ impl ChainSource for ChainReader {
 				best_block,
 				finalized_block,
 				run_config: cfg.map(|c| RunConfigView {
-					model_hash: hash(c.model_hash),
+					model_hash: c.model_hash,
 					stages: c.stages,
 					bottleneck_width: c.bottleneck_width,
 					backward_quota: c.backward_quota,
@@ -358,11 +328,8 @@ impl ChainSource for ChainReader {
 					verdicts.push(VerdictView {
 						miner: miner.clone(),
 						validator: sc.validator,
-						verdict: match sc.verdict {
-							iota_chain::Verdict::Pass => Verdict::Pass,
-							iota_chain::Verdict::Fail => Verdict::Fail,
-						},
-						evidence: hash(sc.evidence),
+						verdict: sc.verdict,
+						evidence: sc.evidence,
 					});
 				}
 			}
@@ -405,7 +372,7 @@ impl ChainSource for ChainReader {
 						param_count: m.param_count,
 						samples: m.samples,
 						shards: m.shards.0.into_iter().map(object).collect(),
-						state_hash: hash(m.state_hash),
+						state_hash: m.state_hash,
 						checkpoint: m.checkpoint.map(object),
 					});
 				}

@@ -11,7 +11,7 @@
 //!   tokenizer and seed can recompute exactly which tokens a sample was (docs/design.md §3).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{Device, Tensor};
 use rand::seq::SliceRandom;
@@ -31,11 +31,6 @@ pub const EOT: &str = "<|endoftext|>";
 
 /// Default corpus location relative to the repository root (filled by `scripts/fetch-data.sh`).
 pub const DEFAULT_CORPUS: &str = "data/shakespeare";
-
-/// The default corpus directory for code inside this repository: `<repo>/data/shakespeare`.
-pub fn default_corpus_dir() -> PathBuf {
-	Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(DEFAULT_CORPUS)
-}
 
 /// One text of the corpus.
 #[derive(Clone, Debug, PartialEq)]

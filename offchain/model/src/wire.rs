@@ -59,10 +59,9 @@ fn le_f32(v: &[f32]) -> Vec<u8> {
 	iota_protocol::f32le::to_bytes(v)
 }
 
-/// The f32 values of a tensor whose dtype the safetensors header declared F32 (whole elements; a
-/// ragged tail cannot occur as safetensors checks the byte length against the shape).
-fn read_f32(b: &[u8]) -> Vec<f32> {
-	iota_protocol::f32le::from_bytes(b).unwrap_or_default()
+/// The f32 values of a tensor whose dtype the safetensors header declared F32.
+fn read_f32(b: &[u8]) -> Result<Vec<f32>> {
+	iota_protocol::f32le::from_bytes(b).map_err(|e| Error::Wire(format!("f32 tensor: {e}")))
 }
 
 /// Quantise rows of `width` values to uint8; returns `(q, scale, offset)`.
@@ -214,7 +213,7 @@ fn parse(bytes: &[u8], max_bytes: usize) -> Result<Decoded> {
 	}
 	let raw = data.data();
 	let values = match encoding {
-		Encoding::F32 => read_f32(raw),
+		Encoding::F32 => read_f32(raw)?,
 		Encoding::Bf16 => raw
 			.chunks_exact(2)
 			.map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
@@ -239,7 +238,7 @@ fn parse(bytes: &[u8], max_bytes: usize) -> Result<Decoded> {
 						t.shape(),
 					));
 				}
-				let v = read_f32(t.data());
+				let v = read_f32(t.data())?;
 				if let Some(index) = v.iter().position(|x| !x.is_finite()) {
 					return Err(Error::NonFinite { what: format!("wire {name}"), index });
 				}

@@ -9,8 +9,11 @@ use iota_model::data::{self, load_texts, train_tokenizer, Corpus, PackedDataset}
 use iota_model::pipeline::cosine_lr;
 use iota_model::{AdamW, Error, ModelConfig, Pipeline, StepOptions};
 
+/// `<repo>/data/shakespeare`, from the manifest folder cargo names at run time (a compile-time `env!`
+/// would keep the path of whichever clone built the shared target folder first).
 fn corpus_dir() -> std::path::PathBuf {
-	data::default_corpus_dir()
+	let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("run under cargo test or nextest");
+	std::path::Path::new(&manifest).join("../..").join(data::DEFAULT_CORPUS)
 }
 
 /// The first `n` texts of the corpus (alphabetical), as a directory of symlink-free copies is not

@@ -49,15 +49,6 @@ pub enum ChainError {
 	},
 }
 
-/// The chain's phase as the primitives spell it.
-pub fn phase_of(p: &iota_chain::Phase) -> Phase {
-	match p {
-		iota_chain::Phase::Training => Phase::Training,
-		iota_chain::Phase::WeightsUploading => Phase::WeightsUploading,
-		iota_chain::Phase::Merging => Phase::Merging,
-	}
-}
-
 /// Drives the chain side of one orchestrator.
 pub struct ChainDriver {
 	client: IotaClient,
@@ -144,7 +135,7 @@ impl ChainDriver {
 				.into_iter()
 				.map(|a| AccountId::from(a.0))
 				.collect();
-			let phase = phase_of(&st.phase);
+			let phase = st.phase;
 			let same = self.orch.with_state(|state| {
 				state.stage(s).is_some_and(|v| {
 					v.epoch == st.epoch
@@ -195,7 +186,7 @@ impl ChainDriver {
 			let members = self.client.stage_members(s).await?.len() as u32;
 			let report = self.orch.with_state(|st| st.report(s));
 			let progress = StageProgress {
-				phase: phase_of(&chain.phase),
+				phase: chain.phase,
 				phase_since: u64::from(chain.phase_since),
 				backward_quota: cfg.backward_quota,
 				members,
@@ -203,11 +194,9 @@ impl ChainDriver {
 			};
 			if let Ok(t) = next_phase(&progress, u64::from(block), u64::from(cfg.phase_timeout)) {
 				tracing::info!(stage = s, epoch = chain.epoch, from = ?progress.phase, to = ?t.to, timed_out = t.timed_out, ?report, "advance_phase");
-				let r = iota_chain::StageReport {
-					backward_done: report.backward_done,
-					gradients_submitted: report.gradients_submitted,
-				};
-				if let Err(e) = self.client.advance_phase(&self.signer, s, chain.epoch, r).await {
+				if let Err(e) =
+					self.client.advance_phase(&self.signer, s, chain.epoch, report).await
+				{
 					tracing::warn!(stage = s, error = %e, "advance_phase refused");
 				}
 			}
@@ -218,14 +207,14 @@ impl ChainDriver {
 	async fn commit(&self, plan: CommitPlan) -> Result<(), ChainError> {
 		let obj = |o: &Obj| iota_chain::ObjectRef {
 			key: iota_chain::BoundedVec(o.key.as_bytes().to_vec()),
-			hash: iota_chain::ContentHash(o.hash.0),
+			content_hash: o.hash,
 		};
 		let manifest = iota_chain::MergeManifest {
 			members: plan.members,
 			param_count: plan.param_count,
 			samples: plan.samples,
 			shards: iota_chain::BoundedVec(plan.shards.iter().map(obj).collect()),
-			state_hash: iota_chain::ContentHash(plan.state_hash.0),
+			state_hash: plan.state_hash,
 			checkpoint: plan.checkpoint.as_ref().map(obj),
 		};
 		tracing::info!(

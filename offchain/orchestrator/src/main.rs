@@ -260,7 +260,7 @@ async fn run(a: RunArgs) -> Result<()> {
 	if let Some(sudo) = &a.sudo_suri {
 		let sudo = Signer::from_uri(sudo)?;
 		let mut want = cfg.clone();
-		want.model_hash = iota_chain::ContentHash(spec_hash.0);
+		want.model_hash = spec_hash;
 		want.stages = spec.model.n_stages() as u16;
 		want.bottleneck_width = spec.model.wire_width() as u32;
 		if let Some(q) = a.backward_quota {

@@ -80,7 +80,7 @@ fn manifest<T: Config>(members: u32) -> MergeManifestOf<T> {
 	let key_len = T::MaxKeyLen::get() as usize;
 	let object = |i: u32| ObjectRef {
 		key: BoundedVec::truncate_from(alloc::vec![b'k'; key_len]),
-		hash: ContentHash::of(&i.to_le_bytes()),
+		content_hash: ContentHash::of(&i.to_le_bytes()),
 	};
 	MergeManifest {
 		members,

@@ -50,6 +50,10 @@ pub struct StageState<BlockNumber> {
 }
 
 /// An object in the bucket: its key and BLAKE3 hash.
+///
+/// The hash field is `content_hash`, not `hash`: polkadot.js gives every decoded struct a `hash` getter
+/// (the blake2 of its encoding) that would hide a field of that name (`@polkadot/api` returned the
+/// codec's hash for `ObjectRef.hash` and the stored BLAKE3 under `hash_`).
 #[derive(
 	CloneNoBound,
 	PartialEqNoBound,
@@ -66,7 +70,7 @@ pub struct ObjectRef<MaxKeyLen: Get<u32>> {
 	/// S3 key (UTF-8, from iota-storage's key layout), at most `MaxKeyLen` bytes.
 	pub key: BoundedVec<u8, MaxKeyLen>,
 	/// BLAKE3 of the object's bytes.
-	pub hash: ContentHash,
+	pub content_hash: ContentHash,
 }
 
 /// The canonical result of one stage's merge in one epoch, committed by the orchestrator.

@@ -34,6 +34,7 @@ pub type WeightValue = u16;
 	MaxEncodedLen,
 	TypeInfo,
 )]
+#[cfg_attr(feature = "subxt", derive(scale_encode::EncodeAsType, scale_decode::DecodeAsType))]
 pub struct ContentHash(pub [u8; 32]);
 
 /// A string that is not 64 hex digits was given where a [`ContentHash`] was expected.
@@ -143,6 +144,7 @@ impl<'de> Deserialize<'de> for ContentHash {
 	Serialize,
 	Deserialize,
 )]
+#[cfg_attr(feature = "subxt", derive(scale_encode::EncodeAsType, scale_decode::DecodeAsType))]
 pub enum Phase {
 	/// Miners run forward and backward passes and accumulate gradients; weights are fixed.
 	#[default]
@@ -168,6 +170,7 @@ pub enum Phase {
 	Serialize,
 	Deserialize,
 )]
+#[cfg_attr(feature = "subxt", derive(scale_encode::EncodeAsType, scale_decode::DecodeAsType))]
 pub enum MinerStatus<BlockNumber> {
 	/// Holds a stage and receives work.
 	Active,
@@ -199,6 +202,7 @@ pub enum MinerStatus<BlockNumber> {
 	Serialize,
 	Deserialize,
 )]
+#[cfg_attr(feature = "subxt", derive(scale_encode::EncodeAsType, scale_decode::DecodeAsType))]
 pub enum ValidatorStatus<BlockNumber> {
 	/// May submit spot-checks and weights; earns the validators' part of the emission.
 	Active,
@@ -224,6 +228,7 @@ pub enum ValidatorStatus<BlockNumber> {
 	Serialize,
 	Deserialize,
 )]
+#[cfg_attr(feature = "subxt", derive(scale_encode::EncodeAsType, scale_decode::DecodeAsType))]
 pub enum Verdict {
 	/// The recomputation matched within tolerance.
 	Pass,
@@ -249,6 +254,7 @@ pub enum Verdict {
 	Serialize,
 	Deserialize,
 )]
+#[cfg_attr(feature = "subxt", derive(scale_encode::EncodeAsType, scale_decode::DecodeAsType))]
 pub struct StageReport {
 	/// Backward passes this stage completed in the current epoch.
 	pub backward_done: u32,
@@ -271,6 +277,7 @@ pub struct StageReport {
 	Serialize,
 	Deserialize,
 )]
+#[cfg_attr(feature = "subxt", derive(scale_encode::EncodeAsType, scale_decode::DecodeAsType))]
 pub struct RunConfig<Balance, BlockNumber> {
 	/// BLAKE3 of the model config every miner must build (preset, shapes, cuts, init seed).
 	pub model_hash: ContentHash,

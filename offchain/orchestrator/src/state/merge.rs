@@ -4,12 +4,8 @@
 use super::*;
 
 impl State {
-	pub(super) fn merging_stage(
-		&self,
-		stage: u16,
-		epoch: u32,
-		phase: Phase,
-	) -> Result<&StageState, Refusal> {
+	/// `stage`, if it is in `epoch`. Errors: `WrongStage` (no such stage), `Unknown` (another epoch).
+	fn stage_in_epoch(&self, stage: u16, epoch: u32) -> Result<&StageState, Refusal> {
 		let st = self
 			.stages
 			.get(usize::from(stage))
@@ -20,6 +16,16 @@ impl State {
 				format!("stage {stage} is in epoch {}, not {epoch}", st.epoch),
 			);
 		}
+		Ok(st)
+	}
+
+	pub(super) fn merging_stage(
+		&self,
+		stage: u16,
+		epoch: u32,
+		phase: Phase,
+	) -> Result<&StageState, Refusal> {
+		let st = self.stage_in_epoch(stage, epoch)?;
 		if st.phase != phase {
 			return refuse(
 				ErrorCode::WrongPhase,
@@ -217,16 +223,7 @@ impl State {
 		if let Some(h) = self.committed.get(&(stage, epoch)) {
 			return Ok(ManifestPlan::Committed { state_hash: *h });
 		}
-		let st = self
-			.stages
-			.get(usize::from(stage))
-			.ok_or_else(|| Refusal::new(ErrorCode::WrongStage, format!("no stage {stage}")))?;
-		if epoch != st.epoch {
-			return refuse(
-				ErrorCode::Unknown,
-				format!("no merge of epoch {epoch} at stage {stage} (current epoch {})", st.epoch),
-			);
-		}
+		let st = self.stage_in_epoch(stage, epoch)?;
 		let Some(plan) = (st.phase == Phase::Merging).then_some(st.merge.plan.as_ref()).flatten()
 		else {
 			return Ok(ManifestPlan::Reducing { present: 0, expected: 0 });

@@ -105,7 +105,9 @@ fn moto_executable() -> Result<PathBuf, String> {
 	if let Ok(p) = std::env::var("IOTA_MOTO_SERVER") {
 		return Ok(PathBuf::from(p));
 	}
-	let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/moto_server");
+	// The manifest folder at run time: the shared target folder may hold a binary another clone built.
+	let manifest = std::env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR unset")?;
+	let p = PathBuf::from(manifest).join("../../.venv/bin/moto_server");
 	if p.exists() {
 		Ok(p)
 	} else {

@@ -49,7 +49,7 @@ pub fn manifest(n: u32, p: u64) -> MergeManifestOf<Test> {
 	let shards = (0..k)
 		.map(|i| ObjectRef {
 			key: BoundedVec::try_from(format!("v1/run/shard/{i}").into_bytes()).unwrap(),
-			hash: ContentHash::of(&i.to_le_bytes()),
+			content_hash: ContentHash::of(&i.to_le_bytes()),
 		})
 		.collect::<Vec<_>>();
 	MergeManifest {
