@@ -3,7 +3,8 @@
 # author with aura and finalize with grandpa, `--chain local`).
 #
 #   scripts/zombienet.sh          run the smoke test zombienet/smoke.zndsl (nodes up, finalized height
-#                                 >= 5, a pallet-iota extrinsic included); exits non-zero on failure
+#                                 >= 5, a pallet-iota extrinsic included, polkadot.js reads pallet-iota's
+#                                 object hashes as `contentHash`); exits non-zero on failure
 #   scripts/zombienet.sh spawn    start the network and keep it running (Ctrl-C stops it)
 #
 # Installs @zombienet/cli from npm into zombienet/node_modules (git-ignored) if it is missing, with the
