@@ -31,7 +31,7 @@ pub fn development_chain_spec() -> Result<ChainSpec, String> {
 		.build())
 }
 
-/// `local`: Alice, Bob and Charlie author and finalize, the `local_testnet` preset.
+/// `local`: Alice, Bob, Charlie and Dave author and finalize, the `local_testnet` preset.
 pub fn local_chain_spec() -> Result<ChainSpec, String> {
 	Ok(ChainSpec::builder(wasm()?, None)
 		.with_name("iota-rs Local Testnet")

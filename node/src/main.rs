@@ -2,7 +2,7 @@
 //!
 //! - `iota-node --dev`: one node that authors a block every second (aura, one authority) and finalizes
 //!   with grandpa, on a temporary database; Alice is sudo and orchestrator, Bob and Charlie validators.
-//! - `iota-node --chain local --alice` (and `--bob`, `--charlie`): a three-authority local testnet.
+//! - `iota-node --chain local --alice` (and `--bob`, `--charlie`, `--dave`): a four-authority local testnet.
 //! - The usual Substrate subcommands: `build-spec`, `purge-chain`, `key`, `export-blocks`, ..., and
 //!   `benchmark pallet` when built with `--features runtime-benchmarks`.
 //!

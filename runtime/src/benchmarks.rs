@@ -6,5 +6,6 @@ polkadot_sdk::frame_benchmarking::define_benchmarks!(
 	[pallet_balances, Balances]
 	[pallet_timestamp, Timestamp]
 	[pallet_sudo, Sudo]
+	[pallet_utility, Utility]
 	[pallet_iota, Iota]
 );

@@ -1,5 +1,5 @@
-//! Genesis presets by name: `development` (one authority, Alice) and `local_testnet` (Alice, Bob and
-//! Charlie author and finalize). In both, Alice is sudo and the orchestrator, Bob and Charlie are
+//! Genesis presets by name: `development` (one authority, Alice) and `local_testnet` (Alice, Bob,
+//! Charlie and Dave author and finalize). In both, Alice is sudo and the orchestrator, Bob and Charlie are
 //! validators, the dev accounts are funded, and the run is configured for the `small` model
 //! ([`small_run_config`]).
 
@@ -112,12 +112,15 @@ pub fn development_config_genesis() -> Value {
 	testnet_genesis(vec![authority(Sr25519Keyring::Alice, Ed25519Keyring::Alice)])
 }
 
-/// `local_testnet`: Alice, Bob and Charlie author and finalize (three nodes, e.g. zombienet).
+/// `local_testnet`: Alice, Bob, Charlie and Dave author and finalize (four nodes, e.g. zombienet). Four,
+/// not three: GRANDPA finalizes with more than 2/3 of the voters, so 3 of 4 go on finalizing when one node
+/// is down, while 3 authorities need all 3.
 pub fn local_config_genesis() -> Value {
 	testnet_genesis(vec![
 		authority(Sr25519Keyring::Alice, Ed25519Keyring::Alice),
 		authority(Sr25519Keyring::Bob, Ed25519Keyring::Bob),
 		authority(Sr25519Keyring::Charlie, Ed25519Keyring::Charlie),
+		authority(Sr25519Keyring::Dave, Ed25519Keyring::Dave),
 	])
 }
 

@@ -1,7 +1,8 @@
 //! # iota-runtime
 //!
 //! The WASM runtime of the iota-rs chain: frame-system, timestamp, aura + grandpa consensus, balances,
-//! transaction payment, sudo and [`pallet_iota`], the record of a decentralized training run.
+//! transaction payment, sudo, utility (`batch_all`: one extrinsic for what a daemon has due in a block) and
+//! [`pallet_iota`], the record of a decentralized training run.
 //!
 //! The runtime is tuned for development: one-second aura slots (so one training epoch spans a handful of
 //! blocks on a dev chain), and `pallet-insecure-randomness-collective-flip` as pallet-iota's `Randomness`.
@@ -74,7 +75,7 @@ pub const VERSION: RuntimeVersion = RuntimeVersion {
 	spec_name: alloc::borrow::Cow::Borrowed("iota-runtime"),
 	impl_name: alloc::borrow::Cow::Borrowed("iota-runtime"),
 	authoring_version: 1,
-	spec_version: 101,
+	spec_version: 102,
 	impl_version: 1,
 	apis: apis::RUNTIME_API_VERSIONS,
 	transaction_version: 1,
@@ -190,4 +191,7 @@ mod runtime {
 
 	#[runtime::pallet_index(8)]
 	pub type Iota = pallet_iota;
+
+	#[runtime::pallet_index(9)]
+	pub type Utility = pallet_utility;
 }

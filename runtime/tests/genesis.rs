@@ -63,8 +63,8 @@ fn development_preset_builds() {
 #[test]
 fn local_testnet_preset_builds() {
 	with_preset(LOCAL_TESTNET_RUNTIME_PRESET, || {
-		assert_eq!(pallet_aura::Authorities::<Runtime>::get().len(), 3);
-		assert_eq!(pallet_grandpa::Pallet::<Runtime>::grandpa_authorities().len(), 3);
+		assert_eq!(pallet_aura::Authorities::<Runtime>::get().len(), 4);
+		assert_eq!(pallet_grandpa::Pallet::<Runtime>::grandpa_authorities().len(), 4);
 		common_checks();
 	});
 }

@@ -1,4 +1,9 @@
-//! [`IotaClient`]: typed calls, storage queries and finalized events of pallet-iota.
+//! [`IotaClient`]: typed calls, storage queries and block events of pallet-iota.
+//!
+//! Two ways to wait for an extrinsic ([`Wait`]): best-block inclusion (about one block) on a daemon's
+//! work path, finality (GRANDPA, a few blocks more) where money or a restart depends on it. Nonces are
+//! counted per signing key in the client (resynced from the node's pool on an error), so a second
+//! extrinsic never waits for the first one's finality to get its nonce (docs/design.md §3).
 
 use crate::{
 	runtime::{self, runtime_types::sp_runtime::DispatchError as RuntimeDispatchError},
@@ -6,28 +11,44 @@ use crate::{
 	EmissionSplit, Epoch, Error, IotaEvent, MergeManifest, MinerInfo, RunConfig, Signer, SpotCheck,
 	StageId, StageReport, StageState, ValidatorInfo, Verdict,
 };
+use std::{collections::HashMap, sync::Arc};
+
 use futures_util::{Stream, StreamExt};
 use subxt::{
 	backend::{legacy::LegacyRpcMethods, rpc::RpcClient},
-	storage::Address,
+	config::DefaultExtrinsicParamsBuilder,
+	storage::{Address, Storage},
+	tx::TxStatus,
 	utils::Yes,
 	OnlineClient,
 };
 
-/// A pallet-iota extrinsic that made it into a finalized block without a dispatch error.
+/// How long a submission waits before it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+	/// Until the extrinsic is in a best block (about one block time; a reorg may still retract it, and the
+	/// node's pool then includes it again). For a daemon's work path: phase changes, commits, verdicts.
+	InBlock,
+	/// Until a block holding the extrinsic is finalized (GRANDPA; a few blocks after inclusion). For
+	/// registration, payouts and anything a restart must find on chain.
+	Finalized,
+}
+
+/// A pallet-iota extrinsic that made it into a block without a dispatch error.
 #[derive(Debug, Clone)]
 pub struct Included {
-	/// The finalized block that holds the extrinsic.
+	/// The block that holds the extrinsic: a best block for [`Wait::InBlock`], a finalized one for
+	/// [`Wait::Finalized`].
 	pub block_hash: BlockHash,
 	/// The extrinsic's hash.
 	pub extrinsic_hash: BlockHash,
-	/// The pallet-iota events the extrinsic emitted, in order.
+	/// The pallet-iota events the extrinsic emitted, in order (every call's, for a batch).
 	pub events: Vec<IotaEvent>,
 }
 
-/// The pallet-iota events of one finalized block.
+/// The pallet-iota events of one block (finalized or best, by the stream that yields it).
 #[derive(Debug, Clone)]
-pub struct FinalizedEvents {
+pub struct BlockEvents {
 	/// Block number.
 	pub number: BlockNumber,
 	/// Block hash.
@@ -38,12 +59,77 @@ pub struct FinalizedEvents {
 
 /// A connection to an iota-rs node over JSON-RPC (WebSocket).
 ///
-/// Calls sign, submit and wait until the extrinsic is in a finalized block; storage queries read the
-/// latest finalized state, so what a call wrote is visible to the next query.
+/// The named extrinsic methods sign, submit and wait for finality; [`IotaClient::submit_calls`] sends
+/// any calls (several as one `batch_all`) and waits as asked. Storage queries read the latest finalized
+/// state, or the block the client is pinned to ([`IotaClient::at_block`]).
 #[derive(Clone)]
 pub struct IotaClient {
 	api: OnlineClient<ChainConfig>,
 	rpc: RpcClient,
+	/// The next nonce of each key (by account id bytes) this client signed with (the lock is held from nonce to submission, so
+	/// two tasks sharing a key never take one nonce). Absent: read `system_accountNextIndex` first.
+	nonces: Arc<tokio::sync::Mutex<HashMap<[u8; 32], u64>>>,
+	/// Storage reads at this block instead of the latest finalized one.
+	at: Option<BlockHash>,
+}
+
+/// A runtime call as a transaction payload: encoded as the metadata's outer call enum (the generated
+/// code is from the same metadata the node runs, checked by `tests/metadata.rs`).
+struct CallPayload(runtime::Call);
+
+impl subxt::tx::Payload for CallPayload {
+	fn encode_call_data_to(
+		&self,
+		metadata: &subxt::Metadata,
+		out: &mut Vec<u8>,
+	) -> Result<(), subxt::ext::subxt_core::Error> {
+		use subxt::ext::scale_encode::EncodeAsType;
+		let ty = metadata.outer_enums().call_enum_ty();
+		self.0.encode_as_type_to(ty, metadata.types(), out)?;
+		Ok(())
+	}
+}
+
+/// pallet-iota calls as runtime calls, for [`IotaClient::submit_calls`] (one `batch_all` of several).
+pub mod calls {
+	use crate::{
+		runtime::{self, iota::Call as C},
+		AccountId, BoundedVec, ContentHash, Epoch, MergeManifest, StageId, StageReport, Verdict,
+	};
+
+	/// `advance_phase(stage, epoch, report)` (orchestrator).
+	pub fn advance_phase(stage: StageId, epoch: Epoch, report: StageReport) -> runtime::Call {
+		runtime::Call::Iota(C::advance_phase { stage, epoch, report })
+	}
+
+	/// `commit_merge(stage, epoch, manifest)` (orchestrator).
+	pub fn commit_merge(stage: StageId, epoch: Epoch, manifest: MergeManifest) -> runtime::Call {
+		runtime::Call::Iota(C::commit_merge { stage, epoch, manifest })
+	}
+
+	/// `submit_spot_check(epoch, miner, verdict, evidence)` (validators).
+	pub fn submit_spot_check(
+		epoch: Epoch,
+		miner: AccountId,
+		verdict: Verdict,
+		evidence: ContentHash,
+	) -> runtime::Call {
+		runtime::Call::Iota(C::submit_spot_check { epoch, miner, verdict, evidence })
+	}
+
+	/// `set_weights(epoch, weights, version_key)` (validators).
+	pub fn set_weights(
+		epoch: Epoch,
+		weights: Vec<(AccountId, u16)>,
+		version_key: u64,
+	) -> runtime::Call {
+		runtime::Call::Iota(C::set_weights { epoch, weights: BoundedVec(weights), version_key })
+	}
+
+	/// `finalize_epoch(epoch)` (anyone).
+	pub fn finalize_epoch(epoch: Epoch) -> runtime::Call {
+		runtime::Call::Iota(C::finalize_epoch { epoch })
+	}
 }
 
 impl IotaClient {
@@ -57,7 +143,13 @@ impl IotaClient {
 			.await
 			.map_err(connect_err)?;
 		tracing::debug!(url, spec = api.runtime_version().spec_version, "connected");
-		Ok(Self { api, rpc })
+		Ok(Self { api, rpc, nonces: Default::default(), at: None })
+	}
+
+	/// This client with storage reads at block `hash` (e.g. the best block a daemon acts on) instead of
+	/// the latest finalized one; it shares the connection and the nonce counters.
+	pub fn at_block(&self, hash: BlockHash) -> Self {
+		Self { at: Some(hash), ..self.clone() }
 	}
 
 	/// The underlying subxt client, for anything this API does not cover.
@@ -168,17 +260,130 @@ impl IotaClient {
 		self.submit(&runtime::tx().sudo().sudo(call), sudo).await
 	}
 
-	/// Sign, submit, wait for finalization; a failed dispatch (also one inside `sudo`) becomes an
-	/// [`Error::Pallet`] or [`Error::Dispatch`].
+	/// Sends `calls` as one extrinsic signed by `signer` (one call as itself, several as one
+	/// `Utility::batch_all`, which dispatches all or none) and waits as `wait` says. An empty list sends
+	/// nothing and returns `Ok(None)`.
+	///
+	/// # Errors
+	/// A failed dispatch of any call: [`Error::Pallet`] / [`Error::Dispatch`] (nothing of the batch
+	/// applied); an invalid or dropped extrinsic, or a lost connection: [`Error::Subxt`] (the nonce counter
+	/// is resynced, so the next submission is valid again).
+	pub async fn submit_calls(
+		&self,
+		signer: &Signer,
+		mut calls: Vec<runtime::Call>,
+		wait: Wait,
+	) -> Result<Option<Included>, Error> {
+		match calls.len() {
+			0 => Ok(None),
+			1 => {
+				let call = CallPayload(calls.pop().expect("one call"));
+				Ok(Some(self.submit_waiting(&call, signer, wait).await?))
+			},
+			_ => {
+				let batch = runtime::tx().utility().batch_all(calls);
+				Ok(Some(self.submit_waiting(&batch, signer, wait).await?))
+			},
+		}
+	}
+
+	/// The next nonce of `account` as the node sees it: its best state plus the extrinsics in its pool.
+	async fn pool_nonce(&self, account: &AccountId) -> Result<u64, Error> {
+		Ok(LegacyRpcMethods::<ChainConfig>::new(self.rpc.clone())
+			.system_account_next_index(account)
+			.await
+			.map_err(subxt::Error::from)?)
+	}
+
+	/// Sign, submit, wait for finalization (see [`IotaClient::submit_waiting`]).
 	async fn submit<C: subxt::tx::Payload>(
 		&self,
 		call: &C,
 		signer: &Signer,
 	) -> Result<Included, Error> {
-		let progress =
-			self.api.tx().sign_and_submit_then_watch_default(call, signer.keypair()).await?;
+		self.submit_waiting(call, signer, Wait::Finalized).await
+	}
+
+	/// Sign with the counted nonce, submit, wait as `wait` says; a failed dispatch (also one inside
+	/// `sudo`) becomes an [`Error::Pallet`] or [`Error::Dispatch`]. A refused submission (stale nonce after
+	/// another client used the key, a full pool) resyncs the counter and is retried once.
+	async fn submit_waiting<C: subxt::tx::Payload>(
+		&self,
+		call: &C,
+		signer: &Signer,
+		wait: Wait,
+	) -> Result<Included, Error> {
+		let account = signer.account_id();
+		let mut progress = {
+			let mut nonces = self.nonces.lock().await;
+			let mut retried = false;
+			loop {
+				let nonce = match nonces.get(&account.0) {
+					Some(n) => *n,
+					None => self.pool_nonce(&account).await?,
+				};
+				let params =
+					DefaultExtrinsicParamsBuilder::<ChainConfig>::new().nonce(nonce).build();
+				let mut tx = self.api.tx().create_partial(call, &account, params).await?;
+				match tx.sign(signer.keypair()).submit_and_watch().await {
+					Ok(p) => {
+						nonces.insert(account.0, nonce + 1);
+						break p;
+					},
+					Err(e) => {
+						nonces.remove(&account.0);
+						if retried {
+							return Err(e.into());
+						}
+						tracing::debug!(nonce, error = %e, "submission refused; resyncing the nonce");
+						retried = true;
+					},
+				}
+			}
+		};
 		let extrinsic_hash = progress.extrinsic_hash();
-		let in_block = progress.wait_for_finalized().await?;
+		let in_block = loop {
+			let status = match progress.next().await {
+				Some(s) => s,
+				None => {
+					self.forget_nonce(&account).await;
+					return Err(subxt::Error::Other(
+						"the node closed the extrinsic's status subscription".into(),
+					)
+					.into());
+				},
+			};
+			let failed = |kind: &str, message: String| {
+				subxt::Error::Other(format!("extrinsic {kind}: {message}"))
+			};
+			match status {
+				Ok(TxStatus::InBestBlock(b)) if wait == Wait::InBlock => break b,
+				Ok(TxStatus::InFinalizedBlock(b)) => break b,
+				Ok(TxStatus::NoLongerInBestBlock) => {
+					tracing::debug!(
+						?extrinsic_hash,
+						"retracted from the best chain; waiting for it again"
+					);
+				},
+				Ok(TxStatus::Invalid { message }) => {
+					self.forget_nonce(&account).await;
+					return Err(failed("invalid", message).into());
+				},
+				Ok(TxStatus::Dropped { message }) => {
+					self.forget_nonce(&account).await;
+					return Err(failed("dropped", message).into());
+				},
+				Ok(TxStatus::Error { message }) => {
+					self.forget_nonce(&account).await;
+					return Err(failed("failed in the node", message).into());
+				},
+				Ok(_) => {},
+				Err(e) => {
+					self.forget_nonce(&account).await;
+					return Err(e.into());
+				},
+			}
+		};
 		let block_hash = in_block.block_hash();
 		let events = in_block.wait_for_success().await?;
 		let mut iota = Vec::new();
@@ -191,8 +396,13 @@ impl IotaClient {
 				_ => {},
 			}
 		}
-		tracing::debug!(?block_hash, ?extrinsic_hash, events = iota.len(), "included");
+		tracing::debug!(?block_hash, ?extrinsic_hash, ?wait, events = iota.len(), "included");
 		Ok(Included { block_hash, extrinsic_hash, events: iota })
+	}
+
+	/// Drops the counted nonce of `account` (the next submission reads the pool's).
+	async fn forget_nonce(&self, account: &AccountId) {
+		self.nonces.lock().await.remove(&account.0);
 	}
 
 	/// Resolve a dispatch error carried in an event (sudo's inner result) to names via the metadata.
@@ -212,20 +422,27 @@ impl IotaClient {
 		}
 	}
 
-	// ---- storage (latest finalized block) ---------------------------------------------------------
+	// ---- storage (latest finalized block, or the pinned one) ---------------------------------------
+
+	async fn storage(&self) -> Result<Storage<ChainConfig, OnlineClient<ChainConfig>>, Error> {
+		Ok(match self.at {
+			Some(hash) => self.api.storage().at(hash),
+			None => self.api.storage().at_latest().await?,
+		})
+	}
 
 	async fn fetch<A>(&self, address: &A) -> Result<Option<A::Target>, Error>
 	where
 		A: Address<IsFetchable = Yes>,
 	{
-		Ok(self.api.storage().at_latest().await?.fetch(address).await?)
+		Ok(self.storage().await?.fetch(address).await?)
 	}
 
 	async fn fetch_or_default<A>(&self, address: &A) -> Result<A::Target, Error>
 	where
 		A: Address<IsFetchable = Yes, IsDefaultable = Yes>,
 	{
-		Ok(self.api.storage().at_latest().await?.fetch_or_default(address).await?)
+		Ok(self.storage().await?.fetch_or_default(address).await?)
 	}
 
 	/// Every entry of a map keyed last by an account (`Blake2_128Concat`), with the account decoded.
@@ -235,7 +452,7 @@ impl IotaClient {
 		A::Keys: 'static + Sized,
 	{
 		let mut out = Vec::new();
-		let mut entries = self.api.storage().at_latest().await?.iter(address).await?;
+		let mut entries = self.storage().await?.iter(address).await?;
 		while let Some(kv) = entries.next().await {
 			let kv = kv?;
 			let key = &kv.key_bytes;
@@ -399,15 +616,56 @@ impl IotaClient {
 		})
 	}
 
+	/// Hash of the best block (`chain_getBlockHash` without a number), e.g. for [`IotaClient::at_block`].
+	pub async fn best_hash(&self) -> Result<BlockHash, Error> {
+		let hash = LegacyRpcMethods::<ChainConfig>::new(self.rpc.clone())
+			.chain_get_block_hash(None)
+			.await
+			.map_err(subxt::Error::from)?;
+		hash.ok_or_else(|| {
+			subxt::Error::Other("the node returned no best block hash".into()).into()
+		})
+	}
+
 	// ---- events -----------------------------------------------------------------------------------
 
 	/// pallet-iota's events, block by block, from the next finalized block on. Blocks without pallet-iota
 	/// events are yielded too (with no events), so the stream also tracks finality.
 	pub async fn finalized_events(
 		&self,
-	) -> Result<impl Stream<Item = Result<FinalizedEvents, Error>> + Send + Unpin, Error> {
-		let blocks = self.api.blocks().subscribe_finalized().await?;
-		Ok(blocks
+	) -> Result<impl Stream<Item = Result<BlockEvents, Error>> + Send + Unpin, Error> {
+		Ok(Self::events_of(self.api.blocks().subscribe_finalized().await?))
+	}
+
+	/// Each new best block as `(number, hash)` (the chain's head as this node sees it: a later block may
+	/// replace it, and numbers may repeat or skip after a reorg). Items are ready as soon as the node
+	/// announces a block, so a consumer that fell behind can skip to the newest one; read its events with
+	/// [`IotaClient::events_at`] and its state with [`IotaClient::at_block`].
+	pub async fn best_blocks(
+		&self,
+	) -> Result<impl Stream<Item = Result<(BlockNumber, BlockHash), Error>> + Send + Unpin, Error>
+	{
+		let blocks = self.api.blocks().subscribe_best().await?;
+		Ok(blocks.map(|b| b.map(|b| (b.number(), b.hash())).map_err(Error::from)).boxed())
+	}
+
+	/// pallet-iota's events in block `hash`, in order.
+	pub async fn events_at(&self, hash: BlockHash) -> Result<Vec<IotaEvent>, Error> {
+		let mut events = Vec::new();
+		for ev in self.api.events().at(hash).await?.iter() {
+			if let runtime::Event::Iota(e) = ev?.as_root_event::<runtime::Event>()? {
+				events.push(e);
+			}
+		}
+		Ok(events)
+	}
+
+	fn events_of(
+		blocks: subxt::backend::StreamOfResults<
+			subxt::blocks::Block<ChainConfig, OnlineClient<ChainConfig>>,
+		>,
+	) -> impl Stream<Item = Result<BlockEvents, Error>> + Send + Unpin {
+		blocks
 			.then(|block| async move {
 				let block = block?;
 				let mut events = Vec::new();
@@ -416,8 +674,8 @@ impl IotaClient {
 						events.push(e);
 					}
 				}
-				Ok(FinalizedEvents { number: block.number(), hash: block.hash(), events })
+				Ok(BlockEvents { number: block.number(), hash: block.hash(), events })
 			})
-			.boxed())
+			.boxed()
 	}
 }

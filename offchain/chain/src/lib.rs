@@ -5,7 +5,8 @@
 //!
 //! - [`IotaClient`]: one typed method per pallet-iota extrinsic (root calls go through sudo), storage
 //!   queries of the run (miners, stages, phases, manifests, verdicts, weights, scores, emission splits), and
-//!   a stream of pallet-iota events from finalized blocks.
+//!   a stream of pallet-iota events from finalized blocks and one of best blocks; [`IotaClient::submit_calls`] sends what a
+//!   daemon has due as one extrinsic (`batch_all`) and waits for inclusion or finality ([`Wait`]).
 //! - [`Signer`]: sr25519 keys from secret URIs (`//Alice`, a mnemonic, a `0x` seed) or key files.
 //! - [`Error`]: a failed dispatch carries the pallet's error name ([`Error::Pallet`]).
 //!
@@ -17,7 +18,7 @@ mod client;
 mod error;
 mod signer;
 
-pub use client::{FinalizedEvents, Included, IotaClient};
+pub use client::{calls, BlockEvents, Included, IotaClient, Wait};
 pub use error::Error;
 pub use signer::Signer;
 

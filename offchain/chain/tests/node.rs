@@ -1,5 +1,6 @@
 //! Against a real `iota-node --dev`: register a miner and a validator through iota-chain, read the stage
-//! back, watch the finalized event stream, and see pallet errors by name (directly and through sudo).
+//! back, watch the finalized event stream, and see pallet errors by name (directly and through sudo);
+//! batches (`batch_all`) that wait for a best block only, and the client's nonce counter.
 //!
 //! Needs the node binary built with its WASM runtime, so it is ignored by default:
 //!
@@ -180,4 +181,78 @@ async fn register_read_back_and_typed_errors() {
 	assert!(client.best_number().await.unwrap() >= finalized);
 	assert!(client.spot_checks_of_epoch(0).await.unwrap().is_empty());
 	assert!(client.slashes(0).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the iota-node binary built with its WASM runtime (see the file's docs)"]
+async fn batches_inclusion_waits_and_counted_nonces() {
+	use iota_chain::{calls, Phase, StageReport, Wait};
+	let mut node = DevNode::start();
+	let client = node.client().await;
+	let alice = Signer::dev("alice").unwrap();
+	let bob = Signer::dev("bob").unwrap();
+	let cfg = client.run_config().await.unwrap().expect("the dev chain has a run config");
+	let done = StageReport { backward_done: cfg.backward_quota, gradients_submitted: 0 };
+
+	// Nothing due sends nothing.
+	assert!(client.submit_calls(&bob, vec![], Wait::InBlock).await.unwrap().is_none());
+
+	// A batch is all or nothing: stage 0's valid phase change is undone by the unknown stage after it.
+	let stage0 = client.stage(0).await.unwrap();
+	assert_eq!(stage0.phase, Phase::Training);
+	let err = client
+		.submit_calls(
+			&alice,
+			vec![calls::advance_phase(0, 0, done), calls::advance_phase(99, 0, done)],
+			Wait::InBlock,
+		)
+		.await
+		.unwrap_err();
+	assert_eq!(err.pallet_error(), Some("UnknownStage"), "{err}");
+
+	// Two valid changes in one extrinsic, waiting for a best block only; the client pinned to that block
+	// reads what it wrote before finality.
+	let inc = client
+		.submit_calls(
+			&alice,
+			vec![calls::advance_phase(0, 0, done), calls::advance_phase(1, 0, done)],
+			Wait::InBlock,
+		)
+		.await
+		.unwrap()
+		.expect("two calls sent");
+	let moved: Vec<u16> = inc
+		.events
+		.iter()
+		.filter_map(|e| match e {
+			IotaEvent::PhaseAdvanced { stage, to: Phase::WeightsUploading, .. } => Some(*stage),
+			_ => None,
+		})
+		.collect();
+	assert_eq!(moved, vec![0, 1], "{:?}", inc.events);
+	let pinned = client.at_block(inc.block_hash);
+	assert_eq!(pinned.stage(0).await.unwrap().phase, Phase::WeightsUploading);
+	assert_eq!(pinned.stage(2).await.unwrap().phase, Phase::Training);
+
+	// Back to back from one key, none waiting for finality: each takes the counted nonce (the finalized
+	// state's would still be the first one's) and is dispatched, here to the pallet's refusal.
+	for _ in 0..3 {
+		let err = client
+			.submit_calls(&bob, vec![calls::finalize_epoch(0)], Wait::InBlock)
+			.await
+			.unwrap_err();
+		assert!(err.pallet_error().is_some(), "a dispatch refusal, not a nonce error: {err}");
+	}
+	// Another client used the key meanwhile, so the counted nonce is stale: resynced, not stuck.
+	let other = IotaClient::connect(&node.rpc_url).await.unwrap();
+	let err = other
+		.submit_calls(&bob, vec![calls::finalize_epoch(0)], Wait::InBlock)
+		.await
+		.unwrap_err();
+	assert!(err.pallet_error().is_some(), "{err}");
+	let err = client
+		.submit_calls(&bob, vec![calls::finalize_epoch(0)], Wait::Finalized)
+		.await
+		.unwrap_err();
+	assert!(err.pallet_error().is_some(), "resynced nonce, dispatched and refused: {err}");
 }

@@ -1,4 +1,4 @@
-//! Benchmarks of every pallet-iota call at its worst case (FRAME benchmarks v2). They run as unit tests
+//! Benchmarks of every pallet-iota call and hook at its worst case (FRAME benchmarks v2). They run as unit tests
 //! with `cargo test -p pallet-iota --features runtime-benchmarks`, and through the node's
 //! `benchmark pallet` command to regenerate `weights.rs`.
 
@@ -261,6 +261,26 @@ mod benchmarks {
 		_(RawOrigin::Signed(caller), 0);
 		assert!(EmissionSplits::<T>::contains_key(0));
 		assert_eq!(NextEpochToFinalize::<T>::get(), 1);
+	}
+
+	/// The `on_initialize` deadlines at their worst case without a finalization (that one is charged
+	/// as `finalize_epoch`): all `s` stages overran a merge and restart its round; the next epoch to
+	/// finalize is read and not complete.
+	#[benchmark]
+	fn on_initialize_deadlines(s: Linear<1, { T::MaxStages::get() }>) {
+		configure::<T>(s, PPB);
+		for stage in 0..s {
+			Stages::<T>::mutate(stage as u16, |st| st.phase = Phase::Merging);
+		}
+		polkadot_sdk::frame_system::Pallet::<T>::set_block_number(20u32.into());
+		#[block]
+		{
+			Pallet::<T>::enforce_deadlines();
+		}
+		for stage in 0..s {
+			let st = Stages::<T>::get(stage as u16);
+			assert_eq!((st.phase, st.round), (Phase::WeightsUploading, 1));
+		}
 	}
 
 	#[benchmark]

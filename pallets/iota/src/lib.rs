@@ -415,6 +415,17 @@ pub mod pallet {
 
 	#[pallet::hooks]
 	impl<T: Config> Hooks<BlockNumberFor<T>> for Pallet<T> {
+		/// Deadlines on chain, so an orchestrator outage never stalls the chain's view of an epoch
+		/// (docs/design.md §3): every stage that overran its phase deadline moves on by
+		/// [`iota_primitives::next_phase`] with no reported work (the chain vouches for none: a merge
+		/// that timed out restarts its round; Training and WeightsUploading wait for the orchestrator's
+		/// report), and the next epoch to finalize is finalized once its scoring window has closed
+		/// (`finalize_epoch` stays callable by anyone). Bounded: `stages` (at most `MaxStages`) stage
+		/// reads and writes and at most one finalization per block.
+		fn on_initialize(_n: BlockNumberFor<T>) -> Weight {
+			Self::enforce_deadlines()
+		}
+
 		#[cfg(feature = "try-runtime")]
 		fn try_state(
 			_n: BlockNumberFor<T>,
@@ -538,7 +549,7 @@ pub mod pallet {
 			Self::ensure_orchestrator(origin)?;
 			let cfg = Self::config()?;
 			ensure!(stage < cfg.stages, Error::<T>::UnknownStage);
-			let mut state = Stages::<T>::get(stage);
+			let state = Stages::<T>::get(stage);
 			ensure!(state.epoch == epoch, Error::<T>::WrongEpoch);
 			let now = Self::now();
 			let progress = StageProgress {
@@ -554,21 +565,7 @@ pub mod pallet {
 				cfg.phase_timeout.unique_saturated_into(),
 			)
 			.map_err(Self::refusal)?;
-			let from = state.phase;
-			if from == Phase::Merging {
-				state.round = state.round.saturating_add(1);
-			}
-			state.phase = t.to;
-			state.phase_since = now;
-			Stages::<T>::insert(stage, state);
-			Self::deposit_event(Event::PhaseAdvanced {
-				stage,
-				epoch,
-				from,
-				to: t.to,
-				timed_out: t.timed_out,
-				report,
-			});
+			Self::apply_transition(stage, state, t, now, report);
 			Ok(())
 		}
 
@@ -752,6 +749,70 @@ pub mod pallet {
 		pub fn finalize_epoch(origin: OriginFor<T>, epoch: Epoch) -> DispatchResult {
 			ensure_signed(origin)?;
 			let cfg = Self::config()?;
+			Self::do_finalize_epoch(&cfg, epoch)
+		}
+
+		/// Root only: replace the run config. The stage count can change only with no miners registered and
+		/// every stage at the same epoch; added stages start Training at that epoch.
+		/// Emits `RunConfigSet`.
+		#[pallet::call_index(9)]
+		#[pallet::weight(T::WeightInfo::set_run_config())]
+		pub fn set_run_config(origin: OriginFor<T>, config: RunConfigOf<T>) -> DispatchResult {
+			ensure_root(origin)?;
+			Self::ensure_valid_config(&config)?;
+			if let Some(old) = RunConfiguration::<T>::get() {
+				if old.stages != config.stages {
+					// Only between epochs: a dropped stage that had not merged the current epoch would
+					// leave it incomplete forever, and epochs are finalized in order.
+					ensure!(Miners::<T>::count() == 0, Error::<T>::StagesInUse);
+					let epoch = Stages::<T>::get(0).epoch;
+					ensure!(
+						(1..old.stages).all(|s| Stages::<T>::get(s).epoch == epoch),
+						Error::<T>::StagesInUse
+					);
+					// Added stages join at the run's epoch, in Training.
+					let now = Self::now();
+					for s in old.stages..config.stages {
+						let state = StageState {
+							phase: Phase::Training,
+							epoch,
+							phase_since: now,
+							round: 0,
+						};
+						Stages::<T>::insert(s, state);
+					}
+				}
+			}
+			if !EpochSeeds::<T>::contains_key(0) {
+				EpochSeeds::<T>::insert(
+					0,
+					derive_seed("iota-rs epoch seed v1", &[0; 32], &config.encode()),
+				);
+			}
+			RunConfiguration::<T>::put(config);
+			Self::deposit_event(Event::RunConfigSet);
+			Ok(())
+		}
+
+		/// Root only: set the orchestrator account. Emits `OrchestratorSet`.
+		#[pallet::call_index(10)]
+		#[pallet::weight(T::WeightInfo::set_orchestrator())]
+		pub fn set_orchestrator(origin: OriginFor<T>, who: T::AccountId) -> DispatchResult {
+			ensure_root(origin)?;
+			Orchestrator::<T>::put(&who);
+			Self::deposit_event(Event::OrchestratorSet { who });
+			Ok(())
+		}
+	}
+
+	impl<T: Config> Pallet<T> {
+		/// The run config, or `NotConfigured`.
+		/// `finalize_epoch`'s work (the call and the `on_initialize` deadline share it): consensus over
+		/// the active validators' weights, the exact split, payouts minted, `Scores` and
+		/// `EmissionSplits` written, `NextEpochToFinalize` advanced.
+		///
+		/// Errors: `EpochNotNext`, `EpochNotComplete`, `ScoringWindowOpen`, `TooManyRecords`.
+		fn do_finalize_epoch(cfg: &RunConfigOf<T>, epoch: Epoch) -> DispatchResult {
 			ensure!(epoch == NextEpochToFinalize::<T>::get(), Error::<T>::EpochNotNext);
 			let completed_at =
 				EpochCompletedAt::<T>::get(epoch).ok_or(Error::<T>::EpochNotComplete)?;
@@ -836,61 +897,91 @@ pub mod pallet {
 			Ok(())
 		}
 
-		/// Root only: replace the run config. The stage count can change only with no miners registered and
-		/// every stage at the same epoch; added stages start Training at that epoch.
-		/// Emits `RunConfigSet`.
-		#[pallet::call_index(9)]
-		#[pallet::weight(T::WeightInfo::set_run_config())]
-		pub fn set_run_config(origin: OriginFor<T>, config: RunConfigOf<T>) -> DispatchResult {
-			ensure_root(origin)?;
-			Self::ensure_valid_config(&config)?;
-			if let Some(old) = RunConfiguration::<T>::get() {
-				if old.stages != config.stages {
-					// Only between epochs: a dropped stage that had not merged the current epoch would
-					// leave it incomplete forever, and epochs are finalized in order.
-					ensure!(Miners::<T>::count() == 0, Error::<T>::StagesInUse);
-					let epoch = Stages::<T>::get(0).epoch;
-					ensure!(
-						(1..old.stages).all(|s| Stages::<T>::get(s).epoch == epoch),
-						Error::<T>::StagesInUse
-					);
-					// Added stages join at the run's epoch, in Training.
-					let now = Self::now();
-					for s in old.stages..config.stages {
-						let state = StageState {
-							phase: Phase::Training,
-							epoch,
-							phase_since: now,
-							round: 0,
-						};
-						Stages::<T>::insert(s, state);
-					}
+		/// Moves `stage` (in `state`) by the transition `t` at block `now`: leaving Merging starts the
+		/// next merge round; writes the stage and emits `PhaseAdvanced` with `report`. The one place
+		/// `advance_phase` and the `on_initialize` deadlines change a phase.
+		fn apply_transition(
+			stage: StageId,
+			mut state: StageState<BlockNumberFor<T>>,
+			t: iota_primitives::Transition,
+			now: BlockNumberFor<T>,
+			report: StageReport,
+		) {
+			let from = state.phase;
+			if from == Phase::Merging {
+				state.round = state.round.saturating_add(1);
+			}
+			state.phase = t.to;
+			state.phase_since = now;
+			let epoch = state.epoch;
+			Stages::<T>::insert(stage, state);
+			Self::deposit_event(Event::PhaseAdvanced {
+				stage,
+				epoch,
+				from,
+				to: t.to,
+				timed_out: t.timed_out,
+				report,
+			});
+		}
+
+		/// What `on_initialize`'s deadline scan over `stages` stages is charged (a finalization on top is
+		/// charged as `finalize_epoch`): per stage at most the measured `advance_phase` weight, whose work
+		/// (orchestrator, config, stage and member reads, `next_phase`, the stage write, the event) is a
+		/// superset of what the hook does for an overrun stage, plus the two reads of the finalization
+		/// check. The `on_initialize_deadlines` benchmark measures the scan itself, for when `weights.rs`
+		/// is next regenerated.
+		pub fn deadlines_weight(stages: u32) -> Weight {
+			T::WeightInfo::advance_phase()
+				.saturating_mul(u64::from(stages))
+				.saturating_add(T::DbWeight::get().reads(2))
+		}
+
+		/// The `on_initialize` deadlines (see the hook's docs); returns the weight used.
+		pub(crate) fn enforce_deadlines() -> Weight {
+			let Some(cfg) = RunConfiguration::<T>::get() else {
+				return T::DbWeight::get().reads(1);
+			};
+			let now = Self::now();
+			for stage in 0..cfg.stages {
+				let state = Stages::<T>::get(stage);
+				if now < state.phase_since.saturating_add(cfg.phase_timeout) {
+					continue;
+				}
+				let progress = StageProgress {
+					phase: state.phase,
+					phase_since: state.phase_since.unique_saturated_into(),
+					backward_quota: cfg.backward_quota,
+					members: StageMembers::<T>::decode_len(stage).unwrap_or(0) as u32,
+					report: StageReport::default(),
+				};
+				let Ok(t) = next_phase(
+					&progress,
+					now.unique_saturated_into(),
+					cfg.phase_timeout.unique_saturated_into(),
+				) else {
+					continue;
+				};
+				Self::apply_transition(stage, state, t, now, StageReport::default());
+			}
+			let mut weight = Self::deadlines_weight(u32::from(cfg.stages));
+			let next = NextEpochToFinalize::<T>::get();
+			if let Some(at) = EpochCompletedAt::<T>::get(next) {
+				if now >= at.saturating_add(cfg.scoring_window) {
+					// All or nothing: a refusal half-way (`TooManyRecords`) must not leave payouts
+					// without their record; the epoch then waits for a `finalize_epoch` call.
+					let _ = polkadot_sdk::frame_support::storage::with_storage_layer(|| {
+						Self::do_finalize_epoch(&cfg, next)
+					});
+					weight = weight.saturating_add(T::WeightInfo::finalize_epoch(
+						Miners::<T>::count(),
+						Validators::<T>::count(),
+					));
 				}
 			}
-			if !EpochSeeds::<T>::contains_key(0) {
-				EpochSeeds::<T>::insert(
-					0,
-					derive_seed("iota-rs epoch seed v1", &[0; 32], &config.encode()),
-				);
-			}
-			RunConfiguration::<T>::put(config);
-			Self::deposit_event(Event::RunConfigSet);
-			Ok(())
+			weight
 		}
 
-		/// Root only: set the orchestrator account. Emits `OrchestratorSet`.
-		#[pallet::call_index(10)]
-		#[pallet::weight(T::WeightInfo::set_orchestrator())]
-		pub fn set_orchestrator(origin: OriginFor<T>, who: T::AccountId) -> DispatchResult {
-			ensure_root(origin)?;
-			Orchestrator::<T>::put(&who);
-			Self::deposit_event(Event::OrchestratorSet { who });
-			Ok(())
-		}
-	}
-
-	impl<T: Config> Pallet<T> {
-		/// The run config, or `NotConfigured`.
 		pub fn config() -> Result<RunConfigOf<T>, Error<T>> {
 			RunConfiguration::<T>::get().ok_or(Error::<T>::NotConfigured)
 		}

@@ -68,6 +68,15 @@ fn weights_are_sane() {
 		assert!(w.all_lt(limit), "{w:?}");
 		assert!(w.ref_time() > 0);
 	}
+	// The block hook at its worst (every stage overran, a finalization of the largest epoch) leaves
+	// most of a block to extrinsics.
+	let hook = W::advance_phase()
+		.saturating_mul(u64::from(<MaxStages as Get<u32>>::get()))
+		.saturating_add(W::finalize_epoch(
+			<MaxMiners as Get<u32>>::get(),
+			<MaxValidators as Get<u32>>::get(),
+		));
+	assert!(hook.all_lt(limit), "{hook:?}");
 	// Weights grow with their components.
 	assert!(W::set_weights(32).all_gt(W::set_weights(1)));
 	assert!(W::finalize_epoch(32, 8).all_gt(W::finalize_epoch(1, 1)));

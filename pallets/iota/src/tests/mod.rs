@@ -10,6 +10,7 @@ use polkadot_sdk::sp_runtime::DispatchError;
 
 mod adversarial;
 mod config;
+mod deadlines;
 mod dispatch_weights;
 mod epochs;
 mod merge;
