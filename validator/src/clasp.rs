@@ -25,9 +25,14 @@
 //!
 //! ## Outlier flag (robust z-score within a stage)
 //!
-//! `σ̂ = max(1.4826 · MAD(e), `[`SIGMA_FLOOR`]`)` is the robust noise scale of the fit's residuals
-//! `e_r` (median absolute deviation from their median; 1.4826 makes it σ for Gaussian noise). For a
-//! miner with `n_m` samples at stage `s`,
+//! `σ̂ = max(1.4826 · MAD(ẽ), `[`SIGMA_FLOOR`]`)` is the robust noise scale of the fit's
+//! leverage-corrected residuals `ẽ_r = e_r / sqrt(1 − h_r)` (`h_r` the diagonal of the ridge hat matrix
+//! `H = X (XᵀX + λI')⁻¹ Xᵀ`: a fitted record's residual is shrunk by its own pull on the fit; MAD is the
+//! median absolute deviation from the median; 1.4826 makes it σ for Gaussian noise). The residuals carry
+//! `ν = n − tr(H)` degrees of freedom; an epoch with `ν < `[`MIN_RESIDUAL_DF`] is **not judged**: `σ̂`
+//! from so few degrees of freedom is far too small too often (the devnet's 8-sample e2e epochs leave
+//! `ν ≈ 3.5`), so nobody is flagged and nobody is discounted (`q = 1` below). For a miner with `n_m`
+//! samples at stage `s`,
 //!
 //! ```text
 //! z_m = (β_m − median{β_k : k ∈ stage s, k ≠ m, n_k > 0}) / (σ̂ · sqrt(1/n_m + 1/n̄))
@@ -35,8 +40,8 @@
 //!
 //! where `n̄` is the mean sample count of those peers. The denominator is the standard error of the
 //! difference between the miner's mean and one peer's mean; the median of several peers varies less,
-//! so it is conservative (fewer false flags). A miner is **flagged** when `z_m ≥ `[`Z_FLAG`] and
-//! `n_m ≥ `[`MIN_SAMPLES`]; the test is one-sided (only a loss *increase* is suspicious). A miner
+//! so it is conservative (fewer false flags). A miner is **flagged** when the epoch is judged,
+//! `z_m ≥ `[`Z_FLAG`] and `n_m ≥ `[`MIN_SAMPLES`]; the test is one-sided (only a loss *increase* is suspicious). A miner
 //! alone in its stage, or without forward samples, has `z = 0`. With 2 miners per stage (the devnet's
 //! 3 × 2) the peer median is the other miner, so the flag is a plain two-sample test with a robust σ.
 //!
@@ -49,6 +54,7 @@
 //!
 //! ```text
 //! q_m = 0                                   if flagged
+//! q_m = 1                                   if the epoch is not judged (ν < MIN_RESIDUAL_DF)
 //! q_m = 1 − min(1, max(0, z_m) / (2·Z_FLAG))  otherwise (so q ∈ [0.5, 1] for unflagged miners)
 //! score_m = v_m · q_m
 //! ```
@@ -58,15 +64,23 @@
 use std::collections::BTreeMap;
 
 use iota_rpc::{AccountId, PathwayLog};
+use nalgebra::{DMatrix, DVector};
 
 /// Ridge penalty `λ` on the miner effects, in units of samples (a miner's effect is shrunk as if it had
 /// `λ` extra samples at zero effect). Also makes the rank-deficient one-hot system solvable.
 pub const RIDGE_LAMBDA: f64 = 1.0;
 /// Robust z-score at or above which a miner is flagged (one-sided). At 4, a Gaussian false flag has
-/// probability ≈ 3·10⁻⁵ per miner and epoch.
+/// probability ≈ 3·10⁻⁵ per miner and epoch when `σ̂` is exact; estimated from the residuals it is
+/// higher (simulated, 3 × 2 miners, Student-t noise: ~0.5 % of epochs flag someone at 64 samples), which is
+/// why [`MIN_RESIDUAL_DF`] keeps small epochs out.
 pub const Z_FLAG: f64 = 4.0;
 /// Fewest forward samples a miner needs at its stage before it can be flagged.
 pub const MIN_SAMPLES: u32 = 4;
+/// Fewest residual degrees of freedom `ν` (samples minus the fit's effective parameter count) with which
+/// CLASP judges an epoch at all. With fewer, `σ̂` is too noisy to test against: an 8-sample epoch of 3 × 2
+/// miners leaves `ν ≈ 3.5`, and honest miners were flagged in about 1 epoch in 20 (simulated, and seen
+/// in the e2e happy path).
+pub const MIN_RESIDUAL_DF: f64 = 16.0;
 /// MAD → σ for Gaussian noise.
 pub const MAD_TO_SIGMA: f64 = 1.4826;
 /// Smallest noise scale used, in nats (keeps z finite for logs with identical losses).
@@ -119,6 +133,9 @@ pub struct ClaspReport {
 	pub mu: f64,
 	/// Robust residual scale `σ̂`, nats.
 	pub sigma: f64,
+	/// Residual degrees of freedom `ν = n − tr(H)` of the fit (module docs); below
+	/// [`MIN_RESIDUAL_DF`] nobody is flagged or discounted.
+	pub residual_df: f64,
 	/// One entry per (stage, miner) seen in the log, ordered by stage then account bytes.
 	pub miners: Vec<MinerScore>,
 }
@@ -164,11 +181,8 @@ pub enum ClaspError {
 		epoch: u32,
 	},
 	/// The normal equations are not positive definite (cannot happen with `λ > 0`; reported, not panicked).
-	#[error("least-squares system is singular at column {column}")]
-	Singular {
-		/// Pivot column.
-		column: usize,
-	},
+	#[error("least-squares system is not positive definite")]
+	Singular,
 }
 
 /// Scores an epoch (module docs). `checks` holds the spot-check status per miner; miners absent from
@@ -222,32 +236,55 @@ pub fn score_epoch(
 		}
 	}
 
-	// Normal equations A x = b, x = [μ, β_0 .. β_{units-1}].
+	// Normal equations A x = b, x = [μ, β_0 .. β_{units-1}]; row r of the design matrix X has ones at
+	// `idx[r]` (the intercept and the record's forward miner per stage).
 	let p = units + 1;
-	let mut a = vec![0f64; p * p];
-	let mut b = vec![0f64; p];
-	for (r, c) in log.records.iter().zip(&cols) {
+	let rows: Vec<Vec<usize>> = cols
+		.iter()
+		.map(|c| std::iter::once(0).chain(c.iter().map(|u| u + 1)).collect())
+		.collect();
+	let mut a = DMatrix::<f64>::zeros(p, p);
+	let mut b = DVector::<f64>::zeros(p);
+	for (r, idx) in log.records.iter().zip(&rows) {
 		let y = f64::from(r.loss);
-		let idx: Vec<usize> = std::iter::once(0).chain(c.iter().map(|u| u + 1)).collect();
-		for &i in &idx {
+		for &i in idx {
 			b[i] += y;
-			for &j in &idx {
-				a[i * p + j] += 1.0;
+			for &j in idx {
+				a[(i, j)] += 1.0;
 			}
 		}
 	}
 	for u in 0..units {
-		a[(u + 1) * p + (u + 1)] += RIDGE_LAMBDA;
+		a[(u + 1, u + 1)] += RIDGE_LAMBDA;
 	}
-	let x = cholesky_solve(&mut a, &b, p)?;
+	let chol = a.cholesky().ok_or(ClaspError::Singular)?;
+	let x = chol.solve(&b);
+	let inverse = chol.inverse();
 	let mu = x[0];
-	let beta = &x[1..];
+	let beta: Vec<f64> = x.iter().skip(1).copied().collect();
 
+	// Leverages h_r = x_rᵀ A⁻¹ x_r (the hat matrix' diagonal); their sum is the fit's effective parameter
+	// count, so the residuals carry `n − Σ h_r` degrees of freedom.
+	let leverage: Vec<f64> = rows
+		.iter()
+		.map(|idx| {
+			idx.iter()
+				.flat_map(|&i| idx.iter().map(move |&j| (i, j)))
+				.map(|ij| inverse[ij])
+				.sum()
+		})
+		.collect();
+	let residual_df = n as f64 - leverage.iter().sum::<f64>();
+	let judged = residual_df >= MIN_RESIDUAL_DF;
 	let residuals: Vec<f64> = log
 		.records
 		.iter()
 		.zip(&cols)
-		.map(|(r, c)| f64::from(r.loss) - mu - c.iter().map(|&u| beta[u]).sum::<f64>())
+		.zip(&leverage)
+		.map(|((r, c), h)| {
+			let e = f64::from(r.loss) - mu - c.iter().map(|&u| beta[u]).sum::<f64>();
+			e / (1.0 - h).max(f64::EPSILON).sqrt()
+		})
 		.collect();
 	let sigma = (MAD_TO_SIGMA * mad(&residuals)).max(SIGMA_FLOOR);
 
@@ -270,13 +307,19 @@ pub fn score_epoch(
 			let se = sigma * (1.0 / f64::from(samples[u]) + 1.0 / n_bar).sqrt();
 			(beta[u] - centre) / se
 		};
-		let flagged = z >= Z_FLAG && samples[u] >= MIN_SAMPLES;
+		let flagged = judged && z >= Z_FLAG && samples[u] >= MIN_SAMPLES;
 		let account = accounts[u].clone();
 		let validated = match checks.get(&account).copied().unwrap_or(CheckStatus::Unchecked) {
 			CheckStatus::Failed => 0,
 			CheckStatus::Passed | CheckStatus::Unchecked => items[u],
 		};
-		let q = if flagged { 0.0 } else { 1.0 - (z.max(0.0) / (2.0 * Z_FLAG)).min(1.0) };
+		let q = if flagged {
+			0.0
+		} else if judged {
+			1.0 - (z.max(0.0) / (2.0 * Z_FLAG)).min(1.0)
+		} else {
+			1.0
+		};
 		miners.push(MinerScore {
 			miner: account,
 			stage,
@@ -290,7 +333,7 @@ pub fn score_epoch(
 			score: f64::from(validated) * q,
 		});
 	}
-	Ok(ClaspReport { epoch: log.epoch, samples: n, mu, sigma, miners })
+	Ok(ClaspReport { epoch: log.epoch, samples: n, mu, sigma, residual_df, miners })
 }
 
 /// Median (mean of the two middle values for an even count); 0 for an empty slice.
@@ -312,46 +355,6 @@ pub fn median(v: &[f64]) -> f64 {
 pub fn mad(v: &[f64]) -> f64 {
 	let m = median(v);
 	median(&v.iter().map(|x| (x - m).abs()).collect::<Vec<_>>())
-}
-
-/// Solves `A x = b` for symmetric positive definite `A` (`p × p`, row-major, overwritten by its
-/// Cholesky factor).
-fn cholesky_solve(a: &mut [f64], b: &[f64], p: usize) -> Result<Vec<f64>, ClaspError> {
-	for j in 0..p {
-		let mut d = a[j * p + j];
-		for k in 0..j {
-			d -= a[j * p + k] * a[j * p + k];
-		}
-		if !(d > 0.0 && d.is_finite()) {
-			return Err(ClaspError::Singular { column: j });
-		}
-		let l = d.sqrt();
-		a[j * p + j] = l;
-		for i in j + 1..p {
-			let mut s = a[i * p + j];
-			for k in 0..j {
-				s -= a[i * p + k] * a[j * p + k];
-			}
-			a[i * p + j] = s / l;
-		}
-	}
-	let mut y = vec![0f64; p];
-	for i in 0..p {
-		let mut s = b[i];
-		for k in 0..i {
-			s -= a[i * p + k] * y[k];
-		}
-		y[i] = s / a[i * p + i];
-	}
-	let mut x = vec![0f64; p];
-	for i in (0..p).rev() {
-		let mut s = y[i];
-		for k in i + 1..p {
-			s -= a[k * p + i] * x[k];
-		}
-		x[i] = s / a[i * p + i];
-	}
-	Ok(x)
 }
 
 #[cfg(test)]
@@ -481,6 +484,34 @@ mod tests {
 		}
 		println!("largest honest z over 20 epochs x 3 shapes: {max_z:.2}");
 		assert!(max_z < Z_FLAG, "largest honest z {max_z}");
+	}
+
+	#[test]
+	fn tiny_epochs_are_not_judged_so_honest_miners_keep_their_throughput() {
+		// The e2e shape: 3 stages x 2 miners, 8 samples per epoch. The fit leaves ν ≈ 3.5 residual
+		// degrees of freedom; judged on them, honest miners were flagged in ~1 epoch in 20.
+		for epoch in 0..400u32 {
+			let log = synthetic(5000 + u64::from(epoch), epoch, 8, 3, 2, None);
+			let report = score_epoch(&log, &BTreeMap::new()).unwrap();
+			assert!(report.residual_df < MIN_RESIDUAL_DF, "ν = {}", report.residual_df);
+			for m in &report.miners {
+				assert!(!m.flagged, "epoch {epoch}: {:?} flagged with z = {}", m.miner, m.z);
+				assert_eq!(m.score, f64::from(m.items), "epoch {epoch}: {:?} discounted", m.miner);
+			}
+		}
+	}
+
+	#[test]
+	fn residual_degrees_of_freedom_are_samples_minus_the_effective_parameters() {
+		// 2 stages x 3 miners: μ plus 6 ridge-shrunk effects, of which only 1 + 2·2 are identified, so
+		// tr(H) lies in (1, 7) and ν in (n − 7, n − 1); more samples shrink the ridge's pull.
+		let small = score_epoch(&synthetic(3, 0, 40, 2, 3, None), &BTreeMap::new()).unwrap();
+		let large = score_epoch(&synthetic(3, 0, 400, 2, 3, None), &BTreeMap::new()).unwrap();
+		for (r, n) in [(&small, 40.0), (&large, 400.0)] {
+			assert!(r.residual_df > n - 7.0 && r.residual_df < n - 1.0, "ν = {}", r.residual_df);
+		}
+		assert!(400.0 - large.residual_df > 40.0 - small.residual_df);
+		assert!(400.0 - large.residual_df < 5.2, "tr(H) = {}", 400.0 - large.residual_df);
 	}
 
 	#[test]

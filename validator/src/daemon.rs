@@ -9,10 +9,11 @@
 //!    `e` from the chain's manifest of `e − 1` ([`ChainWeights`]).
 //! 3. The shard audit ([`shard_audit::audit_epoch`]) against the chain's manifests of `e`.
 //! 4. Per judged miner one evidence bundle, PUT through `iota_presignPut`
-//!    (`keys::evidence(run, validator, e, miner)`), and `submit_spot_check(e, miner, verdict, BLAKE3)`.
+//!    (`keys::evidence(run, validator, e, miner)`), for `submit_spot_check(e, miner, verdict, BLAKE3)`.
 //! 5. CLASP ([`clasp::score_epoch`]) with the spot-check statuses, the weight vector
-//!    ([`weights::weight_vector`]) over the chain's registered miners, `set_weights(e, w, version)` while
-//!    the scoring window is open; a `RateLimited` refusal is retried on later ticks until the window closes.
+//!    ([`weights::weight_vector`]) over the chain's registered miners for `set_weights(e, w, version)`.
+//!    Weights and verdicts go on chain as one `batch_all` waiting for inclusion (call by call if the
+//!    chain refuses the batch); a `RateLimited` vector is retried on later ticks until the window closes.
 //! 6. Independently, each tick: when the next epoch to finalize has a closed scoring window and nobody
 //!    finalized it, `finalize_epoch`.
 //!
@@ -25,7 +26,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use iota_chain::{IotaClient, Signer};
+use iota_chain::{calls, IotaClient, Signer, Wait};
 use iota_primitives::{ContentHash, Verdict};
 use iota_rpc::{AccountId, PathwayLog, RunSpec, SignedClient};
 use iota_storage::keys::{self, Id};
@@ -328,17 +329,7 @@ impl Daemon {
 			};
 			let Some(w) = self.pending_weights.remove(&epoch) else { continue };
 			if open {
-				if let Some(w) = Self::submit_weights(
-					&self.chain,
-					&self.signer,
-					&self.metrics,
-					self.cfg.weights_version,
-					epoch,
-					w,
-					run,
-				)
-				.await
-				{
+				if let Some(w) = self.submit_weights(epoch, w, run).await {
 					self.pending_weights.insert(epoch, w);
 				}
 			} else {
@@ -347,20 +338,19 @@ impl Daemon {
 		}
 	}
 
-	/// `set_weights`; returns the vector back when the pallet rate-limited it (retry later).
+	/// `set_weights` on its own (waiting for inclusion); returns the vector back when the pallet
+	/// rate-limited it (retry later).
 	async fn submit_weights(
-		chain: &IotaClient,
-		signer: &Signer,
-		metrics: &Metrics,
-		version: Option<u64>,
+		&self,
 		epoch: u32,
 		w: Vec<(AccountId, u16)>,
 		run: &iota_chain::RunConfig,
 	) -> Option<Vec<(AccountId, u16)>> {
-		let version = version.unwrap_or(run.weights_version).max(run.weights_version);
-		match chain.set_weights(signer, epoch, w.clone(), version).await {
+		let version = weights_version(self.cfg.weights_version, run);
+		let call = calls::set_weights(epoch, w.clone(), version);
+		match self.chain.submit_calls(&self.signer, vec![call], Wait::InBlock).await {
 			Ok(_) => {
-				metrics.weights.inc();
+				self.metrics.weights.inc();
 				tracing::info!(epoch, miners = w.len(), "weights set");
 				None
 			},
@@ -369,9 +359,80 @@ impl Daemon {
 				Some(w)
 			},
 			Err(e) => {
-				metrics.error("weights");
+				self.metrics.error("weights");
 				tracing::warn!(epoch, error = %e, "set_weights refused");
 				None
+			},
+		}
+	}
+
+	/// `submit_spot_check` on its own (waiting for inclusion); whether the chain recorded it.
+	async fn submit_verdict(&self, epoch: u32, v: &VerdictCall) -> bool {
+		let call = calls::submit_spot_check(epoch, v.miner.clone(), v.verdict, v.evidence);
+		match self.chain.submit_calls(&self.signer, vec![call], Wait::InBlock).await {
+			Ok(_) => true,
+			Err(e) if matches!(e.pallet_error(), Some("DuplicateSpotCheck" | "UnknownMiner")) => {
+				tracing::info!(epoch, miner = %v.miner, error = %e, "verdict not recorded (already judged or no longer a miner)");
+				false
+			},
+			Err(e) => {
+				self.metrics.error("chain");
+				tracing::warn!(epoch, miner = %v.miner, error = %e, "submit_spot_check failed");
+				false
+			},
+		}
+	}
+
+	/// Puts an epoch's weights (if any) and verdicts on chain as **one** extrinsic (`batch_all`, waiting
+	/// for inclusion), weights first: a slashing verdict removes the miner from the registry, and a vector
+	/// naming it would then be refused. When the chain refuses the batch (a rate-limited vector, a verdict
+	/// another path recorded), each call goes again on its own. Returns the weight vector back if it is
+	/// still to be set (rate-limited).
+	async fn put_on_chain(
+		&self,
+		epoch: u32,
+		run: &iota_chain::RunConfig,
+		weights: Option<Vec<(AccountId, u16)>>,
+		verdicts: Vec<VerdictCall>,
+		summary: &mut EpochSummary,
+	) -> Option<Vec<(AccountId, u16)>> {
+		let version = weights_version(self.cfg.weights_version, run);
+		let mut batch = Vec::new();
+		if let Some(w) = &weights {
+			batch.push(calls::set_weights(epoch, w.clone(), version));
+		}
+		for v in &verdicts {
+			batch.push(calls::submit_spot_check(epoch, v.miner.clone(), v.verdict, v.evidence));
+		}
+		let recorded = |v: &VerdictCall, summary: &mut EpochSummary| {
+			let label = if v.verdict == Verdict::Pass { "pass" } else { "fail" };
+			self.metrics.verdicts.with_label_values(&[label]).inc();
+			tracing::info!(epoch, miner = %v.miner, verdict = ?v.verdict, evidence = %v.evidence, "verdict submitted");
+			summary.verdicts.push((v.miner.clone(), v.verdict));
+		};
+		match self.chain.submit_calls(&self.signer, batch, Wait::InBlock).await {
+			Ok(_) => {
+				if let Some(w) = &weights {
+					self.metrics.weights.inc();
+					tracing::info!(epoch, miners = w.len(), "weights set");
+				}
+				for v in &verdicts {
+					recorded(v, summary);
+				}
+				None
+			},
+			Err(e) => {
+				tracing::info!(epoch, error = %e, "epoch batch refused; sending its calls one by one");
+				let pending = match weights {
+					Some(w) => self.submit_weights(epoch, w, run).await,
+					None => None,
+				};
+				for v in &verdicts {
+					if self.submit_verdict(epoch, v).await {
+						recorded(v, summary);
+					}
+				}
+				pending
 			},
 		}
 	}
@@ -521,7 +582,7 @@ impl Daemon {
 
 		// Evidence bundles (one per judged miner) and the spot-check statuses CLASP needs.
 		let mut summary = EpochSummary::default();
-		let mut pending = None;
+		let mut weights = None;
 		let mut statuses: BTreeMap<AccountId, CheckStatus> = BTreeMap::new();
 		let mut bundles: Vec<EvidenceBundle> = Vec::new();
 		let miners: BTreeSet<AccountId> = checks.keys().chain(shards.keys()).cloned().collect();
@@ -551,16 +612,7 @@ impl Daemon {
 					match weights::weight_vector(&report.scores(), &registered) {
 						Ok(w) => {
 							summary.weights = w.clone();
-							pending = Self::submit_weights(
-								&self.chain,
-								&self.signer,
-								&self.metrics,
-								self.cfg.weights_version,
-								epoch,
-								w,
-								run,
-							)
-							.await;
+							weights = Some(w);
 						},
 						Err(e) => {
 							self.metrics.error("weights");
@@ -574,12 +626,13 @@ impl Daemon {
 				},
 			}
 		}
-		// Verdicts with evidence, after the weights (a slashed miner leaves the registry, and a vector
-		// naming it would be refused), failures first.
+		// Verdicts with evidence (uploaded first: the verdict carries its hash), failures first, after
+		// the weights in one extrinsic.
 		bundles.sort_by_key(|b| b.verdict != Verdict::Fail);
+		let mut verdicts = Vec::new();
 		for bundle in bundles {
 			let Ok(miner) = bundle.miner.parse::<AccountId>() else { continue };
-			let hash = bundle.hash();
+			let evidence = bundle.hash();
 			if let Err(e) =
 				put_evidence(rpc, &self.http, &spec_run, &me, epoch, &miner, bundle.to_bytes())
 					.await
@@ -587,33 +640,26 @@ impl Daemon {
 				self.metrics.error("evidence");
 				tracing::warn!(epoch, miner = %miner, error = %e, "evidence upload failed; the verdict still carries its hash");
 			}
-			match self
-				.chain
-				.submit_spot_check(&self.signer, epoch, miner.clone(), bundle.verdict, hash)
-				.await
-			{
-				Ok(_) => {
-					let label = if bundle.verdict == Verdict::Pass { "pass" } else { "fail" };
-					self.metrics.verdicts.with_label_values(&[label]).inc();
-					tracing::info!(epoch, miner = %miner, verdict = ?bundle.verdict, evidence = %hash, "verdict submitted");
-					summary.verdicts.push((miner, bundle.verdict));
-				},
-				Err(e)
-					if matches!(e.pallet_error(), Some("DuplicateSpotCheck" | "UnknownMiner")) =>
-				{
-					tracing::info!(epoch, miner = %miner, error = %e, "verdict not recorded (already judged or no longer a miner)");
-				},
-				Err(e) => {
-					self.metrics.error("chain");
-					tracing::warn!(epoch, miner = %miner, error = %e, "submit_spot_check failed");
-				},
-			}
+			verdicts.push(VerdictCall { miner, verdict: bundle.verdict, evidence });
 		}
-		if let Some(w) = pending {
+		if let Some(w) = self.put_on_chain(epoch, run, weights, verdicts, &mut summary).await {
 			self.pending_weights.insert(epoch, w);
 		}
 		Ok(summary)
 	}
+}
+
+/// One verdict to put on chain: `submit_spot_check(epoch, miner, verdict, evidence)`.
+struct VerdictCall {
+	miner: AccountId,
+	verdict: Verdict,
+	/// BLAKE3 of the uploaded evidence bundle.
+	evidence: ContentHash,
+}
+
+/// The weights version key to send: the configured one, never below the run config's.
+fn weights_version(configured: Option<u64>, run: &iota_chain::RunConfig) -> u64 {
+	configured.unwrap_or(run.weights_version).max(run.weights_version)
 }
 
 async fn put_evidence(
