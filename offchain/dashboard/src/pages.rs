@@ -6,6 +6,7 @@
 //! the router forbids anything else (inline scripts, inline styles, other origins).
 
 use iota_primitives::{MinerStatus, Phase, ValidatorStatus, Verdict};
+use iota_rpc::types::{EpochSummary, MinerActivity, StageTime, TimeSplit};
 use iota_rpc::AccountId;
 use maud::{html, Markup, DOCTYPE};
 
@@ -257,7 +258,7 @@ pub fn stages(p: &StagesPanel) -> Markup {
 									@if let Some(a) = &m.activity {
 										td { (a.samples_this_epoch) } td { (a.samples_total) }
 										td { @match m.items_per_sec { Some(r) => (format_number(r)), None => "–" } }
-										td { (a.leases) } td { (a.leases_expired) } td { (a.refused) }
+										td { (a.leases) } td { (a.leases_expired) } td.refused { (refusals(a)) }
 										td { (format_clock(a.last_seen_ms)) }
 									} @else {
 										td colspan="7" { "never called the orchestrator" }
@@ -385,7 +386,9 @@ pub fn training(p: &TrainingPanel) -> Markup {
 				@if t.epochs.is_empty() { p.empty { "no epoch completed yet" } }
 				@else {
 					table {
-						thead { tr { th { "epoch" } th { "loss" } th { "samples" } th { "tokens" } th { "wire bytes/token" } th { "duration" } th { "merge" } } }
+						thead { tr { th { "epoch" } th { "loss" } th { "samples" } th { "tokens" } th { "wire bytes/token" } th { "duration" } th { "merge" }
+							th title="from the last stage's quota of the previous epoch to this epoch's first sample" { "quota → start" }
+							th { "extrinsics" } } }
 						tbody {
 							@for e in t.epochs.iter().rev() {
 								tr.epoch {
@@ -395,12 +398,66 @@ pub fn training(p: &TrainingPanel) -> Markup {
 									td { @if e.tokens > 0 { (format!("{:.1}", e.wire_bytes as f64 / e.tokens as f64)) } @else { "–" } }
 									td { (format!("{:.1} s", e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0)) }
 									td { (format!("{:.1} s", e.merge_ms as f64 / 1000.0)) }
+									td { @match e.quota_to_start_ms { Some(ms) => (secs(ms)), None => "–" } }
+									td { (e.extrinsics) }
 								}
 							}
 						}
 					}
 				}
 			}
+			section.panel #time-split {
+				h2 { "Where each stage's time goes" }
+				p.note { "Per stage and epoch, from entering the epoch to its merge committed: training (a lease out), "
+					"merge (gradient upload, butterfly, step), chain wait (extrinsic submitted to seen in a best block), "
+					"idle (training phase with nothing to do: pipeline bubbles, waiting for the next block)." }
+				@if let Some(e) = t.epochs.iter().rev().find(|e| !e.stages.is_empty()) {
+					(time_split(&t.epochs))
+					p { "Latest epoch (" (e.epoch) "): " (split_shares(&e.stages)) }
+				} @else { p.empty { "no epoch completed yet" } }
+			}
+		}
+	}
+}
+
+fn secs(ms: u64) -> String {
+	format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+/// Shares of the four parts summed over `stages`, as text.
+fn split_shares(stages: &[StageTime]) -> String {
+	match TimeSplit::of(stages) {
+		Some(t) => format!("{} of stage-time", t.shares()),
+		None => "–".into(),
+	}
+}
+
+/// The per-stage split of the recent epochs, newest first.
+fn time_split(epochs: &[EpochSummary]) -> Markup {
+	html! {
+		table.time-split {
+			thead { tr { th { "epoch" } th { "stage" } th { "training" } th { "merge" } th { "chain wait" } th { "idle" } th { "span" } } }
+			tbody {
+				@for e in epochs.iter().rev().take(20) {
+					@for t in &e.stages {
+						tr.stage-time {
+							td { a href={"/epochs/" (e.epoch)} { (e.epoch) } } td { (t.stage) }
+							td { (secs(t.training_ms)) } td { (secs(t.merge_ms)) } td { (secs(t.chain_wait_ms)) }
+							td { (secs(t.idle_ms)) } td { (secs(t.total_ms())) }
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+/// A miner's refusals: the total and what they were (`wrong_phase 2, lease_expired 1`).
+fn refusals(a: &MinerActivity) -> Markup {
+	html! {
+		(a.refused)
+		@if !a.refusals.is_empty() {
+			" (" (a.refusals.iter().map(|(c, n)| format!("{c} {n}")).collect::<Vec<_>>().join(", ")) ")"
 		}
 	}
 }
@@ -504,7 +561,7 @@ pub fn miner(p: &MinerPanel) -> Markup {
 					dt { "samples total" } dd #miner-samples-total { (a.samples_total) }
 					dt { "leases held" } dd { (a.leases) }
 					dt { "leases expired" } dd { (a.leases_expired) }
-					dt { "requests refused" } dd { (a.refused) }
+					dt { "requests refused" } dd #miner-refused { (refusals(a)) }
 					dt { "last seen" } dd { (format_clock(a.last_seen_ms)) " UTC" }
 				},
 				Some(None) => p.empty { "The orchestrator has not seen this miner." },
@@ -555,6 +612,9 @@ pub fn epoch(p: &EpochPanel) -> Markup {
 					dt { "wire bytes" } dd { (bytes(e.wire_bytes as f64)) }
 					dt { "duration" } dd { (format!("{:.1} s", e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0)) }
 					dt { "merge time (all stages)" } dd { (format!("{:.1} s", e.merge_ms as f64 / 1000.0)) }
+					dt { "last quota → this epoch's first sample" } dd { @match e.quota_to_start_ms { Some(ms) => (secs(ms)), None => "–" } }
+					dt { "extrinsics (orchestrator)" } dd { (e.extrinsics) }
+					@if !e.stages.is_empty() { dt { "time split" } dd { (split_shares(&e.stages)) } }
 				},
 				Some(None) => p.empty { "not complete yet" },
 				None => {},

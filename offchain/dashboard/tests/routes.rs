@@ -100,6 +100,9 @@ async fn stages_endpoint_lists_each_stage_with_its_miners() {
 	assert_eq!(html.matches(r#"<tr class="miner">"#).count(), 3);
 	assert!(html.contains(&format!(r#"href="/miners/{}""#, miner(1))));
 	assert!(html.contains("block 49: stage 2 → WeightsUploading"));
+	// What was refused, per miner.
+	assert!(html.contains(r#"<td class="refused">0</td>"#));
+	assert!(html.contains(r#"<td class="refused">2 (wrong_phase 2)</td>"#));
 }
 
 #[tokio::test]
@@ -131,6 +134,14 @@ async fn training_endpoint_has_losses_throughput_history_and_wire_bytes_per_toke
 	assert!(html.contains("Loss per epoch") && html.contains("Tokens/s per stage over time"));
 	assert!(html.contains(r#"<td class="loss">4.2500</td>"#));
 	assert!(html.contains(r#"href="/epochs/1""#));
+	// The per-stage time split: three stages of two epochs, and the shares of the latest.
+	assert_eq!(html.matches(r#"<tr class="stage-time">"#).count(), 6);
+	assert!(html.contains("<td>0.5 s</td><td>0.1 s</td><td>0.1 s</td><td>0.2 s</td><td>0.9 s</td>"));
+	assert!(
+		html.contains("training 55.6 %, merge 11.1 %, chain wait 5.7 %, idle 27.7 % of stage-time"),
+		"{html}"
+	);
+	assert!(html.contains("<td>0.1 s</td><td>3</td>"), "quota → start and extrinsics of epoch 1");
 }
 
 #[tokio::test]

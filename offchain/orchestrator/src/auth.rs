@@ -1,6 +1,6 @@
 //! Request authentication (docs/design.md §7): the signature and timestamp window of every signed request
 //! ([`iota_rpc::Signed::verify`]), nonces never reused per account while their timestamp is inside the
-//! window ([`NonceBook`]), and the caller's role and stage from finalized chain state ([`Registry`]).
+//! window ([`NonceBook`]), and the caller's role and stage from chain state, as of the best block the driver acts on ([`Registry`]).
 
 use std::collections::HashMap;
 
@@ -19,7 +19,7 @@ pub enum MinerStanding {
 	Unbonding,
 }
 
-/// Who is registered, from finalized chain state (refreshed by [`crate::chain`]).
+/// Who is registered, as of the best block the chain driver acts on (finalized state at start-up; refreshed by [`crate::chain`]).
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
 	/// Miners: stage and standing.

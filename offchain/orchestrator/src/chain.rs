@@ -1,25 +1,30 @@
 //! The chain side (docs/design.md §3 step 6, §6): the registry and each stage's phase, epoch, round and members
-//! from **finalized** chain state; the phase driver that asks `advance_phase` when
+//! from the **best block** the driver acts on; the phase driver that asks `advance_phase` when
 //! [`iota_primitives::next_phase`] allows it and `commit_merge` when the state's
 //! `CommitPlan` ([`crate::state::CommitPlan`]) is complete; merge seeds; shard disputes; pathway logs.
 //!
-//! One [`ChainDriver::step`] per finalized block: refresh the registry (on registry events and every
-//! [`REGISTRY_REFRESH_BLOCKS`] blocks), sync every stage into the state ([`Event::ChainStage`], and
-//! [`Event::MergeSeed`] once a stage merges), resolve disputed shards, write due pathway logs, then drive.
-//! Extrinsics are sent one at a time and wait for finality, so a step never races itself.
+//! One [`ChainDriver::step`] per best block (the newest one when several arrived during a step): refresh
+//! the registry (on registry events, after skipped blocks, and every [`REGISTRY_REFRESH_BLOCKS`] blocks), sync every stage into
+//! the state ([`Event::ChainStage`], and [`Event::MergeSeed`] once a stage merges), resolve disputed
+//! shards, write due pathway logs, then drive. Everything due in a step goes as **one** extrinsic
+//! (`batch_all` of every stage's phase change and commit) that waits for best-block inclusion only, so
+//! the next step reads a block that holds it and never sends it twice; finality is left to the chain
+//! (no money moves here). A batch the chain refuses is sent again call by call, so one stage's stale call
+//! never holds back another's.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use iota_chain::{IotaClient, IotaEvent, Signer};
-use iota_primitives::{next_phase, ContentHash, Phase, StageProgress};
+use iota_chain::{calls, BlockHash, IotaClient, IotaEvent, Signer, Wait};
+use iota_primitives::{ContentHash, Phase, StageProgress};
 use iota_protocol::{chunk_span, SpanInput};
 use iota_rpc::AccountId;
 use iota_storage::{keys, ObjectStore};
 
 use crate::auth::{MinerStanding, Registry};
 use crate::server::Orchestrator;
-use crate::state::{CommitPlan, CopyRec, Event, Obj, Submission};
+use crate::state::{phase_changes, CommitPlan, CopyRec, Event, Obj, Submission};
 
 /// Blocks between two full registry refreshes when no registry event came.
 pub const REGISTRY_REFRESH_BLOCKS: u32 = 10;
@@ -56,12 +61,19 @@ pub struct ChainDriver {
 	orch: Arc<Orchestrator>,
 	stages: u16,
 	last_registry: Option<u32>,
+	/// Per stage: (epoch, block) at which its Training→WeightsUploading change was first due.
+	quota_seen: HashMap<u16, (u32, u32)>,
 }
+
+/// Blocks the driver holds a stage's Training→WeightsUploading change back once its quota is done, while
+/// the gradients (whose uploads open at the quota) come in, so that both phase changes go in one
+/// extrinsic; past this it sends the first alone and the upload phase's own rule and deadline apply.
+pub const UPLOAD_GRACE_BLOCKS: u32 = 3;
 
 impl ChainDriver {
 	/// A driver signing with the orchestrator key.
 	pub fn new(client: IotaClient, signer: Signer, orch: Arc<Orchestrator>, stages: u16) -> Self {
-		Self { client, signer, orch, stages, last_registry: None }
+		Self { client, signer, orch, stages, last_registry: None, quota_seen: HashMap::new() }
 	}
 
 	/// The chain client the driver reads and signs with.
@@ -69,13 +81,22 @@ impl ChainDriver {
 		&self.client
 	}
 
-	/// Reads every miner and validator record into a [`Registry`].
+	/// Reads every miner and validator record (latest finalized state) into a [`Registry`].
 	///
 	/// # Errors
 	/// [`ChainError::Chain`].
 	pub async fn refresh_registry(&mut self, block: u32) -> Result<(), ChainError> {
+		let chain = self.client.clone();
+		self.refresh_registry_at(&chain, block).await
+	}
+
+	async fn refresh_registry_at(
+		&mut self,
+		chain: &IotaClient,
+		block: u32,
+	) -> Result<(), ChainError> {
 		let mut r = Registry::default();
-		for (who, info) in self.client.miners().await? {
+		for (who, info) in chain.miners().await? {
 			let standing = match info.status {
 				iota_chain::MinerStatus::Active => MinerStanding::Active,
 				iota_chain::MinerStatus::Leaving => MinerStanding::Leaving,
@@ -83,7 +104,7 @@ impl ChainDriver {
 			};
 			r.miners.insert(who.0, (info.stage, standing));
 		}
-		for (who, info) in self.client.validators().await? {
+		for (who, info) in chain.validators().await? {
 			r.validators
 				.insert(who.0, matches!(info.status, iota_chain::ValidatorStatus::Active));
 		}
@@ -92,44 +113,57 @@ impl ChainDriver {
 		Ok(())
 	}
 
-	/// One step at finalized block `block` with its pallet-iota `events` (module docs).
+	/// One step at best block `block` (hash `hash`); `skipped`: blocks arrived since the last step that
+	/// this one acts past (their events unread, so the registry is refreshed) (module docs). Returns
+	/// whether it submitted an extrinsic: a second step at the same block is safe only when the first sent
+	/// none (it reads the same chain state, so it would send the same calls again).
 	///
 	/// # Errors
 	/// Any [`ChainError`]; the state stays consistent (each part records its own events).
-	pub async fn step(&mut self, block: u32, events: &[IotaEvent]) -> Result<(), ChainError> {
-		self.orch.set_finalized(block);
-		let registry_event = events.iter().any(|e| {
-			matches!(
-				e,
-				IotaEvent::MinerRegistered { .. }
-					| IotaEvent::ValidatorRegistered { .. }
-					| IotaEvent::MinerLeaving { .. }
-					| IotaEvent::Unbonding { .. }
-					| IotaEvent::MinerSlashed { .. }
-					| IotaEvent::MergeCommitted { .. }
-			)
-		});
+	pub async fn step(
+		&mut self,
+		block: u32,
+		hash: BlockHash,
+		skipped: bool,
+	) -> Result<bool, ChainError> {
+		self.orch.set_finalized(self.client.finalized_number().await?);
+		let chain = self.client.at_block(hash);
+		let events = chain.events_at(hash).await?;
+		let registry_event = skipped
+			|| events.iter().any(|e| {
+				matches!(
+					e,
+					IotaEvent::MinerRegistered { .. }
+						| IotaEvent::ValidatorRegistered { .. }
+						| IotaEvent::MinerLeaving { .. }
+						| IotaEvent::Unbonding { .. }
+						| IotaEvent::MinerSlashed { .. }
+						| IotaEvent::MergeCommitted { .. }
+				)
+			});
 		if registry_event || self.last_registry.is_none_or(|b| block >= b + REGISTRY_REFRESH_BLOCKS)
 		{
-			self.refresh_registry(block).await?;
+			self.refresh_registry_at(&chain, block).await?;
 		}
-		self.sync(block).await?;
+		self.sync_at(&chain, block).await?;
 		resolve_disputes(&self.orch).await?;
 		write_pathways(&self.orch).await?;
-		self.drive(block).await?;
-		Ok(())
+		self.drive(&chain, block).await
 	}
 
-	/// Brings every stage's chain view into the state.
+	/// Brings every stage's chain view (latest finalized state) into the state.
 	///
 	/// # Errors
 	/// [`ChainError::Chain`], [`ChainError::Db`].
 	pub async fn sync(&self, block: u32) -> Result<(), ChainError> {
+		self.sync_at(&self.client, block).await
+	}
+
+	async fn sync_at(&self, chain: &IotaClient, block: u32) -> Result<(), ChainError> {
 		let mut events = Vec::new();
 		for s in 0..self.stages {
-			let st = self.client.stage(s).await?;
-			let members: Vec<AccountId> = self
-				.client
+			let st = chain.stage(s).await?;
+			let members: Vec<AccountId> = chain
 				.stage_members(s)
 				.await?
 				.into_iter()
@@ -160,7 +194,7 @@ impl ChainDriver {
 					.orch
 					.with_state(|state| state.stage(s).is_none_or(|v| v.merge.plan.is_none()));
 				if need {
-					if let Some(seed) = self.client.epoch_seed(st.epoch).await? {
+					if let Some(seed) = chain.epoch_seed(st.epoch).await? {
 						events.push(Event::MergeSeed {
 							stage: s,
 							epoch: st.epoch,
@@ -175,62 +209,146 @@ impl ChainDriver {
 		Ok(())
 	}
 
-	async fn drive(&self, block: u32) -> Result<(), ChainError> {
-		let cfg = self.client.run_config().await?.ok_or(ChainError::NoRunConfig)?;
+	/// Every stage's due call (its commit if the plan is complete, else its phase change if
+	/// [`phase_changes`] allows one or two), sent as one extrinsic; whether there was any.
+	async fn drive(&mut self, chain: &IotaClient, block: u32) -> Result<bool, ChainError> {
+		let cfg = chain.run_config().await?.ok_or(ChainError::NoRunConfig)?;
+		let mut due = Vec::new();
 		for s in 0..self.stages {
 			if let Some(plan) = self.orch.with_state(|st| st.commit_plan(s)) {
-				self.commit(plan).await?;
+				tracing::info!(
+					stage = plan.stage,
+					epoch = plan.epoch,
+					members = plan.members,
+					samples = plan.samples,
+					"commit_merge"
+				);
+				let epoch = plan.epoch;
+				due.push((s, epoch, "commit_merge", commit_call(plan)));
 				continue;
 			}
-			let chain = self.client.stage(s).await?;
-			let members = self.client.stage_members(s).await?.len() as u32;
+			let stage = chain.stage(s).await?;
+			let members = chain.stage_members(s).await?.len() as u32;
 			let report = self.orch.with_state(|st| st.report(s));
 			let progress = StageProgress {
-				phase: chain.phase,
-				phase_since: u64::from(chain.phase_since),
+				phase: stage.phase,
+				phase_since: u64::from(stage.phase_since),
 				backward_quota: cfg.backward_quota,
 				members,
 				report,
 			};
-			if let Ok(t) = next_phase(&progress, u64::from(block), u64::from(cfg.phase_timeout)) {
-				tracing::info!(stage = s, epoch = chain.epoch, from = ?progress.phase, to = ?t.to, timed_out = t.timed_out, ?report, "advance_phase");
-				if let Err(e) =
-					self.client.advance_phase(&self.signer, s, chain.epoch, report).await
-				{
-					tracing::warn!(stage = s, error = %e, "advance_phase refused");
+			let (now, timeout) = (u64::from(block), u64::from(cfg.phase_timeout));
+			let Some((t, both)) = phase_changes(&progress, now, timeout) else { continue };
+			// Quota done but gradients still coming: hold the change back a few blocks so that both
+			// changes go in one extrinsic (one wait for inclusion, not two).
+			if progress.phase == Phase::Training && !t.timed_out && !both {
+				let since = match self.quota_seen.get(&s) {
+					Some(&(epoch, since)) if epoch == stage.epoch => since,
+					_ => {
+						self.quota_seen.insert(s, (stage.epoch, block));
+						block
+					},
+				};
+				if block < since.saturating_add(UPLOAD_GRACE_BLOCKS) {
+					continue;
 				}
 			}
+			let n = if both { 2 } else { 1 };
+			tracing::info!(stage = s, epoch = stage.epoch, from = ?progress.phase, to = ?t.to, timed_out = t.timed_out, phase_changes = n, ?report, "advance_phase");
+			for _ in 0..n {
+				due.push((
+					s,
+					stage.epoch,
+					"advance_phase",
+					calls::advance_phase(s, stage.epoch, report),
+				));
+			}
 		}
-		Ok(())
+		let sent = !due.is_empty();
+		self.send(due).await?;
+		Ok(sent)
 	}
 
-	async fn commit(&self, plan: CommitPlan) -> Result<(), ChainError> {
-		let obj = |o: &Obj| iota_chain::ObjectRef {
-			key: iota_chain::BoundedVec(o.key.as_bytes().to_vec()),
-			content_hash: o.hash,
-		};
-		let manifest = iota_chain::MergeManifest {
-			members: plan.members,
-			param_count: plan.param_count,
-			samples: plan.samples,
-			shards: iota_chain::BoundedVec(plan.shards.iter().map(obj).collect()),
-			state_hash: plan.state_hash,
-			checkpoint: plan.checkpoint.as_ref().map(obj),
-		};
-		tracing::info!(
-			stage = plan.stage,
-			epoch = plan.epoch,
-			members = plan.members,
-			samples = plan.samples,
-			"commit_merge"
-		);
-		if let Err(e) =
-			self.client.commit_merge(&self.signer, plan.stage, plan.epoch, manifest).await
-		{
-			tracing::warn!(stage = plan.stage, error = %e, "commit_merge refused");
+	/// Sends `due` ((stage, epoch, what, call) each) as one extrinsic and waits for its inclusion; if the
+	/// chain refuses the batch (one stale call reverts all of `batch_all`), each call again on its own.
+	/// Each extrinsic that reached a block is recorded as an [`Event::ChainWait`].
+	async fn send(
+		&self,
+		due: Vec<(u16, u32, &'static str, iota_chain::runtime::Call)>,
+	) -> Result<(), ChainError> {
+		if due.is_empty() {
+			return Ok(());
 		}
-		Ok(())
+		let batch: Vec<_> = due.iter().map(|(_, _, _, c)| c.clone()).collect();
+		let all: Vec<_> = due.iter().map(|(s, e, _, _)| (*s, *e)).collect();
+		let n = batch.len();
+		match self.submit(batch, all).await {
+			Ok(()) => Ok(()),
+			Err(e) if n > 1 && is_refusal(&e) => {
+				tracing::warn!(calls = n, error = %e, "batch refused; sending its calls one by one");
+				for (stage, epoch, what, call) in due {
+					match self.submit(vec![call], vec![(stage, epoch)]).await {
+						Ok(()) => {},
+						Err(e) if is_refusal(&e) => {
+							tracing::warn!(stage, error = %e, "{what} refused");
+						},
+						Err(e) => return Err(e.into()),
+					}
+				}
+				Ok(())
+			},
+			Err(e) if is_refusal(&e) => {
+				let (stage, _, what, _) = &due[0];
+				tracing::warn!(stage, error = %e, "{what} refused");
+				Ok(())
+			},
+			Err(e) => Err(e.into()),
+		}
 	}
+
+	/// One extrinsic of `calls` (for `(stage, epoch)` each of `of`), waiting for inclusion; its wait is
+	/// recorded whether its dispatch succeeded or was refused in the block.
+	async fn submit(
+		&self,
+		calls: Vec<iota_chain::runtime::Call>,
+		of: Vec<(u16, u32)>,
+	) -> Result<(), iota_chain::Error> {
+		let submitted_ms = iota_rpc::signing::now_ms();
+		let r = self.client.submit_calls(&self.signer, calls, Wait::InBlock).await;
+		if r.is_ok() || r.as_ref().is_err_and(is_refusal) {
+			let ev = Event::ChainWait {
+				calls: of,
+				submitted_ms,
+				included_ms: iota_rpc::signing::now_ms(),
+			};
+			if let Err(e) = self.orch.record(vec![ev]) {
+				tracing::warn!(error = %e, "recording a chain wait");
+			}
+		}
+		r.map(|_| ())
+	}
+}
+
+/// A dispatch the chain ran and refused (as opposed to a lost connection or an invalid extrinsic).
+fn is_refusal(e: &iota_chain::Error) -> bool {
+	matches!(e, iota_chain::Error::Pallet { .. } | iota_chain::Error::Dispatch(_))
+}
+
+/// The `commit_merge` call of a complete plan.
+fn commit_call(plan: CommitPlan) -> iota_chain::runtime::Call {
+	let obj = |o: &Obj| iota_chain::ObjectRef {
+		key: iota_chain::BoundedVec(o.key.as_bytes().to_vec()),
+		content_hash: o.hash,
+	};
+	let manifest = iota_chain::MergeManifest {
+		members: plan.members,
+		param_count: plan.param_count,
+		samples: plan.samples,
+		shards: iota_chain::BoundedVec(plan.shards.iter().map(obj).collect()),
+		state_hash: plan.state_hash,
+		checkpoint: plan.checkpoint.as_ref().map(obj),
+	};
+	calls::commit_merge(plan.stage, plan.epoch, manifest)
 }
 
 /// Recomputes every disputed shard of the current merge rounds from the submissions (docs/design.md §6) and

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use iota_chain::{IotaClient, Signer};
 use iota_orchestrator::chain::ChainDriver;
 use iota_orchestrator::db::Db;
@@ -321,6 +321,7 @@ async fn run(a: RunArgs) -> Result<()> {
 		.finalized_number()
 		.await
 		.context("reading the finalized block")?;
+	orch.set_finalized(finalized);
 	driver.refresh_registry(finalized).await.context("reading the registry")?;
 	driver.sync(finalized).await.context("reading the stages")?;
 	let (metrics_addr, metrics_task) = metrics.serve(a.metrics_addr).await?;
@@ -355,13 +356,14 @@ async fn run(a: RunArgs) -> Result<()> {
 	};
 	let chain_task = {
 		let url = a.chain_rpc.clone();
+		let orch_for_driver = orch.clone();
 		tokio::spawn(async move {
 			loop {
-				let mut events = match driver_client(&url).await {
-					Ok(c) => match c.finalized_events().await {
+				let mut blocks = match driver_client(&url).await {
+					Ok(c) => match c.best_blocks().await {
 						Ok(s) => s,
 						Err(e) => {
-							tracing::warn!(error = %e, "finalized events");
+							tracing::warn!(error = %e, "best blocks");
 							tokio::time::sleep(Duration::from_secs(2)).await;
 							continue;
 						},
@@ -372,15 +374,48 @@ async fn run(a: RunArgs) -> Result<()> {
 						continue;
 					},
 				};
-				while let Some(block) = events.next().await {
-					match block {
-						Ok(b) => {
-							if let Err(e) = driver.step(b.number, &b.events).await {
-								tracing::warn!(block = b.number, error = %e, "chain step failed; retrying next block");
-							}
+				// The block the last step acted on, and whether that step sent an extrinsic.
+				let mut last: Option<(u32, iota_chain::BlockHash, bool)> = None;
+				loop {
+					let block = tokio::select! {
+						b = blocks.next() => match b {
+							Some(b) => b,
+							None => break,
+						},
+						// A stage's call became due between blocks (its quota reached, the last gradient
+						// or attestation in): step again on the block at hand, unless that block's step
+						// already sent something (it would be sent twice; the next block follows it).
+						() = orch_for_driver.call_due() => match last {
+							Some((number, hash, false)) => {
+								match driver.step(number, hash, false).await {
+									Ok(sent) => last = Some((number, hash, sent)),
+									Err(e) => tracing::warn!(block = number, error = %e, "chain step failed; retrying next block"),
+								}
+								continue;
+							},
+							_ => continue,
+						},
+					};
+					// Act on the newest best block: a step that took longer than a block (a frozen
+					// process, a batch refused and resent call by call) must not leave the driver
+					// acting on ever older state.
+					let mut latest = block;
+					let mut skipped = false;
+					while let Some(Some(next)) = blocks.next().now_or_never() {
+						latest = next;
+						skipped = true;
+					}
+					match latest {
+						Ok((number, hash)) => match driver.step(number, hash, skipped).await {
+							Ok(sent) => last = Some((number, hash, sent)),
+							Err(e) => {
+								// Its calls may or may not have gone out: no second step on this block.
+								last = Some((number, hash, true));
+								tracing::warn!(block = number, error = %e, "chain step failed; retrying next block");
+							},
 						},
 						Err(e) => {
-							tracing::warn!(error = %e, "finalized block");
+							tracing::warn!(error = %e, "best block");
 							break;
 						},
 					}

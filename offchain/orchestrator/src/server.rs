@@ -8,7 +8,7 @@
 //! written to SQLite, then applied, then the answer is sent. A refusal writes nothing and changes
 //! nothing; it is counted in the metrics by method and by code.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -78,8 +78,10 @@ pub struct Orchestrator {
 	cfg: ServerConfig,
 	metrics: Metrics,
 	phases: broadcast::Sender<PhaseEvent>,
-	refused: Mutex<HashMap<[u8; 32], u64>>,
+	refused: Mutex<HashMap<[u8; 32], BTreeMap<&'static str, u64>>>,
 	finalized: std::sync::atomic::AtomicU32,
+	/// Woken when a stage's call becomes due ([`State::transition_due`]), for the chain driver.
+	due: tokio::sync::Notify,
 }
 
 /// A nonce to record with an accepted request: (account, nonce, timestamp ms).
@@ -125,6 +127,7 @@ impl Orchestrator {
 			metrics,
 			phases,
 			refused: Mutex::new(HashMap::new()),
+			due: tokio::sync::Notify::new(),
 			finalized: std::sync::atomic::AtomicU32::new(0),
 		}))
 	}
@@ -177,6 +180,7 @@ impl Orchestrator {
 		{
 			let mut inner = self.lock();
 			inner.db.record(None, &events)?;
+			let due_before = due_stages(&inner.state, &events);
 			for e in &events {
 				if let Event::ChainStage { stage, epoch, phase, block, .. } = e {
 					let before = inner.state.stage(*stage).map(|s| (s.epoch, s.phase));
@@ -194,6 +198,7 @@ impl Orchestrator {
 				}
 				inner.state.apply(e);
 			}
+			self.wake_if_due(&inner.state, due_before);
 		}
 		for c in changes {
 			let _ = self.phases.send(c);
@@ -258,10 +263,26 @@ impl Orchestrator {
 			.record(Some(nonce), &events)
 			.map_err(|e| Refusal::new(ErrorCode::Unavailable, format!("database: {e}")))?;
 		inner.nonces.insert(nonce.0, nonce.1, nonce.2, now_ms());
+		let due_before = due_stages(&inner.state, &events);
 		for e in &events {
 			inner.state.apply(e);
 		}
+		self.wake_if_due(&inner.state, due_before);
 		Ok(out)
+	}
+
+	/// Resolves once a stage's call has become due since the last wake (a permit is kept when nobody
+	/// waits, so no wake is lost). The chain driver waits on this next to the best-block stream.
+	pub async fn call_due(&self) {
+		self.due.notified().await
+	}
+
+	fn wake_if_due(&self, state: &State, before: Option<Vec<bool>>) {
+		let Some(before) = before else { return };
+		let now = (0..before.len() as u16).map(|s| state.transition_due(s));
+		if now.zip(before).any(|(n, b)| n && !b) {
+			self.due.notify_one();
+		}
 	}
 
 	fn peek<R>(
@@ -288,6 +309,8 @@ impl Orchestrator {
 					.lock()
 					.unwrap_or_else(|e| e.into_inner())
 					.entry(account.0)
+					.or_default()
+					.entry(e.code.name())
 					.or_default() += 1;
 				tracing::debug!(method, %account, code = e.code.name(), message = %e.message, "refused");
 				Err(e.code.error(e.message))
@@ -842,16 +865,17 @@ impl Orchestrator {
 			.miner_activity()
 			.into_iter()
 			.map(|mut m| {
-				m.refused = refused.get(&m.account.0).copied().unwrap_or(0);
+				if let Some(by_code) = refused.get(&m.account.0) {
+					m.refused = by_code.values().sum();
+					m.refusals = by_code.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect();
+				}
 				m
 			})
 			.collect();
 		Status {
 			run: st.config().run.to_string(),
 			spec_hash: iota_primitives::ContentHash::of(self.spec_json.as_bytes()),
-			finalized_block: st
-				.finalized_block()
-				.max(self.finalized.load(std::sync::atomic::Ordering::Relaxed)),
+			finalized_block: self.finalized.load(std::sync::atomic::Ordering::Relaxed),
 			stages: st.stage_status(),
 			last_epoch_loss: st.summaries().last().map(|s| s.loss),
 			tokens_trained,
@@ -990,6 +1014,23 @@ pub async fn serve(
 	let local = server.local_addr()?;
 	let handle = server.start(RpcImpl(orch).into_rpc());
 	Ok((local, handle))
+}
+
+/// Which stages have a call due before `events` are applied, if any of them is work that can make one
+/// due (a pass completed, a gradient, shard or attestation accepted); `None` otherwise (nothing to check).
+fn due_stages(state: &State, events: &[Event]) -> Option<Vec<bool>> {
+	let relevant = events.iter().any(|e| {
+		matches!(
+			e,
+			Event::LeaseCompleted { .. }
+				| Event::GradientAccepted { .. }
+				| Event::ShardAccepted { .. }
+				| Event::ShardResolved { .. }
+				| Event::StateAttested { .. }
+				| Event::MergeSeed { .. }
+		)
+	});
+	relevant.then(|| (0..state.config().stages).map(|s| state.transition_due(s)).collect())
 }
 
 /// The RPC refusal of a vector the protocol's acceptance rule refused ([`iota_protocol::acceptance`]):

@@ -354,7 +354,20 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 	let Work::Forward(again) = dave.get_work(0).await.unwrap() else { panic!("re-listed") };
 	assert_eq!(again.sample, f2.sample);
 	expect(dave.release_lease(f2.lease).await, ErrorCode::LeaseExpired);
-	assert!(w.orch.status().miners.iter().any(|m| m.refused > 0));
+	// Dave's refusals, by what was refused ("no work for now", the in-flight limit, is an answer, not a
+	// refusal).
+	let d = w
+		.orch
+		.status()
+		.miners
+		.into_iter()
+		.find(|m| m.account == dave.account())
+		.unwrap();
+	assert_eq!(d.refused, d.refusals.values().sum::<u64>());
+	for code in ["stale_timestamp", "nonce_reused", "unknown", "lease_expired"] {
+		assert!(d.refusals.get(code).is_some_and(|n| *n > 0), "{code} in {:?}", d.refusals);
+	}
+	assert!(d.refusals.get("stale_timestamp").is_some_and(|n| *n >= 300));
 	assert!(serde_json::from_str::<RunSpec>(&dave.run_spec().await.unwrap().json).is_ok());
 }
 

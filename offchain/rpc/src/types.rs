@@ -505,8 +505,12 @@ pub struct MinerActivity {
 	pub leases: u32,
 	/// Leases it let expire since the run began.
 	pub leases_expired: u64,
-	/// Requests refused since the run began.
+	/// Requests refused since the run began (the sum of `refusals`).
 	pub refused: u64,
+	/// Requests refused since the run began, by error code name (`ErrorCode::name`: `wrong_phase`,
+	/// `lease_expired`, …). "No work right now" is an answer (`Work::Idle`), never a refusal.
+	#[serde(default)]
+	pub refusals: std::collections::BTreeMap<String, u64>,
 	/// Last accepted request, milliseconds since the Unix epoch.
 	pub last_seen_ms: u64,
 }
@@ -533,6 +537,102 @@ pub struct EpochSummary {
 	pub completed_ms: u64,
 	/// Milliseconds the stages spent in merge phases, summed over stages.
 	pub merge_ms: u64,
+	/// Where each stage's time in the epoch went, as the orchestrator saw it (one entry per stage, in
+	/// stage order; empty in summaries written before this field existed).
+	#[serde(default)]
+	pub stages: Vec<StageTime>,
+	/// Milliseconds from the last stage reaching the previous epoch's backward quota (or leaving Training
+	/// on a timeout) to this epoch's first sample issued at the head; `None` for the first epoch the
+	/// orchestrator saw.
+	#[serde(default)]
+	pub quota_to_start_ms: Option<u64>,
+	/// Extrinsics the orchestrator submitted for this epoch (a `batch_all` counts once; one that carries
+	/// calls of two epochs counts in both).
+	#[serde(default)]
+	pub extrinsics: u32,
+}
+
+/// One stage's epoch, split into what it was doing, in milliseconds. The four parts sum to the stage's
+/// span: from entering the epoch (the previous merge's commit seen, or the run's first sample) to this
+/// epoch's commit seen.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageTime {
+	/// Stage.
+	pub stage: u16,
+	/// Training phase time with at least one of the stage's leases out (forward or backward passes,
+	/// with their activation downloads and uploads).
+	pub training_ms: u64,
+	/// Gradient upload, butterfly reduce and the optimizer step: time in `WeightsUploading` and
+	/// `Merging` not spent waiting for the chain.
+	pub merge_ms: u64,
+	/// From submitting the stage's phase-change and commit extrinsics to seeing them in a best block.
+	pub chain_wait_ms: u64,
+	/// Training phase time with no lease out and no extrinsic pending: waiting for pipeline inputs
+	/// (bubbles), for the quota, or for the next block.
+	pub idle_ms: u64,
+}
+
+impl StageTime {
+	/// The stage's span in the epoch (the sum of the four parts), in milliseconds.
+	pub fn total_ms(&self) -> u64 {
+		self.training_ms + self.merge_ms + self.chain_wait_ms + self.idle_ms
+	}
+}
+
+/// Stage-time summed over [`StageTime`] records (any stages, any epochs), by what it was spent on (ms):
+/// what the devnet report, bench-pipeline and the dashboard print as shares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeSplit {
+	/// Σ training (a lease out).
+	pub training_ms: u64,
+	/// Σ merge (gradient upload, butterfly, step).
+	pub merge_ms: u64,
+	/// Σ chain wait (extrinsic submitted to seen in a best block).
+	pub chain_wait_ms: u64,
+	/// Σ idle.
+	pub idle_ms: u64,
+}
+
+impl TimeSplit {
+	/// The sum of `times`; `None` when there is none.
+	pub fn of<'a>(times: impl IntoIterator<Item = &'a StageTime>) -> Option<Self> {
+		let mut t = Self::default();
+		let mut any = false;
+		for st in times {
+			any = true;
+			t.training_ms += st.training_ms;
+			t.merge_ms += st.merge_ms;
+			t.chain_wait_ms += st.chain_wait_ms;
+			t.idle_ms += st.idle_ms;
+		}
+		any.then_some(t)
+	}
+
+	/// Σ of the four parts (ms).
+	pub fn total_ms(&self) -> u64 {
+		self.training_ms + self.merge_ms + self.chain_wait_ms + self.idle_ms
+	}
+
+	/// A part's share of the total (0.05 = 5 %).
+	pub fn share(&self, part_ms: u64) -> f64 {
+		if self.total_ms() == 0 {
+			0.0
+		} else {
+			part_ms as f64 / self.total_ms() as f64
+		}
+	}
+
+	/// "training 61.0 %, merge 20.1 %, chain wait 4.2 %, idle 14.7 %".
+	pub fn shares(&self) -> String {
+		format!(
+			"training {:.1} %, merge {:.1} %, chain wait {:.1} %, idle {:.1} %",
+			self.share(self.training_ms) * 100.0,
+			self.share(self.merge_ms) * 100.0,
+			self.share(self.chain_wait_ms) * 100.0,
+			self.share(self.idle_ms) * 100.0
+		)
+	}
 }
 
 /// A phase change of one stage, as pushed by `iota_subscribePhases`.
@@ -561,6 +661,22 @@ pub struct RunSpecText {
 #[cfg(test)]
 mod tests {
 	use super::*;
+
+	#[test]
+	fn a_time_split_sums_stage_times_and_gives_shares() {
+		assert_eq!(TimeSplit::of(&[]), None);
+		let t = |training_ms, merge_ms, chain_wait_ms, idle_ms| StageTime {
+			stage: 0,
+			training_ms,
+			merge_ms,
+			chain_wait_ms,
+			idle_ms,
+		};
+		let s = TimeSplit::of(&[t(600, 200, 100, 100), t(0, 0, 0, 1_000)]).unwrap();
+		assert_eq!(s.total_ms(), 2_000);
+		assert_eq!(s.shares(), "training 30.0 %, merge 10.0 %, chain wait 5.0 %, idle 55.0 %");
+		assert_eq!(TimeSplit::default().share(5), 0.0);
+	}
 
 	#[test]
 	fn chunk_size_grows_with_the_vector_within_bounds() {

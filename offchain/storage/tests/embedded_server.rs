@@ -3,9 +3,8 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use iota_storage::{ContentHash, EmbeddedConfig, EmbeddedS3, ObjectStore, StoreConfig};
@@ -73,36 +72,27 @@ async fn overwrite_while_reading_never_mixes_objects() {
 #[tokio::test]
 async fn iota_s3_binary_serves_a_directory() {
 	let dir = tempfile::tempdir().unwrap();
-	let port = common::free_port();
-	let addr = SocketAddr::from(([127, 0, 0, 1], port));
+	// Port 0: the server binds a free port and prints its endpoint (a port picked here and bound by the
+	// child later could be taken by another test's server in between).
 	let mut child = Command::new(env!("CARGO_BIN_EXE_iota-s3"))
-		.args([
-			"--dir",
-			dir.path().to_str().unwrap(),
-			"--addr",
-			&addr.to_string(),
-			"--bucket",
-			"cli",
-		])
+		.args(["--dir", dir.path().to_str().unwrap(), "--addr", "127.0.0.1:0", "--bucket", "cli"])
 		.env("IOTA_S3_ACCESS_KEY", "cli-key")
 		.env("IOTA_S3_SECRET_KEY", "cli-secret")
-		.stdout(Stdio::null())
+		.stdout(Stdio::piped())
 		.stderr(Stdio::null())
 		.spawn()
 		.unwrap();
-	let deadline = Instant::now() + Duration::from_secs(30);
-	while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-		assert!(Instant::now() < deadline, "iota-s3 did not listen");
-		std::thread::sleep(Duration::from_millis(50));
-	}
-	let store = ObjectStore::connect(StoreConfig::s3_compatible(
-		format!("http://{addr}"),
-		"cli",
-		"cli-key",
-		"cli-secret",
-	))
-	.await
-	.unwrap();
+	// Its log goes to stdout too: the endpoint is the line that starts so.
+	let endpoint = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()))
+		.map_while(Result::ok)
+		.find_map(|l| l.strip_prefix("endpoint: ").map(str::to_owned))
+		.expect("iota-s3 exited before printing its endpoint");
+	let addr: SocketAddr = endpoint.trim_start_matches("http://").parse().unwrap();
+	assert!(addr.ip().is_loopback() && addr.port() != 0, "{endpoint}");
+	let store =
+		ObjectStore::connect(StoreConfig::s3_compatible(endpoint, "cli", "cli-key", "cli-secret"))
+			.await
+			.unwrap();
 	let r = store
 		.put("v1/runs/r/orchestrator/reports/z", Bytes::from_static(b"hello"))
 		.await;

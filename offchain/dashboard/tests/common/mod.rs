@@ -12,7 +12,7 @@ use iota_dashboard::{ChainSource, Dashboard, Options, OrchestratorSource, Source
 use iota_model::optim::AdamW;
 use iota_model::ModelConfig;
 use iota_primitives::{ContentHash, MinerStatus, Phase, ValidatorStatus, Verdict};
-use iota_rpc::types::{EpochSummary, MinerActivity, PhaseEvent, StageStatus, Status};
+use iota_rpc::types::{EpochSummary, MinerActivity, PhaseEvent, StageStatus, StageTime, Status};
 use iota_rpc::{AccountId, DataManifest, LrSchedule, RunSpec, SpecObject};
 
 /// A text no page may ever show unescaped.
@@ -71,6 +71,17 @@ pub fn status(run: &str, now_ms: u64, losses: &[f32], done: u32) -> Status {
 			started_ms: 1_000 * e as u64,
 			completed_ms: 1_000 * e as u64 + 900,
 			merge_ms: 300,
+			stages: (0..3)
+				.map(|s| StageTime {
+					stage: s,
+					training_ms: 500,
+					merge_ms: 100,
+					chain_wait_ms: 50 + u64::from(s),
+					idle_ms: 250 - u64::from(s),
+				})
+				.collect(),
+			quota_to_start_ms: (e > 0).then_some(120),
+			extrinsics: 3,
 		})
 		.collect();
 	let e = losses.len() as u32;
@@ -105,7 +116,11 @@ pub fn status(run: &str, now_ms: u64, losses: &[f32], done: u32) -> Status {
 				samples_total: 8 * u64::from(e) + u64::from(done),
 				leases: 1,
 				leases_expired: 0,
-				refused: 0,
+				refused: u64::from(s),
+				refusals: (s > 0)
+					.then(|| ("wrong_phase".to_string(), u64::from(s)))
+					.into_iter()
+					.collect(),
 				last_seen_ms: now_ms - 100,
 			})
 			.collect(),

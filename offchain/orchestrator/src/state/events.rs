@@ -72,7 +72,7 @@ pub enum Event {
 		/// Lease id.
 		lease: LeaseId,
 	},
-	/// A gradient submission was accepted (phase `WeightsUploading`).
+	/// A gradient submission was accepted (phase `WeightsUploading`, or `Training` with the quota done).
 	GradientAccepted {
 		/// Stage.
 		stage: u16,
@@ -130,7 +130,7 @@ pub enum Event {
 		/// The checkpoint it uploaded, if it was the one asked.
 		checkpoint: Option<Obj>,
 	},
-	/// The chain's view of a stage changed (finalized state).
+	/// The chain's view of a stage changed (at the best block the driver acts on).
 	ChainStage {
 		/// Stage.
 		stage: u16,
@@ -146,6 +146,16 @@ pub enum Event {
 		block: u32,
 		/// When the orchestrator saw it.
 		now_ms: u64,
+	},
+	/// An extrinsic the orchestrator submitted was seen in a best block (or refused there): the time it
+	/// waited is the chain wait of every stage it carried a call for ([`StageTime::chain_wait_ms`]).
+	ChainWait {
+		/// (stage, epoch) of each call it carried.
+		calls: Vec<(u16, u32)>,
+		/// When it was submitted, ms since the Unix epoch.
+		submitted_ms: u64,
+		/// When its inclusion was seen, ms since the Unix epoch.
+		included_ms: u64,
 	},
 	/// The chain's seed of an epoch is known; the merge plan of (stage, epoch, round) follows from it.
 	MergeSeed {
@@ -172,8 +182,12 @@ impl State {
 	/// gone, a stale epoch) is ignored, so replaying a log is always possible.
 	pub fn apply(&mut self, ev: &Event) {
 		match ev {
-			Event::LeaseGranted { lease, fresh } => self.apply_grant(lease, *fresh),
+			Event::LeaseGranted { lease, fresh } => {
+				self.clock_ms = self.clock_ms.max(lease.granted_ms);
+				self.apply_grant(lease, *fresh)
+			},
 			Event::LeaseCompleted { lease, output, now_ms } => {
+				self.clock_ms = self.clock_ms.max(*now_ms);
 				self.apply_complete(*lease, output.clone(), *now_ms)
 			},
 			Event::LossReported { lease, loss } => {
@@ -233,9 +247,13 @@ impl State {
 					}
 				}
 			},
-			Event::ChainStage { stage, epoch, phase, round, members, block, now_ms } => {
-				self.finalized_block = self.finalized_block.max(*block);
+			Event::ChainStage { stage, epoch, phase, round, members, block: _, now_ms } => {
+				self.clock_ms = self.clock_ms.max(*now_ms);
 				self.apply_chain_stage(*stage, *epoch, *phase, *round, members.clone(), *now_ms)
+			},
+			Event::ChainWait { calls, submitted_ms, included_ms } => {
+				self.clock_ms = self.clock_ms.max(*included_ms);
+				self.apply_chain_wait(calls, included_ms.saturating_sub(*submitted_ms));
 			},
 			Event::MergeSeed { stage, epoch, round, epoch_seed } => {
 				self.seeds.insert(*epoch, *epoch_seed);
@@ -285,6 +303,11 @@ impl State {
 			let audit = self.audits.entry(lease.epoch).or_default();
 			audit.started_ms.get_or_insert(lease.granted_ms);
 		}
+		if let Some(st) = self.stages.get_mut(s) {
+			if st.epoch == lease.epoch && st.phase == Phase::Training {
+				st.clock.lease_out(lease.granted_ms);
+			}
+		}
 		let m = self.miner_mut(&lease.miner, lease.stage);
 		m.last_seen_ms = m.last_seen_ms.max(lease.granted_ms);
 		self.leases.insert(lease.id, lease.clone());
@@ -292,6 +315,12 @@ impl State {
 
 	pub(super) fn apply_complete(&mut self, id: LeaseId, output: Option<Obj>, now_ms: u64) {
 		let Some(l) = self.leases.remove(&id) else { return };
+		let quota = self.cfg.backward_quota;
+		if let Some(st) = self.stages.get_mut(usize::from(l.stage)) {
+			if st.epoch == l.epoch {
+				st.clock.lease_in(now_ms);
+			}
+		}
 		let tail = self.tail();
 		let s = usize::from(l.stage);
 		let tps = self.cfg.tokens_per_sample;
@@ -340,6 +369,9 @@ impl State {
 			if let Some(st) = self.stages.get_mut(usize::from(b)) {
 				if st.epoch == l.epoch {
 					st.backward_done += 1;
+					if st.backward_done >= quota && st.clock.quota_ms.is_none() {
+						st.clock.quota_ms = Some(now_ms);
+					}
 				}
 			}
 		}
@@ -382,6 +414,17 @@ impl State {
 			m.leases_expired += 1;
 		}
 		self.expired.insert(id, l.miner.clone());
+		// A release carries no time: the latest the state has seen stands for it.
+		let back_ms = if expired {
+			l.expires_at_ms.min(self.clock_ms.max(l.granted_ms))
+		} else {
+			self.clock_ms
+		};
+		if let Some(st) = self.stages.get_mut(usize::from(l.stage)) {
+			if st.epoch == l.epoch {
+				st.clock.lease_in(back_ms);
+			}
+		}
 		if let Some(sample) = self.samples.get_mut(&l.sample) {
 			if sample.pending_loss.is_some_and(|(lid, _)| lid == id) {
 				sample.pending_loss = None;
@@ -477,6 +520,9 @@ impl State {
 				.values()
 				.map(|(a, s)| (stage, st.merge.round, a.clone(), s.clone()))
 				.collect();
+			let time =
+				st.clock.finish(stage, now_ms, self.audits.get(&old).and_then(|a| a.started_ms));
+			let training_end = st.clock.training_end_ms();
 			st.epoch = epoch;
 			st.phase = phase;
 			st.round = round;
@@ -493,6 +539,10 @@ impl State {
 			let audit = self.audits.entry(old).or_default();
 			audit.merge_ms += merge_ms;
 			audit.submissions.extend(subs);
+			audit.stage_times.retain(|t| t.stage != stage);
+			audit.stage_times.push(time);
+			audit.stage_times.sort_by_key(|t| t.stage);
+			audit.training_end_ms = audit.training_end_ms.max(training_end);
 			// Leases of the left epoch are void.
 			let stale: Vec<LeaseId> = self
 				.leases
@@ -504,6 +554,11 @@ impl State {
 				if let Some(l) = self.leases.remove(&id) {
 					self.expired.insert(id, l.miner);
 				}
+			}
+			let open = self.leases.values().filter(|l| l.stage == stage && l.epoch == epoch).count()
+				as u32;
+			if let Some(st) = self.stages.get_mut(usize::from(stage)) {
+				st.clock = StageClock::entered(now_ms, open);
 			}
 			self.maybe_complete_epochs(stages, now_ms);
 			return;
@@ -518,6 +573,9 @@ impl State {
 		if phase != Phase::Training && st.merge_started_ms.is_none() {
 			st.merge_started_ms = Some(now_ms);
 		}
+		if phase != Phase::Training {
+			st.clock.left_training(now_ms);
+		}
 		st.phase = phase;
 		st.round = round;
 		if phase == Phase::Merging && st.merge.plan.is_none() {
@@ -527,11 +585,35 @@ impl State {
 		}
 	}
 
+	pub(super) fn apply_chain_wait(&mut self, calls: &[(u16, u32)], waited_ms: u64) {
+		let mut epochs = BTreeSet::new();
+		let mut stages = BTreeSet::new();
+		for &(stage, epoch) in calls {
+			epochs.insert(epoch);
+			if !stages.insert((stage, epoch)) {
+				continue;
+			}
+			if let Some(st) = self.stages.get_mut(usize::from(stage)) {
+				if st.epoch == epoch {
+					st.clock.chain_wait(waited_ms, st.phase == Phase::Training);
+				}
+			}
+		}
+		for e in epochs {
+			self.audits.entry(e).or_default().extrinsics += 1;
+		}
+	}
+
 	pub(super) fn maybe_complete_epochs(&mut self, stages: u16, now_ms: u64) {
 		let min_epoch = (0..usize::from(stages)).map(|s| self.stages[s].epoch).min().unwrap_or(0);
 		let done_through = self.summaries.back().map(|s| s.epoch + 1).unwrap_or(0);
 		for e in done_through..min_epoch {
+			let previous_end = e
+				.checked_sub(1)
+				.and_then(|p| self.audits.get(&p))
+				.and_then(|p| p.training_end_ms);
 			let a = self.audits.entry(e).or_default();
+			let started = a.started_ms.unwrap_or(now_ms);
 			let tokens = u64::from(a.completed) * self.cfg.tokens_per_sample;
 			let cumulative = self.summaries.back().map_or(0, |s| s.tokens_cumulative) + tokens;
 			let summary = EpochSummary {
@@ -545,9 +627,12 @@ impl State {
 				tokens,
 				tokens_cumulative: cumulative,
 				wire_bytes: a.wire_bytes,
-				started_ms: a.started_ms.unwrap_or(now_ms),
+				started_ms: started,
 				completed_ms: now_ms,
 				merge_ms: a.merge_ms,
+				stages: a.stage_times.clone(),
+				quota_to_start_ms: previous_end.map(|end| started.saturating_sub(end)),
+				extrinsics: a.extrinsics,
 			};
 			self.summaries.push_back(summary);
 			if self.summaries.len() > MAX_SUMMARIES {

@@ -45,10 +45,18 @@ impl State {
 		)
 	}
 
+	/// Whether `st` takes gradient submissions: in `WeightsUploading`, and already in `Training` once its
+	/// backward quota is done (no pass of the epoch can come after it, and the round is the one the
+	/// upload phase will have), so uploads overlap the wait for the phase change's inclusion.
+	pub(super) fn uploads_open(&self, st: &StageState) -> bool {
+		st.phase == Phase::WeightsUploading
+			|| (st.phase == Phase::Training && st.backward_done >= self.cfg.backward_quota.max(1))
+	}
+
 	/// Check `iota_submitGradient` (before the object is verified).
 	///
-	/// Errors: `WrongPhase`, `Unknown` epoch, `Invalid` (twice, zero samples, wrong key),
-	/// `ShapeMismatch` (shape `[P]`, size `4·P`, chunk count).
+	/// Errors: `WrongPhase` (uploads not open: [`State::uploads_open`]), `Unknown` epoch, `Invalid`
+	/// (twice, zero samples, wrong key), `ShapeMismatch` (shape `[P]`, size `4·P`, chunk count).
 	pub fn check_gradient(
 		&self,
 		miner: &AccountId,
@@ -58,7 +66,16 @@ impl State {
 		chunks: &[ContentHash],
 		samples: u32,
 	) -> Result<Event, Refusal> {
-		let st = self.merging_stage(stage, epoch, Phase::WeightsUploading)?;
+		let st = self.stage_in_epoch(stage, epoch)?;
+		if !self.uploads_open(st) {
+			return refuse(
+				ErrorCode::WrongPhase,
+				format!(
+					"stage {stage} is {:?} with {} of {} backward passes: gradient uploads are not open",
+					st.phase, st.backward_done, self.cfg.backward_quota
+				),
+			);
+		}
 		if st.merge.submissions.contains_key(&miner.0) {
 			return refuse(
 				ErrorCode::Invalid,
@@ -331,6 +348,26 @@ impl State {
 		})
 	}
 
+	/// Whether the work of `stage` makes a call due now, timeouts aside: its manifest can be committed, or
+	/// [`phase_changes`] gives one the driver sends at once (members as the state last saw them on
+	/// chain; in Training that is when both changes can go together). The server wakes the chain driver
+	/// when this turns true, so the call goes out at once instead of at the next block.
+	pub fn transition_due(&self, stage: u16) -> bool {
+		let Some(st) = self.stages.get(usize::from(stage)) else { return false };
+		if self.commit_plan(stage).is_some() {
+			return true;
+		}
+		let progress = iota_primitives::StageProgress {
+			phase: st.phase,
+			phase_since: 0,
+			backward_quota: self.cfg.backward_quota,
+			members: st.members.len() as u32,
+			report: self.report(stage),
+		};
+		phase_changes(&progress, 0, u64::MAX)
+			.is_some_and(|(_, both)| st.phase != Phase::Training || both)
+	}
+
 	/// Whether replicas of `stage` attested different state hashes (a fault; the round times out).
 	pub fn attest_conflict(&self, stage: u16) -> bool {
 		self.stages.get(usize::from(stage)).is_some_and(|st| {
@@ -348,7 +385,7 @@ impl State {
 	pub fn report(&self, stage: u16) -> StageReport {
 		let Some(s) = self.stages.get(usize::from(stage)) else { return StageReport::default() };
 		let mut gradients_submitted = s.merge.submissions.len() as u32;
-		if s.phase != Phase::Training {
+		if self.uploads_open(s) {
 			let first = u64::from(s.epoch) * u64::from(self.cfg.backward_quota);
 			let worked: BTreeSet<[u8; 32]> = self
 				.samples
@@ -380,4 +417,30 @@ impl State {
 	pub fn seed(&self, epoch: u32) -> Option<[u8; 32]> {
 		self.seeds.get(&epoch).copied()
 	}
+}
+
+/// The phase change `progress` allows at block `now` (`iota_primitives::next_phase` with a `timeout` in
+/// blocks), and whether the upload phase would end at once after it: from Training, with every gradient
+/// already in (uploads open at the quota, [`State::uploads_open`]), Training → WeightsUploading → Merging
+/// can go as two calls in one extrinsic. The chain driver and [`State::transition_due`] both decide by
+/// this. `None` when no change is allowed.
+pub fn phase_changes(
+	progress: &iota_primitives::StageProgress,
+	now: u64,
+	timeout: u64,
+) -> Option<(iota_primitives::Transition, bool)> {
+	let t = iota_primitives::next_phase(progress, now, timeout).ok()?;
+	let both = progress.phase == Phase::Training
+		&& t.to == Phase::WeightsUploading
+		&& iota_primitives::next_phase(
+			&iota_primitives::StageProgress {
+				phase: Phase::WeightsUploading,
+				phase_since: now,
+				..*progress
+			},
+			now,
+			timeout,
+		)
+		.is_ok_and(|t2| t2.to == Phase::Merging && !t2.timed_out);
+	Some((t, both))
 }

@@ -26,12 +26,14 @@
 //!
 //! Files, one concept each: `events` (the [`Event`] log and [`State::apply`], one path for live
 //! requests and replay), `work` (routing and leases), `merge` (merge bookkeeping), `audit` (the
-//! pathway log and audit records), `views` (what `iota_status` and the dashboard read).
+//! pathway log and audit records), `times` (where each stage's epoch goes), `views` (what `iota_status` and the dashboard read).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use iota_primitives::{ContentHash, Phase, StageReport};
-use iota_rpc::types::{EpochSummary, IdleReason, LeaseId, MinerActivity, StageStatus, TensorRef};
+use iota_rpc::types::{
+	EpochSummary, IdleReason, LeaseId, MinerActivity, StageStatus, StageTime, TensorRef,
+};
 use iota_rpc::{AccountId, ErrorCode, ObjectEntry, PathwayLog, PathwayRecord};
 use iota_storage::keys::{self, Direction, Id};
 use serde::{Deserialize, Serialize};
@@ -92,10 +94,14 @@ mod events;
 mod merge;
 #[cfg(test)]
 mod tests;
+mod times;
 mod views;
 mod work;
 
+use times::StageClock;
+
 pub use events::{Event, Lease, WorkKind};
+pub use merge::phase_changes;
 
 /// A sample's accepted work.
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
@@ -194,6 +200,12 @@ pub struct EpochAudit {
 	wire_bytes: u64,
 	started_ms: Option<u64>,
 	merge_ms: u64,
+	/// Each stage's split of the epoch, as its commit is seen.
+	stage_times: Vec<StageTime>,
+	/// The latest stage's end of training (its quota, or leaving Training on a timeout), ms.
+	training_end_ms: Option<u64>,
+	/// Extrinsics submitted for the epoch.
+	extrinsics: u32,
 }
 
 /// One stage as the chain and the orchestrator see it.
@@ -217,6 +229,8 @@ pub struct StageState {
 	pub merge: MergeState,
 	/// When the stage entered a merge phase in `epoch` (ms).
 	merge_started_ms: Option<u64>,
+	/// Where its time in `epoch` went so far.
+	clock: StageClock,
 }
 
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -313,8 +327,9 @@ pub struct State {
 	/// Epoch seeds seen.
 	seeds: BTreeMap<u32, [u8; 32]>,
 	last_loss: Option<f32>,
-	finalized_block: u32,
 	leases_expired_total: u64,
+	/// The latest instant an event carried (ms): the time of events that carry none.
+	clock_ms: u64,
 }
 
 /// Epoch summaries kept (`Status::epochs`).
@@ -341,8 +356,8 @@ impl State {
 			committed: BTreeMap::new(),
 			seeds: BTreeMap::new(),
 			last_loss: None,
-			finalized_block: 0,
 			leases_expired_total: 0,
+			clock_ms: 0,
 		}
 	}
 

@@ -304,7 +304,8 @@ fn a_member_without_backward_passes_does_not_hold_up_the_upload_phase() {
 	// Stage 1 has two miners; only miner 2 gets the epoch's one sample.
 	let mut w = World::new(1, 4, &[&[1], &[2, 4], &[3]]);
 	w.run_sample([1, 2, 3], 10);
-	assert_eq!(w.st.report(1).gradients_submitted, 0, "training: no idle accounting");
+	// Training with the quota done: uploads are open, and miner 4 (no pass) already counts as done.
+	assert_eq!(w.st.report(1).gradients_submitted, 1);
 	w.chain(1, 0, Phase::WeightsUploading, 0, &[2, 4], 20);
 	// Miner 4 has nothing to submit and is counted as done; miner 2's gradient is still awaited.
 	assert_eq!(w.st.report(1), StageReport { backward_done: 1, gradients_submitted: 1 });
@@ -647,4 +648,100 @@ proptest::proptest! {
 		}
 		proptest::prop_assert!(replayed == w.st, "replayed state differs from the live state");
 	}
+}
+
+#[test]
+fn an_epoch_splits_into_training_chain_wait_merge_and_idle() {
+	// One sample per epoch through three single-miner stages, at set times (ms).
+	let mut w = World::new(1, 4, &[&[1], &[2], &[3]]);
+	let h = w.lease(1, 0, 100);
+	w.submit(&h, 300);
+	let f1 = w.lease(2, 1, 300);
+	w.submit(&f1, 500);
+	let t = w.lease(3, 2, 500);
+	w.loss(&t, 2.5, 500);
+	w.submit(&t, 900);
+	let b1 = w.lease(2, 1, 900);
+	w.submit(&b1, 1_100);
+	let b0 = w.lease(1, 0, 1_100);
+	w.submit(&b0, 1_300);
+	let all = vec![(0, 0), (1, 0), (2, 0)];
+	// Three extrinsics (each every stage's phase change or commit): 500, 500 and 400 ms to inclusion.
+	w.apply(Event::ChainWait { calls: all.clone(), submitted_ms: 1_300, included_ms: 1_800 });
+	for s in 0..3 {
+		w.chain(s, 0, Phase::WeightsUploading, 0, &[s as u8 + 1], 1_900);
+	}
+	w.apply(Event::ChainWait { calls: all.clone(), submitted_ms: 2_500, included_ms: 3_000 });
+	for s in 0..3 {
+		w.chain(s, 0, Phase::Merging, 0, &[s as u8 + 1], 3_100);
+	}
+	w.apply(Event::ChainWait { calls: all, submitted_ms: 4_000, included_ms: 4_400 });
+	for s in 0..3 {
+		w.chain(s, 1, Phase::Training, 0, &[s as u8 + 1], 4_500);
+	}
+	let e0 = w.st.summaries()[0].clone();
+	assert_eq!((e0.epoch, e0.extrinsics, e0.quota_to_start_ms), (0, 3, None));
+	assert_eq!(e0.stages.len(), 3);
+	for t in &e0.stages {
+		// From the epoch's first sample (100) to the commit seen (4 500): leases out 400 ms at each
+		// stage, 500 ms waiting while training, the rest of Training (to 1 900) idle; merging from 1 900,
+		// 900 ms of it waiting for two extrinsics.
+		assert_eq!(
+			(t.training_ms, t.chain_wait_ms, t.idle_ms, t.merge_ms),
+			(400, 1_400, 900, 1_700),
+			"stage {}",
+			t.stage
+		);
+		assert_eq!(t.total_ms(), 4_400);
+	}
+	// Epoch 1 starts at the head 3 700 ms after the last stage's quota (stage 0's backward at 1 300).
+	let h = w.lease(1, 0, 5_000);
+	w.submit(&h, 5_100);
+	let f1 = w.lease(2, 1, 5_100);
+	w.submit(&f1, 5_200);
+	let t = w.lease(3, 2, 5_200);
+	w.loss(&t, 2.0, 5_200);
+	w.submit(&t, 5_300);
+	let b1 = w.lease(2, 1, 5_300);
+	w.submit(&b1, 5_400);
+	let b0 = w.lease(1, 0, 5_400);
+	w.submit(&b0, 5_500);
+	for s in 0..3 {
+		w.chain(s, 2, Phase::Training, 0, &[s as u8 + 1], 9_000);
+	}
+	let e1 = w.st.summaries()[1].clone();
+	assert_eq!((e1.epoch, e1.extrinsics, e1.quota_to_start_ms), (1, 0, Some(3_700)));
+	assert!(e1.stages.iter().all(|t| t.total_ms() == 4_500), "{:?}", e1.stages);
+	assert_eq!(e1.stages[0].training_ms, 200);
+	// Replay gives the same figures.
+	let mut replay = State::new(w.st.config().clone());
+	for e in &w.log {
+		replay.apply(e);
+	}
+	assert_eq!(replay.summaries(), w.st.summaries());
+}
+
+#[test]
+fn uploads_open_at_the_quota_and_the_call_is_due_once_every_gradient_is_in() {
+	let mut w = World::new(1, 4, &[&[1], &[2], &[3]]);
+	let g = |st: &State, m: &AccountId| tensor(st.gradient_key(0, 0, m), 10, &m.0);
+	let chunks = vec![ContentHash::of(b"c")];
+	assert_eq!(
+		code(w.st.check_gradient(&acc(1), 0, 0, &g(&w.st, &acc(1)), &chunks, 1)),
+		ErrorCode::WrongPhase
+	);
+	assert!(!w.st.transition_due(0));
+	w.run_sample([1, 2, 3], 10);
+	// Still Training on chain, quota done: the upload is asked for and accepted.
+	assert_eq!(w.st.stage(0).unwrap().phase, Phase::Training);
+	assert_eq!(w.work(1, 0, 11), WorkPlan::UploadGradient { epoch: 0 });
+	assert!(!w.st.transition_due(0), "the member's gradient is not in yet");
+	let e = w.st.check_gradient(&acc(1), 0, 0, &g(&w.st, &acc(1)), &chunks, 1).unwrap();
+	w.apply(e);
+	assert_eq!(w.st.report(0), StageReport { backward_done: 1, gradients_submitted: 1 });
+	assert!(w.st.transition_due(0), "both phase changes can go now");
+	assert_eq!(w.work(1, 0, 12), WorkPlan::Idle(IdleReason::Merging));
+	// The chain moves straight to Merging; the submission of the round stays.
+	w.chain(0, 0, Phase::Merging, 0, &[1], 13);
+	assert_eq!(w.st.stage(0).unwrap().merge.submissions.len(), 1);
 }

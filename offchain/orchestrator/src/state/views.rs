@@ -38,7 +38,8 @@ impl State {
 			.collect()
 	}
 
-	/// Per-miner activity (`refused` filled by the caller, which counts refusals outside the state).
+	/// Per-miner activity (`refused` and `refusals` filled by the caller, which counts refusals outside
+	/// the state).
 	pub fn miner_activity(&self) -> Vec<MinerActivity> {
 		self.miners
 			.values()
@@ -52,6 +53,7 @@ impl State {
 					leases: self.leases_of(a),
 					leases_expired: m.leases_expired,
 					refused: 0,
+					refusals: Default::default(),
 					last_seen_ms: m.last_seen_ms,
 				}
 			})
@@ -66,10 +68,5 @@ impl State {
 	/// Tokens trained and wire bytes accepted since the run began.
 	pub fn totals(&self) -> (u64, u64) {
 		(self.tokens_trained, self.wire_bytes)
-	}
-
-	/// Best finalized block seen in a chain event.
-	pub fn finalized_block(&self) -> u32 {
-		self.finalized_block
 	}
 }

@@ -18,16 +18,15 @@ impl State {
 				format!("stage {stage} is not below the run's {} stages", self.cfg.stages),
 			);
 		};
-		match st.phase {
-			Phase::WeightsUploading => {
-				return Ok(if st.merge.submissions.contains_key(&miner.0) {
-					WorkPlan::Idle(IdleReason::Merging)
-				} else {
-					WorkPlan::UploadGradient { epoch: st.epoch }
-				})
-			},
-			Phase::Merging => return Ok(WorkPlan::Idle(IdleReason::Merging)),
-			Phase::Training => {},
+		if self.uploads_open(st) {
+			return Ok(if st.merge.submissions.contains_key(&miner.0) {
+				WorkPlan::Idle(IdleReason::Merging)
+			} else {
+				WorkPlan::UploadGradient { epoch: st.epoch }
+			});
+		}
+		if st.phase == Phase::Merging {
+			return Ok(WorkPlan::Idle(IdleReason::Merging));
 		}
 		if self.leases_of(miner) >= self.cfg.max_leases {
 			return Ok(WorkPlan::Idle(IdleReason::InFlightLimit));
