@@ -35,7 +35,7 @@ cargo build --locked -p iota-node
 echo "== chain: node integration test (iota-node --dev driven through iota-chain)"
 cargo test --locked -p iota-chain --test node -- --ignored
 
-echo "== chain: zombienet smoke test (3-node local testnet)"
+echo "== chain: zombienet smoke test (4-node local testnet, one node paused)"
 IOTA_NODE_BIN="$CARGO_TARGET_DIR/debug/iota-node" ./scripts/zombienet.sh
 
 echo "== daemons (the miner with its test-only fault injection, for the cheating scenario)"

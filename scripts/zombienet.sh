@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The iota-rs local testnet on zombienet's native provider (zombienet/local.toml: alice, bob and charlie
-# author with aura and finalize with grandpa, `--chain local`).
+# The iota-rs local testnet on zombienet's native provider (zombienet/local.toml: alice, bob, charlie and
+# dave author with aura and finalize with grandpa, `--chain local`).
 #
 #   scripts/zombienet.sh          run the smoke test zombienet/smoke.zndsl (nodes up, finalized height
 #                                 >= 5, a pallet-iota extrinsic included, polkadot.js reads pallet-iota's
-#                                 object hashes as `contentHash`); exits non-zero on failure
+#                                 object hashes as `contentHash`, dave paused and finality going on with
+#                                 3 of 4); exits non-zero on failure
 #   scripts/zombienet.sh spawn    start the network and keep it running (Ctrl-C stops it)
 #
 # Installs @zombienet/cli from npm into zombienet/node_modules (git-ignored) if it is missing, with the

@@ -50,7 +50,7 @@ struct Cli {
 	/// Use this S3 endpoint instead of the embedded server (bucket and keys from IOTA_S3_*).
 	#[arg(long, env = "IOTA_S3_ENDPOINT")]
 	s3_endpoint: Option<String>,
-	/// `dev` (start `iota-node --dev`), `zombienet` (the testnet of `scripts/zombienet.sh up`, at
+	/// `dev` (start `iota-node --dev`), `zombienet` (the testnet of `scripts/zombienet.sh spawn`, at
 	/// ws://127.0.0.1:9944), or a ws:// URL of a running chain whose sudo is Alice.
 	#[arg(long, env = "IOTA_CHAIN", default_value = "dev")]
 	chain: String,

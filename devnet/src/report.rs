@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use iota_chain::{AccountId, Balance, IotaClient, MergeManifest, SpotCheck, Verdict};
-use iota_rpc::types::EpochSummary;
+use iota_rpc::types::{EpochSummary, TimeSplit};
 
 /// An epoch's payout as recorded on chain: miners, validators, and the unallocated rest.
 #[derive(Clone, Debug)]
@@ -133,6 +133,17 @@ pub fn overhead_share(epochs: &[EpochSummary], stages: u32) -> Option<f64> {
 	(wall > 0 && stages > 0).then(|| merge as f64 / (wall as f64 * f64::from(stages)))
 }
 
+/// Mean and maximum of `quota_to_start_ms` over the epochs that have it, in seconds.
+pub fn quota_to_start_secs(epochs: &[EpochSummary]) -> Option<(f64, f64)> {
+	let v: Vec<f64> = epochs
+		.iter()
+		.filter_map(|e| e.quota_to_start_ms)
+		.map(|ms| ms as f64 / 1000.0)
+		.collect();
+	(!v.is_empty())
+		.then(|| (v.iter().sum::<f64>() / v.len() as f64, v.iter().copied().fold(0.0, f64::max)))
+}
+
 /// `loss.csv`: `epoch,tokens,loss`, one row per completed epoch.
 pub fn loss_csv(epochs: &[EpochSummary]) -> String {
 	let mut s = String::from("epoch,tokens,loss\n");
@@ -191,23 +202,65 @@ pub fn render_markdown(d: &ReportData) -> String {
 			o * 100.0
 		);
 	}
+	if let Some(t) = TimeSplit::of(d.epochs.iter().flat_map(|e| &e.stages)) {
+		let _ = writeln!(
+			s,
+			"Where stage-time went (orchestrator's clock, all stages and epochs): **{}**.",
+			t.shares()
+		);
+	}
+	if let Some((mean, max)) = quota_to_start_secs(&d.epochs) {
+		let _ = writeln!(
+			s,
+			"From the last stage's quota to the next epoch's first sample: {mean:.1} s on average, {max:.1} s \
+			 at most. Extrinsics the orchestrator sent: {} in {} epochs.\n",
+			d.epochs.iter().map(|e| e.extrinsics).sum::<u32>(),
+			d.epochs.len()
+		);
+	}
 	let _ = writeln!(
 		s,
-		"| epoch | loss | samples | tokens | wire bytes | wall s | merge s (all stages) |"
+		"| epoch | loss | samples | tokens | wire bytes | wall s | merge s (all stages) | quota → start s | extrinsics |"
 	);
-	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
+	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 	for e in &d.epochs {
 		let _ = writeln!(
 			s,
-			"| {} | {:.4} | {} | {} | {} | {:.1} | {:.1} |",
+			"| {} | {:.4} | {} | {} | {} | {:.1} | {:.1} | {} | {} |",
 			e.epoch,
 			e.loss,
 			e.samples,
 			e.tokens,
 			e.wire_bytes,
 			e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0,
-			e.merge_ms as f64 / 1000.0
+			e.merge_ms as f64 / 1000.0,
+			e.quota_to_start_ms
+				.map_or("—".into(), |ms| format!("{:.1}", ms as f64 / 1000.0)),
+			e.extrinsics
 		);
+	}
+	if d.epochs.iter().any(|e| !e.stages.is_empty()) {
+		let _ = writeln!(s, "
+Per stage (seconds): training (a lease out), merge (gradient upload, butterfly, step), chain wait (extrinsic submitted → seen in a best block), idle (Training with nothing to do: pipeline bubbles, the quota, the next block).
+");
+		let _ = writeln!(s, "| epoch | stage | training | merge | chain wait | idle | span |");
+		let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
+		for e in &d.epochs {
+			for t in &e.stages {
+				let f = |ms: u64| format!("{:.1}", ms as f64 / 1000.0);
+				let _ = writeln!(
+					s,
+					"| {} | {} | {} | {} | {} | {} | {} |",
+					e.epoch,
+					t.stage,
+					f(t.training_ms),
+					f(t.merge_ms),
+					f(t.chain_wait_ms),
+					f(t.idle_ms),
+					f(t.total_ms())
+				);
+			}
+		}
 	}
 	let _ = writeln!(s, "\n## Merge manifests (on chain)\n");
 	let _ = writeln!(
@@ -354,6 +407,17 @@ mod tests {
 			started_ms: 1_000 * u64::from(e),
 			completed_ms: 1_000 * u64::from(e) + 1_000,
 			merge_ms: 600,
+			stages: (0..3)
+				.map(|s| iota_rpc::types::StageTime {
+					stage: s,
+					training_ms: 500,
+					merge_ms: 200,
+					chain_wait_ms: 100,
+					idle_ms: 200,
+				})
+				.collect(),
+			quota_to_start_ms: (e > 0).then_some(1_500 * u64::from(e)),
+			extrinsics: 3,
 		}
 	}
 
@@ -393,6 +457,18 @@ mod tests {
 		let md = render_markdown(&data(e.clone()));
 		assert!(md.contains("**25.0 % lower**"), "{md}");
 		assert!(md.contains("**20.0 %** of stage-time"), "{md}");
+		assert!(
+			md.contains("**training 50.0 %, merge 20.0 %, chain wait 10.0 %, idle 20.0 %**"),
+			"{md}"
+		);
+		assert!(
+			md.contains(
+				"1.5 s on average, 1.5 s at most. Extrinsics the orchestrator sent: 6 in 2"
+			),
+			"{md}"
+		);
+		assert!(md.contains("| 1 | 2 | 0.5 | 0.2 | 0.1 | 0.2 | 1.0 |"), "{md}");
+		assert_eq!(quota_to_start_secs(&[epoch(0, 1.0)]), None);
 		assert!(md.contains("not committed"));
 		assert!(md.contains("not finalized yet"));
 		assert!(md.contains("Total minted by pallet-iota: 2.000"));

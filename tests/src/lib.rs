@@ -92,6 +92,22 @@ fn print_tail(what: &str, log: &Path, lines: usize) {
 	}
 }
 
+/// Sends `sig` (`-STOP`, `-CONT`, `-KILL`: `kill(1)`'s spelling) to process `pid`; panics if `kill` fails.
+pub fn signal(pid: u32, sig: &str) {
+	let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap();
+	assert!(ok.success(), "kill {sig} {pid}");
+}
+
+/// The state letter of process `pid` from `/proc/{pid}/stat` (`T` stopped, `S` sleeping, `R` running);
+/// panics if the process is gone.
+pub fn process_state(pid: u32) -> char {
+	let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+	stat.rsplit(')')
+		.next()
+		.and_then(|rest| rest.trim_start().chars().next())
+		.unwrap()
+}
+
 /// Polls `f` every 200 ms until it returns `Some`, panicking with `what` after `timeout`.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
 where
@@ -844,7 +860,7 @@ pub fn output_dir(base: &Path, name: &str) -> PathBuf {
 /// Options for a small network of the `tiny` preset re-cut into `stages` stages, training on the
 /// Shakespeare corpus: rows of `T = 32` tokens, micro-batches of `B = 4` rows, 64 rows per shard, bf16
 /// wire, peak learning rate 1e-2 without warm-up (so one step visibly lowers the loss), `quota`
-/// micro-batches per epoch, one compute thread per miner, the dashboard on a free port. Binaries come from the tests' target folder
+/// micro-batches per epoch, one compute thread per miner, a 40-block scoring window, the dashboard on a free port. Binaries come from the tests' target folder
 /// (`$IOTA_E2E_BIN_DIR` overrides it).
 pub fn tiny_network(
 	run: &str,
@@ -866,6 +882,10 @@ pub fn tiny_network(
 	o.miner_threads = 1;
 	o.log_filter = "info".into();
 	o.validator_args = vec!["--poll-ms".into(), "1000".into()];
+	// A tiny epoch's audit takes validators a few seconds, and epochs end every ~8 s now that the
+	// orchestrator waits for inclusion only: 40 blocks leave room on two busy cores without making every
+	// payout scenario wait 90.
+	o.scoring_window = 40;
 	// A port of its own: the orchestrator serves its dashboard on a fixed default port otherwise, which
 	// another network on this machine may hold.
 	o.dashboard_addr = Some(format!("127.0.0.1:{}", free_port()));
@@ -951,6 +971,58 @@ impl TestNetwork {
 		iota_devnet::assign_accounts(self.0.miners.len(), self.0.validators.len()).unwrap()
 	}
 
+	/// Picks one of the two miners of `stage` (as the orchestrator seats them) and freezes it (SIGSTOP)
+	/// mid-epoch: the first time it is seen holding a lease while the stage trains, after it did work in
+	/// the epoch. If two seconds later (a request sent just before the freeze has landed by then) it
+	/// still holds a lease, it stays frozen; else it is let go (SIGCONT) and watched again. Panics after
+	/// `timeout`.
+	pub async fn freeze_busy_miner(
+		&mut self,
+		watcher: &SignedClient,
+		stage: u16,
+		timeout: Duration,
+	) -> FrozenMiner {
+		let members = self
+			.wait(
+				"both miners of the stage seated in the orchestrator's view",
+				timeout,
+				&[],
+				|| async {
+					let s = watcher.status().await.ok()?;
+					let m = &s.stages[usize::from(stage)].miners;
+					(m.len() == 2).then(|| m.clone())
+				},
+			)
+			.await;
+		let (account, other) = (members[0].clone(), members[1].clone());
+		let index = self.miner_index(&account).expect("a miner of the network");
+		let pid = self.0.miners[index].pid();
+		let busy = |s: &Status| {
+			let st = &s.stages[usize::from(stage)];
+			let v = s.miners.iter().find(|m| m.account == account)?;
+			(st.phase == iota_primitives::Phase::Training
+				&& v.samples_this_epoch > 0
+				&& v.leases > 0)
+				.then_some((st.epoch, v.leases))
+		};
+		let deadline = Instant::now() + timeout;
+		loop {
+			assert!(Instant::now() < deadline, "never saw {account} hold a lease mid-epoch");
+			self.assert_alive(&[]);
+			let Ok(s) = watcher.status().await else { continue };
+			if busy(&s).is_none() {
+				tokio::time::sleep(Duration::from_millis(20)).await;
+				continue;
+			}
+			signal(pid, "-STOP");
+			tokio::time::sleep(Duration::from_secs(2)).await;
+			if let Some((epoch, leases)) = busy(&watcher.status().await.unwrap()) {
+				return FrozenMiner { account, other, index, pid, epoch, leases };
+			}
+			signal(pid, "-CONT");
+		}
+	}
+
 	/// The text of every miner's log, in start order.
 	pub fn miner_logs(&self) -> Vec<String> {
 		self.0
@@ -959,6 +1031,23 @@ impl TestNetwork {
 			.map(|m| std::fs::read_to_string(m.log()).unwrap_or_default())
 			.collect()
 	}
+}
+
+/// A miner [`TestNetwork::freeze_busy_miner`] froze.
+#[derive(Clone, Debug)]
+pub struct FrozenMiner {
+	/// Its account.
+	pub account: iota_rpc::AccountId,
+	/// The other miner of its stage.
+	pub other: iota_rpc::AccountId,
+	/// Its index among the network's miner processes.
+	pub index: usize,
+	/// Its process id.
+	pub pid: u32,
+	/// The stage's epoch when it froze.
+	pub epoch: u32,
+	/// Leases it held when it froze.
+	pub leases: u32,
 }
 
 impl std::ops::Deref for TestNetwork {

@@ -1,7 +1,8 @@
 //! The dashboard of a real network in a real browser: a whole network (`iota_devnet::Network`: dev node,
 //! orchestrator with the embedded S3 server serving the dashboard on `--dashboard-addr 127.0.0.1:<free
 //! port>`, 3 stages × 1 real `iota-miner`, 1 `iota-validator`) trains the `tiny` preset re-cut into 3
-//! stages for two epochs; headless Chromium then loads the dashboard.
+//! stages for two epochs; the miners are then frozen (SIGSTOP, so the record holds still) and headless
+//! Chromium loads the dashboard.
 //!
 //! Asserted from the DOM Chromium ends with (its `--virtual-time-budget` lets the page's live script
 //! run without wall-clock waits): the Network page shows 3 stages, 3 miners registered on chain and 3 seen
@@ -62,6 +63,13 @@ async fn a_two_epoch_network_in_headless_chromium() {
 	})
 	.await;
 	eprintln!("two epochs after {:?}", started.elapsed());
+	// Freeze the miners (SIGSTOP; let go on any exit from here): epochs of `tiny` end every few seconds,
+	// faster than a page load and the dashboard's refresh, so the record must hold still to be compared.
+	// A merge already attested may still be committed by the orchestrator; the wait below allows it.
+	let thaw = Thaw(net.miners.iter().map(|m| m.pid()).collect());
+	for pid in &thaw.0 {
+		signal(*pid, "-STOP");
+	}
 
 	// The Network page, until the dashboard's snapshot has caught up with the orchestrator's record
 	// (it refreshes every few seconds); the loss on the page is the recorded one.
@@ -127,4 +135,15 @@ async fn a_two_epoch_network_in_headless_chromium() {
 	}
 	net.assert_alive(&[]);
 	eprintln!("done after {:?}", started.elapsed());
+}
+
+/// Sends SIGCONT to the frozen processes when dropped (before the network stops them).
+struct Thaw(Vec<u32>);
+
+impl Drop for Thaw {
+	fn drop(&mut self) {
+		for pid in &self.0 {
+			let _ = std::process::Command::new("kill").args(["-CONT", &pid.to_string()]).status();
+		}
+	}
 }

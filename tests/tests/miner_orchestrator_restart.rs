@@ -17,6 +17,9 @@ use iota_orchestrator::data::prepare_data;
 
 const RUN: &str = "e2e-miner-restart";
 const TIMEOUT: Duration = Duration::from_secs(1200);
+/// How long a replica's logged step may precede its merge's manifest on chain (a commit takes a block or
+/// two).
+const COMMIT_WAIT: Duration = Duration::from_secs(120);
 const MINERS: [&str; 3] = ["//Dave", "//Eve", "//Ferdie"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -74,7 +77,14 @@ async fn miners_reconnect_after_the_orchestrator_is_killed_and_restarted() {
 	for (i, m) in miners.iter().enumerate() {
 		let a = attested_state_hashes(&m.log_text());
 		for ((stage, epoch), h) in &a {
-			let manifest = client.merge_manifest(*epoch, *stage).await.unwrap().expect("committed");
+			// A replica logs its step before the orchestrator's commit of that merge lands (the epochs
+			// after the two waited for go on meanwhile), so wait for the manifest of each logged step.
+			let manifest = wait_for(
+				&format!("stage {stage} epoch {epoch} committed"),
+				COMMIT_WAIT,
+				|| async { client.merge_manifest(*epoch, *stage).await.ok()? },
+			)
+			.await;
 			assert_eq!(
 				manifest.state_hash.to_string(),
 				*h,

@@ -22,7 +22,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use iota_chain::Signer;
@@ -33,11 +32,6 @@ const RUN: &str = "e2e-net-churn";
 const QUOTA: u32 = 8;
 const VICTIM_STAGE: u16 = 1;
 const TIMEOUT: Duration = Duration::from_secs(900);
-
-fn signal(pid: u32, sig: &str) {
-	let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap();
-	assert!(ok.success(), "kill {sig} {pid}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and kills one (see the file's docs)"]
@@ -54,48 +48,14 @@ async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
 	let spec = net.prepared.spec.clone();
 	let watcher = net.client_as("//Bob").await; // status is public; Bob (a genesis validator) may read epoch records
 
-	// Pick a stage-1 miner (the other one survives).
-	let members = net
-		.wait("both stage-1 miners seated in the orchestrator's view", TIMEOUT, &[], || async {
-			let s = watcher.status().await.ok()?;
-			let m = &s.stages[usize::from(VICTIM_STAGE)].miners;
-			(m.len() == 2).then(|| m.clone())
-		})
-		.await;
-	let (victim, survivor) = (members[0].clone(), members[1].clone());
-	let i = net.miner_index(&victim).expect("a miner of the network");
-	let pid = net.miners[i].pid();
-	let victim_name = net.miners[i].name().to_owned();
-
-	// Mid-epoch: once it has done work in the epoch and holds a lease while its stage trains, freeze it
-	// (SIGSTOP), read the orchestrator's count of its leases, and kill it (SIGKILL) if it still holds any;
-	// otherwise let it go on (SIGCONT) and look again.
-	let deadline = Instant::now() + TIMEOUT;
-	let (epoch, held) = loop {
-		assert!(Instant::now() < deadline, "never saw {victim} hold a lease mid-epoch");
-		net.assert_alive(&[]);
-		let busy = |s: &iota_rpc::types::Status| {
-			let st = &s.stages[usize::from(VICTIM_STAGE)];
-			let v = s.miners.iter().find(|m| m.account == victim)?;
-			(st.phase == Phase::Training && v.samples_this_epoch > 0 && v.leases > 0)
-				.then_some((st.epoch, v.leases))
-		};
-		let Ok(s) = watcher.status().await else { continue };
-		if busy(&s).is_none() {
-			tokio::time::sleep(Duration::from_millis(20)).await;
-			continue;
-		}
-		signal(pid, "-STOP");
-		// A request the miner sent just before it froze (e.g. the submit of the very lease seen above) may
-		// still be in flight: let the orchestrator finish it before deciding, so the leases counted here
-		// are ones the frozen miner can never complete.
-		tokio::time::sleep(Duration::from_secs(2)).await;
-		if let Some(found) = busy(&watcher.status().await.unwrap()) {
-			net.miners[i].kill9();
-			break found;
-		}
-		signal(pid, "-CONT");
-	};
+	// Mid-epoch: once a stage-1 miner has done work in the epoch and holds a lease while its stage
+	// trains, it is frozen (SIGSTOP) and, if it still holds a lease two seconds later (so the leases
+	// counted are ones it can never complete), killed (SIGKILL); the other one survives.
+	let frozen = net.freeze_busy_miner(&watcher, VICTIM_STAGE, TIMEOUT).await;
+	net.miners[frozen.index].kill9();
+	let (victim, survivor, epoch, held) =
+		(frozen.account, frozen.other, frozen.epoch, frozen.leases);
+	let victim_name = net.miners[frozen.index].name().to_owned();
 	eprintln!(
 		"killed {victim_name} ({victim}) in epoch {epoch} holding {held} leases after {:?}",
 		started.elapsed()

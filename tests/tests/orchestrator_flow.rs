@@ -197,7 +197,11 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 			matches!(m.rpc.get_manifest(0).await.ok()?, MergeView::Committed { state_hash } if state_hash == h).then_some(())
 		})
 		.await;
-		let manifest = client.merge_manifest(0, m.stage).await.unwrap().expect("manifest on chain");
+		// The orchestrator reports the commit once it is in a best block; the client reads finalized state.
+		let manifest = wait_for("the manifest finalized", T, || async {
+			client.merge_manifest(0, m.stage).await.ok()?
+		})
+		.await;
 		assert_eq!((manifest.members, manifest.samples, manifest.state_hash.0), (1, 2, h.0));
 		assert!(manifest.checkpoint.is_some());
 	}

@@ -75,11 +75,14 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 	.await;
 	let mut judged: BTreeMap<AccountId, usize> = BTreeMap::new();
 	for epoch in 0..=LAST_EPOCH {
-		let w = client
-			.weights(epoch, &bob)
-			.await
-			.unwrap()
-			.unwrap_or_else(|| panic!("no weights from the validator for epoch {epoch}"));
+		// Weights and verdicts go on chain in one extrinsic that the validator waits to see in a best
+		// block; the client reads finalized state.
+		let w = wait_for(
+			&format!("the validator's weights for epoch {epoch} finalized"),
+			TIMEOUT,
+			|| async { client.weights(epoch, &bob).await.ok()? },
+		)
+		.await;
 		let w: BTreeMap<AccountId, u16> = w.into_iter().collect();
 		let mut in_epoch = 0;
 		for m in &miners {
