@@ -96,6 +96,11 @@ impl Miner {
 				m.member = true;
 				m.round = None;
 				m.reduced.clear();
+				// The new round commits only what its members attest (and uploads the checkpoint it asks
+				// for): a step applied in the timed-out round is kept (the resubmitted sum is the same, so
+				// is its mean), but its attestation and checkpoint are sent again.
+				m.checkpoint = None;
+				m.attested = false;
 			},
 			Work::Forward(ForwardWork { lease, .. })
 			| Work::Backward(BackwardWork { lease, .. }) => {
