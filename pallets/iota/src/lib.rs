@@ -395,7 +395,8 @@ pub mod pallet {
 		DuplicateMiner,
 		/// Every weight is zero.
 		AllWeightsZero,
-		/// The validator set weights less than `weights_rate_limit` blocks ago.
+		/// The validator replaced this epoch's vector less than `weights_rate_limit` blocks after its
+		/// last `set_weights`.
 		RateLimited,
 		/// Weights may be set only for a complete epoch whose scoring window is open and that is not finalized.
 		EpochNotScorable,
@@ -693,9 +694,13 @@ pub mod pallet {
 		/// Active validator only: set the caller's weights for a complete `epoch` while its scoring window
 		/// is open (and it is not finalized), with subtensor's checks: version key, non-empty, no longer than
 		/// the miner count, no duplicates, known miners only, not all zero, rate limit. Replaces the caller's
-		/// earlier vector for that epoch. Emits `WeightsSet`.
+		/// earlier vector for that epoch. The rate limit (`weights_rate_limit` blocks since the caller's last
+		/// `set_weights`) applies to a replacement only: a validator's first vector for an epoch is always
+		/// taken, so epochs that complete faster than the limit (every few blocks once the orchestrator
+		/// waits for inclusion only) cannot starve each other of their vectors. Emits `WeightsSet`.
 		#[pallet::call_index(7)]
-		#[pallet::weight(T::WeightInfo::set_weights(weights.len() as u32))]
+		#[pallet::weight(T::WeightInfo::set_weights(weights.len() as u32)
+			.saturating_add(T::DbWeight::get().reads(1)))]
 		pub fn set_weights(
 			origin: OriginFor<T>,
 			epoch: Epoch,
@@ -723,7 +728,8 @@ pub mod pallet {
 				ensure!(Miners::<T>::contains_key(miner), Error::<T>::UnknownMiner);
 			}
 			ensure!(weights.iter().any(|(_, w)| *w > 0), Error::<T>::AllWeightsZero);
-			if let Some(last) = validator.last_weights_at {
+			let replaces = Weights::<T>::contains_key(epoch, &who);
+			if let (true, Some(last)) = (replaces, validator.last_weights_at) {
 				ensure!(
 					now >= last.saturating_add(cfg.weights_rate_limit),
 					Error::<T>::RateLimited

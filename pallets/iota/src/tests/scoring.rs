@@ -57,6 +57,24 @@ fn each_weight_check_has_its_own_error() {
 }
 
 #[test]
+fn a_first_vector_for_a_new_epoch_is_never_rate_limited() {
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&MINERS)
+		.build_and_execute(|| {
+			complete_epoch();
+			assert_ok!(set(11, 0, &[(21, 1)], 1));
+			// Epoch 1 completes in the same block: its first vector is taken at once ...
+			complete_epoch();
+			assert_ok!(set(11, 1, &[(22, 1)], 1));
+			assert_eq!(Weights::<Test>::get(1, 11), Some(weights(&[(22, 1)])));
+			// ... while replacing either vector still waits for the rate limit.
+			assert_noop!(set(11, 0, &[(23, 1)], 1), Error::<Test>::RateLimited);
+			assert_noop!(set(11, 1, &[(23, 1)], 1), Error::<Test>::RateLimited);
+		});
+}
+
+#[test]
 fn finalized_epochs_take_no_more_weights() {
 	ExtBuilder::default()
 		.with_validators(&VALIDATORS)
