@@ -40,10 +40,103 @@ pub struct Included {
 	/// The block that holds the extrinsic: a best block for [`Wait::InBlock`], a finalized one for
 	/// [`Wait::Finalized`].
 	pub block_hash: BlockHash,
+	/// That block's number.
+	pub block_number: BlockNumber,
 	/// The extrinsic's hash.
 	pub extrinsic_hash: BlockHash,
 	/// The pallet-iota events the extrinsic emitted, in order (every call's, for a batch).
 	pub events: Vec<IotaEvent>,
+}
+
+/// An extrinsic the node's pool accepted and that no block holds yet ([`IotaClient::submit_calls_pooled`]).
+pub struct Pending {
+	client: IotaClient,
+	account: AccountId,
+	progress: subxt::tx::TxProgress<ChainConfig, OnlineClient<ChainConfig>>,
+}
+
+impl Pending {
+	/// The extrinsic's hash.
+	pub fn extrinsic_hash(&self) -> BlockHash {
+		self.progress.extrinsic_hash()
+	}
+
+	/// Waits as `wait` says; a failed dispatch (also one inside `sudo`) becomes an [`Error::Pallet`] or
+	/// [`Error::Dispatch`]. A retraction from the best chain (`NoLongerInBestBlock`) waits for the
+	/// extrinsic's next inclusion.
+	///
+	/// # Errors
+	/// The dispatch failed ([`Error::Pallet`], [`Error::Dispatch`]: nothing of a batch applied); the
+	/// extrinsic became invalid, was dropped, or the status subscription closed ([`Error::Subxt`]; the
+	/// key's nonce counter is resynced, so the next submission is valid again).
+	pub async fn wait(mut self, wait: Wait) -> Result<Included, Error> {
+		let (client, account) = (self.client.clone(), self.account.clone());
+		let extrinsic_hash = self.progress.extrinsic_hash();
+		let in_block = loop {
+			let status = match self.progress.next().await {
+				Some(s) => s,
+				None => {
+					client.forget_nonce(&account).await;
+					return Err(subxt::Error::Other(
+						"the node closed the extrinsic's status subscription".into(),
+					)
+					.into());
+				},
+			};
+			let failed = |kind: &str, message: String| {
+				subxt::Error::Other(format!("extrinsic {kind}: {message}"))
+			};
+			match status {
+				Ok(TxStatus::InBestBlock(b)) if wait == Wait::InBlock => break b,
+				Ok(TxStatus::InFinalizedBlock(b)) => break b,
+				Ok(TxStatus::NoLongerInBestBlock) => {
+					tracing::debug!(
+						?extrinsic_hash,
+						"retracted from the best chain; waiting for it again"
+					);
+				},
+				Ok(TxStatus::Invalid { message }) => {
+					client.forget_nonce(&account).await;
+					return Err(failed("invalid", message).into());
+				},
+				Ok(TxStatus::Dropped { message }) => {
+					client.forget_nonce(&account).await;
+					return Err(failed("dropped", message).into());
+				},
+				Ok(TxStatus::Error { message }) => {
+					client.forget_nonce(&account).await;
+					return Err(failed("failed in the node", message).into());
+				},
+				Ok(_) => {},
+				Err(e) => {
+					client.forget_nonce(&account).await;
+					return Err(e.into());
+				},
+			}
+		};
+		let block_hash = in_block.block_hash();
+		let events = in_block.wait_for_success().await?;
+		let mut iota = Vec::new();
+		for ev in events.iter() {
+			match ev?.as_root_event::<runtime::Event>()? {
+				runtime::Event::Iota(e) => iota.push(e),
+				runtime::Event::Sudo(runtime::sudo::Event::Sudid { sudo_result: Err(e) }) => {
+					return Err(client.resolve(e));
+				},
+				_ => {},
+			}
+		}
+		let block_number = client.api.blocks().at(block_hash).await?.number();
+		tracing::debug!(
+			?block_hash,
+			block_number,
+			?extrinsic_hash,
+			?wait,
+			events = iota.len(),
+			"included"
+		);
+		Ok(Included { block_hash, block_number, extrinsic_hash, events: iota })
+	}
 }
 
 /// The pallet-iota events of one block (finalized or best, by the stream that yields it).
@@ -304,100 +397,74 @@ impl IotaClient {
 		self.submit_waiting(call, signer, Wait::Finalized).await
 	}
 
-	/// Sign with the counted nonce, submit, wait as `wait` says; a failed dispatch (also one inside
-	/// `sudo`) becomes an [`Error::Pallet`] or [`Error::Dispatch`]. A refused submission (stale nonce after
-	/// another client used the key, a full pool) resyncs the counter and is retried once.
+	/// Sign with the counted nonce, submit, wait as `wait` says (see [`IotaClient::submit_pooled`] and
+	/// [`Pending::wait`]).
 	async fn submit_waiting<C: subxt::tx::Payload>(
 		&self,
 		call: &C,
 		signer: &Signer,
 		wait: Wait,
 	) -> Result<Included, Error> {
+		self.submit_pooled(call, signer).await?.wait(wait).await
+	}
+
+	/// Sends `calls` as one extrinsic like [`IotaClient::submit_calls`], but returns as soon as the node's
+	/// pool accepted it (signature, nonce and fees checked), before any block holds it: the caller may act
+	/// on its predicted effect and await [`Pending::wait`] elsewhere. An empty list sends nothing.
+	///
+	/// # Errors
+	/// [`Error::Subxt`] when the node refused the submission twice (the nonce counter is resynced).
+	pub async fn submit_calls_pooled(
+		&self,
+		signer: &Signer,
+		mut calls: Vec<runtime::Call>,
+	) -> Result<Option<Pending>, Error> {
+		match calls.len() {
+			0 => Ok(None),
+			1 => {
+				let call = CallPayload(calls.pop().expect("one call"));
+				Ok(Some(self.submit_pooled(&call, signer).await?))
+			},
+			_ => {
+				let batch = runtime::tx().utility().batch_all(calls);
+				Ok(Some(self.submit_pooled(&batch, signer).await?))
+			},
+		}
+	}
+
+	/// Sign with the counted nonce and submit; returns once the pool accepted the extrinsic. A refused
+	/// submission (stale nonce after another client used the key, a full pool) resyncs the counter and is
+	/// retried once.
+	async fn submit_pooled<C: subxt::tx::Payload>(
+		&self,
+		call: &C,
+		signer: &Signer,
+	) -> Result<Pending, Error> {
 		let account = signer.account_id();
-		let mut progress = {
-			let mut nonces = self.nonces.lock().await;
-			let mut retried = false;
-			loop {
-				let nonce = match nonces.get(&account.0) {
-					Some(n) => *n,
-					None => self.pool_nonce(&account).await?,
-				};
-				let params =
-					DefaultExtrinsicParamsBuilder::<ChainConfig>::new().nonce(nonce).build();
-				let mut tx = self.api.tx().create_partial(call, &account, params).await?;
-				match tx.sign(signer.keypair()).submit_and_watch().await {
-					Ok(p) => {
-						nonces.insert(account.0, nonce + 1);
-						break p;
-					},
-					Err(e) => {
-						nonces.remove(&account.0);
-						if retried {
-							return Err(e.into());
-						}
-						tracing::debug!(nonce, error = %e, "submission refused; resyncing the nonce");
-						retried = true;
-					},
-				}
-			}
-		};
-		let extrinsic_hash = progress.extrinsic_hash();
-		let in_block = loop {
-			let status = match progress.next().await {
-				Some(s) => s,
-				None => {
-					self.forget_nonce(&account).await;
-					return Err(subxt::Error::Other(
-						"the node closed the extrinsic's status subscription".into(),
-					)
-					.into());
-				},
+		let mut nonces = self.nonces.lock().await;
+		let mut retried = false;
+		loop {
+			let nonce = match nonces.get(&account.0) {
+				Some(n) => *n,
+				None => self.pool_nonce(&account).await?,
 			};
-			let failed = |kind: &str, message: String| {
-				subxt::Error::Other(format!("extrinsic {kind}: {message}"))
-			};
-			match status {
-				Ok(TxStatus::InBestBlock(b)) if wait == Wait::InBlock => break b,
-				Ok(TxStatus::InFinalizedBlock(b)) => break b,
-				Ok(TxStatus::NoLongerInBestBlock) => {
-					tracing::debug!(
-						?extrinsic_hash,
-						"retracted from the best chain; waiting for it again"
-					);
+			let params = DefaultExtrinsicParamsBuilder::<ChainConfig>::new().nonce(nonce).build();
+			let mut tx = self.api.tx().create_partial(call, &account, params).await?;
+			match tx.sign(signer.keypair()).submit_and_watch().await {
+				Ok(progress) => {
+					nonces.insert(account.0, nonce + 1);
+					return Ok(Pending { client: self.clone(), account, progress });
 				},
-				Ok(TxStatus::Invalid { message }) => {
-					self.forget_nonce(&account).await;
-					return Err(failed("invalid", message).into());
-				},
-				Ok(TxStatus::Dropped { message }) => {
-					self.forget_nonce(&account).await;
-					return Err(failed("dropped", message).into());
-				},
-				Ok(TxStatus::Error { message }) => {
-					self.forget_nonce(&account).await;
-					return Err(failed("failed in the node", message).into());
-				},
-				Ok(_) => {},
 				Err(e) => {
-					self.forget_nonce(&account).await;
-					return Err(e.into());
+					nonces.remove(&account.0);
+					if retried {
+						return Err(e.into());
+					}
+					tracing::debug!(nonce, error = %e, "submission refused; resyncing the nonce");
+					retried = true;
 				},
-			}
-		};
-		let block_hash = in_block.block_hash();
-		let events = in_block.wait_for_success().await?;
-		let mut iota = Vec::new();
-		for ev in events.iter() {
-			match ev?.as_root_event::<runtime::Event>()? {
-				runtime::Event::Iota(e) => iota.push(e),
-				runtime::Event::Sudo(runtime::sudo::Event::Sudid { sudo_result: Err(e) }) => {
-					return Err(self.resolve(e));
-				},
-				_ => {},
 			}
 		}
-		tracing::debug!(?block_hash, ?extrinsic_hash, ?wait, events = iota.len(), "included");
-		Ok(Included { block_hash, extrinsic_hash, events: iota })
 	}
 
 	/// Drops the counted nonce of `account` (the next submission reads the pool's).

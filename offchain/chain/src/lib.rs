@@ -18,7 +18,7 @@ mod client;
 mod error;
 mod signer;
 
-pub use client::{calls, BlockEvents, Included, IotaClient, Wait};
+pub use client::{calls, BlockEvents, Included, IotaClient, Pending, Wait};
 pub use error::Error;
 pub use signer::Signer;
 
