@@ -3,14 +3,20 @@
 //! [`iota_primitives::next_phase`] allows it and `commit_merge` when the state's
 //! `CommitPlan` ([`crate::state::CommitPlan`]) is complete; merge seeds; shard disputes; pathway logs.
 //!
-//! One [`ChainDriver::step`] per best block (the newest one when several arrived during a step): refresh
-//! the registry (on registry events, after skipped blocks, and every [`REGISTRY_REFRESH_BLOCKS`] blocks), sync every stage into
-//! the state ([`Event::ChainStage`], and [`Event::MergeSeed`] once a stage merges), resolve disputed
-//! shards, write due pathway logs, then drive. Everything due in a step goes as **one** extrinsic
-//! (`batch_all` of every stage's phase change and commit) that waits for best-block inclusion only, so
-//! the next step reads a block that holds it and never sends it twice; finality is left to the chain
-//! (no money moves here). A batch the chain refuses is sent again call by call, so one stage's stale call
-//! never holds back another's.
+//! One [`ChainDriver::step`] per best block (the newest one when several arrived during a step), and
+//! again on the block at hand when a call becomes due or an extrinsic settles: settle the stages'
+//! extrinsics, refresh the registry (on registry events, after skipped blocks, and every
+//! [`REGISTRY_REFRESH_BLOCKS`] blocks), sync every settled stage into the state ([`Event::ChainStage`],
+//! and [`Event::MergeSeed`] once a stage merges), resolve disputed shards, write due pathway logs, then
+//! drive. Everything due in a step goes as **one** extrinsic (`batch_all` of every stage's phase change
+//! and commit). The step returns once the node's pool accepted it: the calls' effect is recorded as the
+//! stages' predicted chain view ([`Event::ChainPredicted`]) where the phase deadline is far enough
+//! ([`PREDICT_MARGIN_BLOCKS`]), so the stage goes on at once, and a task awaits the block. A stage with
+//! an extrinsic that the block the driver acts on does not hold yet is neither read nor driven, so a
+//! prediction is never undone by an older block and nothing is sent twice. A refused or dropped extrinsic
+//! leaves the chain's view to decide at the next step: phase changes are read back and sent anew, a
+//! predicted commit is sent again while the chain keeps its stage merging, else reverted
+//! ([`Event::ChainReverted`]). Finality is left to the chain (no money moves here).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -63,6 +69,43 @@ pub struct ChainDriver {
 	last_registry: Option<u32>,
 	/// Per stage: (epoch, block) at which its Training→WeightsUploading change was first due.
 	quota_seen: HashMap<u16, (u32, u32)>,
+	/// Per stage: the extrinsic carrying its call that is not yet settled (pending, included, failed).
+	flights: Arc<std::sync::Mutex<HashMap<u16, Flight>>>,
+	/// Per stage: its last predicted commit (epoch, call, times sent), kept until the chain holds it.
+	commits: HashMap<u16, (u32, iota_chain::runtime::Call, u32)>,
+	/// Per stage: the first block at which its state was seen ahead of the chain.
+	ahead: HashMap<u16, u32>,
+}
+
+/// Where a stage's last extrinsic is: the driver neither reads that stage's chain view nor sends it
+/// another call until the block the driver acts on holds it (or it failed), so a prediction is never
+/// "corrected" by a block older than the call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Flight {
+	/// Accepted by the pool, in no best block yet.
+	Pending,
+	/// In the best block of this number (its dispatch succeeded).
+	Included(u32),
+	/// Refused in a block, invalid, dropped, or its watch lost: the chain's view decides.
+	Failed,
+}
+
+/// Blocks that must remain before a stage's phase deadline for the driver to act on its own call's
+/// predicted effect ([`Event::ChainPredicted`]) instead of waiting for the block: the chain's
+/// `on_initialize` could otherwise move the stage by its deadline before the call lands.
+pub const PREDICT_MARGIN_BLOCKS: u32 = 5;
+
+/// Times a predicted commit is sent again while the chain keeps its stage merging, before the driver
+/// gives up on it and reverts the stage to the chain's view ([`Event::ChainReverted`]).
+pub const COMMIT_RESENDS: u32 = 3;
+
+/// One due call of a stage, with its predicted effect if the driver may act on it at once.
+struct Due {
+	stage: u16,
+	epoch: u32,
+	what: &'static str,
+	call: iota_chain::runtime::Call,
+	predicted: Option<Vec<Event>>,
 }
 
 /// Blocks the driver holds a stage's Training→WeightsUploading change back once its quota is done, while
@@ -73,7 +116,17 @@ pub const UPLOAD_GRACE_BLOCKS: u32 = 3;
 impl ChainDriver {
 	/// A driver signing with the orchestrator key.
 	pub fn new(client: IotaClient, signer: Signer, orch: Arc<Orchestrator>, stages: u16) -> Self {
-		Self { client, signer, orch, stages, last_registry: None, quota_seen: HashMap::new() }
+		Self {
+			client,
+			signer,
+			orch,
+			stages,
+			last_registry: None,
+			quota_seen: HashMap::new(),
+			flights: Arc::default(),
+			commits: HashMap::new(),
+			ahead: HashMap::new(),
+		}
 	}
 
 	/// The chain client the driver reads and signs with.
@@ -145,10 +198,95 @@ impl ChainDriver {
 		{
 			self.refresh_registry_at(&chain, block).await?;
 		}
+		let resend = self.settle(&chain, block).await?;
 		self.sync_at(&chain, block).await?;
 		resolve_disputes(&self.orch).await?;
 		write_pathways(&self.orch).await?;
-		self.drive(&chain, block).await
+		self.drive(&chain, block, resend).await
+	}
+
+	/// Whether `stage` has an extrinsic the block the driver acts on does not settle yet.
+	fn unsettled(&self, stage: u16, block: u32) -> bool {
+		let flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
+		match flights.get(&stage) {
+			Some(Flight::Pending) => true,
+			Some(Flight::Included(b)) => block < *b,
+			Some(Flight::Failed) | None => false,
+		}
+	}
+
+	/// Settles the flights `block` decides, and the stages whose state is ahead of the chain (a predicted
+	/// commit that did not land): a commit the chain can still take is returned to be sent again (up to
+	/// [`COMMIT_RESENDS`] times), else the stage reverts to the chain's view ([`Event::ChainReverted`]).
+	async fn settle(&mut self, chain: &IotaClient, block: u32) -> Result<Vec<Due>, ChainError> {
+		let mut resend = Vec::new();
+		let mut events = Vec::new();
+		for s in 0..self.stages {
+			if self.unsettled(s, block) {
+				continue;
+			}
+			self.flights.lock().unwrap_or_else(|e| e.into_inner()).remove(&s);
+			let st = chain.stage(s).await?;
+			let ours = self.orch.with_state(|state| state.stage(s).map(|v| v.epoch));
+			self.commits.retain(|stage, (epoch, _, _)| *stage != s || *epoch >= st.epoch);
+			if ours.is_none_or(|e| e <= st.epoch) {
+				self.ahead.remove(&s);
+				continue;
+			}
+			// Ahead of the chain with no commit of ours known (the orchestrator restarted after a
+			// prediction): the extrinsic may still be in the pool, so give it the margin's blocks while
+			// the chain keeps the stage merging.
+			let since = *self.ahead.entry(s).or_insert(block);
+			if !self.commits.contains_key(&s)
+				&& st.phase == Phase::Merging
+				&& block < since.saturating_add(PREDICT_MARGIN_BLOCKS)
+			{
+				continue;
+			}
+			match self.commits.get_mut(&s) {
+				Some((epoch, call, sent))
+					if *epoch == st.epoch
+						&& st.phase == Phase::Merging
+						&& *sent < COMMIT_RESENDS =>
+				{
+					*sent += 1;
+					tracing::warn!(
+						stage = s,
+						epoch = st.epoch,
+						sent = *sent,
+						"a predicted commit is not on chain; sending it again"
+					);
+					resend.push(Due {
+						stage: s,
+						epoch: st.epoch,
+						what: "commit_merge (again)",
+						call: call.clone(),
+						predicted: None,
+					});
+				},
+				_ => {
+					self.commits.remove(&s);
+					self.ahead.remove(&s);
+					tracing::error!(stage = s, chain_epoch = st.epoch, phase = ?st.phase, round = st.round, "a predicted commit did not land and cannot any more; the stage goes back to the chain's view, its replicas resynchronise");
+					let members = chain
+						.stage_members(s)
+						.await?
+						.into_iter()
+						.map(|a| AccountId::from(a.0))
+						.collect();
+					events.push(Event::ChainReverted {
+						stage: s,
+						epoch: st.epoch,
+						phase: st.phase,
+						round: st.round,
+						members,
+						now_ms: iota_rpc::signing::now_ms(),
+					});
+				},
+			}
+		}
+		self.orch.record(events)?;
+		Ok(resend)
 	}
 
 	/// Brings every stage's chain view (latest finalized state) into the state.
@@ -162,6 +300,9 @@ impl ChainDriver {
 	async fn sync_at(&self, chain: &IotaClient, block: u32) -> Result<(), ChainError> {
 		let mut events = Vec::new();
 		for s in 0..self.stages {
+			if self.unsettled(s, block) {
+				continue;
+			}
 			let st = chain.stage(s).await?;
 			let members: Vec<AccountId> = chain
 				.stage_members(s)
@@ -210,35 +351,68 @@ impl ChainDriver {
 	}
 
 	/// Every stage's due call (its commit if the plan is complete, else its phase change if
-	/// [`phase_changes`] allows one or two), sent as one extrinsic; whether there was any.
-	async fn drive(&mut self, chain: &IotaClient, block: u32) -> Result<bool, ChainError> {
+	/// [`phase_changes`] allows one or two), with `resend` (commits sent again), as one extrinsic;
+	/// whether there was any. A stage with an unsettled extrinsic is left alone.
+	async fn drive(
+		&mut self,
+		chain: &IotaClient,
+		block: u32,
+		mut due: Vec<Due>,
+	) -> Result<bool, ChainError> {
 		let cfg = chain.run_config().await?.ok_or(ChainError::NoRunConfig)?;
-		let mut due = Vec::new();
+		let timeout = cfg.phase_timeout;
 		for s in 0..self.stages {
+			if self.unsettled(s, block) || due.iter().any(|d| d.stage == s) {
+				continue;
+			}
+			let stage = chain.stage(s).await?;
+			// Time enough before the phase's deadline that the call lands before `on_initialize` could
+			// move the stage: the driver may act on its effect at once.
+			let may_predict = block.saturating_add(PREDICT_MARGIN_BLOCKS)
+				< stage.phase_since.saturating_add(timeout);
+			let chain_members: Vec<AccountId> = chain
+				.stage_members(s)
+				.await?
+				.into_iter()
+				.map(|a| AccountId::from(a.0))
+				.collect();
 			if let Some(plan) = self.orch.with_state(|st| st.commit_plan(s)) {
 				tracing::info!(
 					stage = plan.stage,
 					epoch = plan.epoch,
 					members = plan.members,
 					samples = plan.samples,
+					predicted = may_predict,
 					"commit_merge"
 				);
 				let epoch = plan.epoch;
-				due.push((s, epoch, "commit_merge", commit_call(plan)));
+				let call = commit_call(plan);
+				let predicted = (may_predict && stage.epoch == epoch).then(|| {
+					// The commit's effect (`commit_merge`): the next epoch, Training, round 0, the
+					// leaving members dropped.
+					let leaving = self.orch.leaving_miners();
+					let members =
+						chain_members.iter().filter(|m| !leaving.contains(&m.0)).cloned().collect();
+					vec![predicted_stage(s, epoch + 1, Phase::Training, 0, members)]
+				});
+				if predicted.is_some() {
+					self.commits.insert(s, (epoch, call.clone(), 0));
+				}
+				due.push(Due { stage: s, epoch, what: "commit_merge", call, predicted });
 				continue;
 			}
-			let stage = chain.stage(s).await?;
-			let members = chain.stage_members(s).await?.len() as u32;
 			let report = self.orch.with_state(|st| st.report(s));
 			let progress = StageProgress {
 				phase: stage.phase,
 				phase_since: u64::from(stage.phase_since),
 				backward_quota: cfg.backward_quota,
-				members,
+				members: chain_members.len() as u32,
 				report,
 			};
-			let (now, timeout) = (u64::from(block), u64::from(cfg.phase_timeout));
-			let Some((t, both)) = phase_changes(&progress, now, timeout) else { continue };
+			let Some((t, both)) = phase_changes(&progress, u64::from(block), u64::from(timeout))
+			else {
+				continue;
+			};
 			// Quota done but gradients still coming: hold the change back a few blocks so that both
 			// changes go in one extrinsic (one wait for inclusion, not two).
 			if progress.phase == Phase::Training && !t.timed_out && !both {
@@ -254,14 +428,48 @@ impl ChainDriver {
 				}
 			}
 			let n = if both { 2 } else { 1 };
-			tracing::info!(stage = s, epoch = stage.epoch, from = ?progress.phase, to = ?t.to, timed_out = t.timed_out, phase_changes = n, ?report, "advance_phase");
-			for _ in 0..n {
-				due.push((
-					s,
-					stage.epoch,
-					"advance_phase",
-					calls::advance_phase(s, stage.epoch, report),
-				));
+			let to = if both { Phase::Merging } else { t.to };
+			// A timed-out change (a restarted round, a short upload phase) waits for its block: the
+			// chain's rules, not the driver's, decide where it lands.
+			let predicted = (may_predict && !t.timed_out).then(|| {
+				let mut ev = vec![predicted_stage(s, stage.epoch, to, stage.round, chain_members)];
+				if to == Phase::Merging {
+					ev.push(Event::MergeSeed {
+						stage: s,
+						epoch: stage.epoch,
+						round: stage.round,
+						epoch_seed: [0; 32],
+					});
+				}
+				ev
+			});
+			let predicted = match predicted {
+				Some(mut ev) if to == Phase::Merging => {
+					match chain.epoch_seed(stage.epoch).await? {
+						Some(seed) => {
+							if let Some(Event::MergeSeed { epoch_seed, .. }) = ev.last_mut() {
+								*epoch_seed = seed;
+							}
+							Some(ev)
+						},
+						None => None,
+					}
+				},
+				other => other,
+			};
+			tracing::info!(stage = s, epoch = stage.epoch, from = ?progress.phase, to = ?t.to, timed_out = t.timed_out, phase_changes = n, predicted = predicted.is_some(), ?report, "advance_phase");
+			let calls: Vec<_> =
+				(0..n).map(|_| calls::advance_phase(s, stage.epoch, report)).collect();
+			for (i, call) in calls.into_iter().enumerate() {
+				// The prediction goes with the first call of the stage (both are in one extrinsic).
+				let predicted = if i == 0 { predicted.clone() } else { None };
+				due.push(Due {
+					stage: s,
+					epoch: stage.epoch,
+					what: "advance_phase",
+					call,
+					predicted,
+				});
 			}
 		}
 		let sent = !due.is_empty();
@@ -269,64 +477,95 @@ impl ChainDriver {
 		Ok(sent)
 	}
 
-	/// Sends `due` ((stage, epoch, what, call) each) as one extrinsic and waits for its inclusion; if the
-	/// chain refuses the batch (one stale call reverts all of `batch_all`), each call again on its own.
-	/// Each extrinsic that reached a block is recorded as an [`Event::ChainWait`].
-	async fn send(
-		&self,
-		due: Vec<(u16, u32, &'static str, iota_chain::runtime::Call)>,
-	) -> Result<(), ChainError> {
+	/// Sends `due` as one extrinsic. Once the pool accepted it, the predicted effects are recorded (those
+	/// stages go on at once, their wait from when the call became due charged); a task then waits for its
+	/// inclusion, records it ([`Event::ChainWait`]) and settles the stages' flights. If the chain refuses
+	/// the batch (one stale call reverts all of `batch_all`), the next steps read the chain again: the
+	/// predicted phase changes are corrected by the chain's view and sent anew, and a commit is sent
+	/// again or reverted ([`ChainDriver::settle`]).
+	async fn send(&self, due: Vec<Due>) -> Result<(), ChainError> {
 		if due.is_empty() {
 			return Ok(());
 		}
-		let batch: Vec<_> = due.iter().map(|(_, _, _, c)| c.clone()).collect();
-		let all: Vec<_> = due.iter().map(|(s, e, _, _)| (*s, *e)).collect();
-		let n = batch.len();
-		match self.submit(batch, all).await {
-			Ok(()) => Ok(()),
-			Err(e) if n > 1 && is_refusal(&e) => {
-				tracing::warn!(calls = n, error = %e, "batch refused; sending its calls one by one");
-				for (stage, epoch, what, call) in due {
-					match self.submit(vec![call], vec![(stage, epoch)]).await {
-						Ok(()) => {},
-						Err(e) if is_refusal(&e) => {
-							tracing::warn!(stage, error = %e, "{what} refused");
-						},
-						Err(e) => return Err(e.into()),
-					}
-				}
-				Ok(())
-			},
-			Err(e) if is_refusal(&e) => {
-				let (stage, _, what, _) = &due[0];
-				tracing::warn!(stage, error = %e, "{what} refused");
-				Ok(())
-			},
-			Err(e) => Err(e.into()),
-		}
-	}
-
-	/// One extrinsic of `calls` (for `(stage, epoch)` each of `of`), waiting for inclusion; its wait is
-	/// recorded whether its dispatch succeeded or was refused in the block.
-	async fn submit(
-		&self,
-		calls: Vec<iota_chain::runtime::Call>,
-		of: Vec<(u16, u32)>,
-	) -> Result<(), iota_chain::Error> {
+		let batch: Vec<_> = due.iter().map(|d| d.call.clone()).collect();
+		let all: Vec<(u16, u32)> = due.iter().map(|d| (d.stage, d.epoch)).collect();
+		let mut stages: Vec<u16> = all.iter().map(|(s, _)| *s).collect();
+		stages.sort_unstable();
+		stages.dedup();
 		let submitted_ms = iota_rpc::signing::now_ms();
-		let r = self.client.submit_calls(&self.signer, calls, Wait::InBlock).await;
-		if r.is_ok() || r.as_ref().is_err_and(is_refusal) {
-			let ev = Event::ChainWait {
-				calls: of,
-				submitted_ms,
-				included_ms: iota_rpc::signing::now_ms(),
-			};
-			if let Err(e) = self.orch.record(vec![ev]) {
-				tracing::warn!(error = %e, "recording a chain wait");
+		let pending = match self.client.submit_calls_pooled(&self.signer, batch).await {
+			Ok(Some(p)) => p,
+			Ok(None) => return Ok(()),
+			Err(e) => return Err(e.into()),
+		};
+		{
+			let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
+			for s in &stages {
+				flights.insert(*s, Flight::Pending);
 			}
 		}
-		r.map(|_| ())
+		let released_ms = iota_rpc::signing::now_ms();
+		let mut released = Vec::new();
+		let mut events = Vec::new();
+		for d in due.iter() {
+			let since = self.orch.take_due_since(d.stage).unwrap_or(submitted_ms).min(submitted_ms);
+			if let Some(pred) = &d.predicted {
+				released.push(d.stage);
+				for mut ev in pred.clone() {
+					if let Event::ChainPredicted { waited_ms, now_ms, .. } = &mut ev {
+						*waited_ms = released_ms.saturating_sub(since);
+						*now_ms = released_ms;
+					}
+					events.push(ev);
+				}
+			}
+		}
+		if let Err(e) = self.orch.record(events) {
+			tracing::warn!(error = %e, "recording predicted chain views");
+		}
+		let (orch, flights) = (self.orch.clone(), self.flights.clone());
+		let whats: Vec<&'static str> = due.iter().map(|d| d.what).collect();
+		tokio::spawn(async move {
+			let r = pending.wait(Wait::InBlock).await;
+			if r.is_ok() || r.as_ref().is_err_and(is_refusal) {
+				let ev = Event::ChainWait {
+					calls: all,
+					submitted_ms,
+					included_ms: iota_rpc::signing::now_ms(),
+					released,
+				};
+				if let Err(e) = orch.record(vec![ev]) {
+					tracing::warn!(error = %e, "recording a chain wait");
+				}
+			}
+			let settled = match &r {
+				Ok(inc) => Flight::Included(inc.block_number),
+				Err(e) => {
+					tracing::warn!(?stages, calls = ?whats, error = %e, "extrinsic refused or lost; the chain's view decides at the next step");
+					Flight::Failed
+				},
+			};
+			{
+				let mut f = flights.lock().unwrap_or_else(|e| e.into_inner());
+				for s in &stages {
+					f.insert(*s, settled);
+				}
+			}
+			orch.wake_driver();
+		});
+		Ok(())
 	}
+}
+
+/// A [`Event::ChainPredicted`] of `stage` (its wait and time are filled in when the pool accepts the call).
+fn predicted_stage(
+	stage: u16,
+	epoch: u32,
+	phase: Phase,
+	round: u32,
+	members: Vec<AccountId>,
+) -> Event {
+	Event::ChainPredicted { stage, epoch, phase, round, members, waited_ms: 0, now_ms: 0 }
 }
 
 /// A dispatch the chain ran and refused (as opposed to a lost connection or an invalid extrinsic).

@@ -374,7 +374,8 @@ async fn run(a: RunArgs) -> Result<()> {
 						continue;
 					},
 				};
-				// The block the last step acted on, and whether that step sent an extrinsic.
+				// The block the last step acted on, and whether that step failed (its calls may or may
+				// not have gone out, so no second step on that block).
 				let mut last: Option<(u32, iota_chain::BlockHash, bool)> = None;
 				loop {
 					let block = tokio::select! {
@@ -383,13 +384,14 @@ async fn run(a: RunArgs) -> Result<()> {
 							None => break,
 						},
 						// A stage's call became due between blocks (its quota reached, the last gradient
-						// or attestation in): step again on the block at hand, unless that block's step
-						// already sent something (it would be sent twice; the next block follows it).
+						// or attestation in), or an extrinsic settled: step again on the block at hand. A
+						// stage whose extrinsic that block does not hold yet is left alone by the step, so
+						// nothing is sent twice.
 						() = orch_for_driver.call_due() => match last {
 							Some((number, hash, false)) => {
-								match driver.step(number, hash, false).await {
-									Ok(sent) => last = Some((number, hash, sent)),
-									Err(e) => tracing::warn!(block = number, error = %e, "chain step failed; retrying next block"),
+								if let Err(e) = driver.step(number, hash, false).await {
+									last = Some((number, hash, true));
+									tracing::warn!(block = number, error = %e, "chain step failed; retrying next block");
 								}
 								continue;
 							},
@@ -407,7 +409,7 @@ async fn run(a: RunArgs) -> Result<()> {
 					}
 					match latest {
 						Ok((number, hash)) => match driver.step(number, hash, skipped).await {
-							Ok(sent) => last = Some((number, hash, sent)),
+							Ok(_) => last = Some((number, hash, false)),
 							Err(e) => {
 								// Its calls may or may not have gone out: no second step on this block.
 								last = Some((number, hash, true));

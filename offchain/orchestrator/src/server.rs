@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use crate::auth::{auth_refusal, NonceBook, Registry};
+use crate::auth::{auth_refusal, MinerStanding, NonceBook, Registry};
 use crate::db::Db;
 use crate::metrics::Metrics;
 use crate::state::{miner_id, Event, Lease, ManifestPlan, Obj, Refusal, State, WorkKind, WorkPlan};
@@ -82,6 +82,8 @@ pub struct Orchestrator {
 	finalized: std::sync::atomic::AtomicU32,
 	/// Woken when a stage's call becomes due ([`State::transition_due`]), for the chain driver.
 	due: tokio::sync::Notify,
+	/// Per stage: when its call became due (ms), until the driver takes it.
+	due_since: Mutex<HashMap<u16, u64>>,
 }
 
 /// A nonce to record with an accepted request: (account, nonce, timestamp ms).
@@ -128,6 +130,7 @@ impl Orchestrator {
 			phases,
 			refused: Mutex::new(HashMap::new()),
 			due: tokio::sync::Notify::new(),
+			due_since: Mutex::new(HashMap::new()),
 			finalized: std::sync::atomic::AtomicU32::new(0),
 		}))
 	}
@@ -135,6 +138,16 @@ impl Orchestrator {
 	/// Replaces the registry (chain refresh).
 	pub fn set_registry(&self, r: Registry) {
 		*self.registry.write().unwrap_or_else(|e| e.into_inner()) = r;
+	}
+
+	/// The miners the registry has as leaving (their seat goes at their stage's next commit).
+	pub fn leaving_miners(&self) -> std::collections::BTreeSet<[u8; 32]> {
+		let r = self.registry.read().unwrap_or_else(|e| e.into_inner());
+		r.miners
+			.iter()
+			.filter(|(_, (_, standing))| *standing == MinerStanding::Leaving)
+			.map(|(who, _)| *who)
+			.collect()
 	}
 
 	/// Records the best finalized block the chain driver has seen (for `iota_status`).
@@ -182,15 +195,24 @@ impl Orchestrator {
 			inner.db.record(None, &events)?;
 			let due_before = due_stages(&inner.state, &events);
 			for e in &events {
-				if let Event::ChainStage { stage, epoch, phase, block, .. } = e {
-					let before = inner.state.stage(*stage).map(|s| (s.epoch, s.phase));
-					if before != Some((*epoch, *phase)) {
-						changes.push(PhaseEvent {
-							stage: *stage,
-							epoch: *epoch,
-							phase: *phase,
-							block: *block,
-						});
+				let change = match e {
+					Event::ChainStage { stage, epoch, phase, block, .. } => {
+						Some((*stage, *epoch, *phase, *block))
+					},
+					// A prediction or a revert is as of the finalized block the driver knows.
+					Event::ChainPredicted { stage, epoch, phase, .. }
+					| Event::ChainReverted { stage, epoch, phase, .. } => Some((
+						*stage,
+						*epoch,
+						*phase,
+						self.finalized.load(std::sync::atomic::Ordering::Relaxed),
+					)),
+					_ => None,
+				};
+				if let Some((stage, epoch, phase, block)) = change {
+					let before = inner.state.stage(stage).map(|s| (s.epoch, s.phase));
+					if before != Some((epoch, phase)) {
+						changes.push(PhaseEvent { stage, epoch, phase, block });
 					}
 				}
 				if matches!(e, Event::LeaseExpired { .. }) {
@@ -277,10 +299,33 @@ impl Orchestrator {
 		self.due.notified().await
 	}
 
+	/// When the call of `stage` became due (the server saw [`State::transition_due`] turn true), if it
+	/// did since the last take: the start of the stage's chain wait for it. Taken once.
+	pub fn take_due_since(&self, stage: u16) -> Option<u64> {
+		self.due_since.lock().unwrap_or_else(|e| e.into_inner()).remove(&stage)
+	}
+
+	/// Wakes the chain driver as if a call had become due (an extrinsic of it was included or failed).
+	pub fn wake_driver(&self) {
+		self.due.notify_one();
+	}
+
 	fn wake_if_due(&self, state: &State, before: Option<Vec<bool>>) {
 		let Some(before) = before else { return };
 		let now = (0..before.len() as u16).map(|s| state.transition_due(s));
-		if now.zip(before).any(|(n, b)| n && !b) {
+		let turned: Vec<u16> = now
+			.zip(before)
+			.enumerate()
+			.filter(|(_, (n, b))| *n && !*b)
+			.map(|(s, _)| s as u16)
+			.collect();
+		if !turned.is_empty() {
+			let at = now_ms();
+			let mut due = self.due_since.lock().unwrap_or_else(|e| e.into_inner());
+			for s in turned {
+				due.entry(s).or_insert(at);
+			}
+			drop(due);
 			self.due.notify_one();
 		}
 	}

@@ -147,8 +147,9 @@ pub enum Event {
 		/// When the orchestrator saw it.
 		now_ms: u64,
 	},
-	/// An extrinsic the orchestrator submitted was seen in a best block (or refused there): the time it
-	/// waited is the chain wait of every stage it carried a call for ([`StageTime::chain_wait_ms`]).
+	/// An extrinsic the orchestrator submitted was seen in a best block (or refused there). The time it
+	/// waited is the chain wait of every stage it carried a call for ([`StageTime::chain_wait_ms`]),
+	/// except the stages in `released`, which went on at [`Event::ChainPredicted`] and were charged there.
 	ChainWait {
 		/// (stage, epoch) of each call it carried.
 		calls: Vec<(u16, u32)>,
@@ -156,6 +157,47 @@ pub enum Event {
 		submitted_ms: u64,
 		/// When its inclusion was seen, ms since the Unix epoch.
 		included_ms: u64,
+		/// Stages whose change was predicted when the pool accepted the extrinsic.
+		#[serde(default)]
+		released: Vec<u16>,
+	},
+	/// The driver's prediction of a stage's chain view once an extrinsic of its the node's pool accepted
+	/// is dispatched (docs/design.md §3: the chain records the run, it does not pace it). Applied like
+	/// [`Event::ChainStage`], so the stage goes on without waiting for the block; the chain's own view
+	/// confirms it at inclusion, or [`Event::ChainReverted`] undoes a commit that never landed.
+	ChainPredicted {
+		/// Stage.
+		stage: u16,
+		/// Its predicted epoch.
+		epoch: u32,
+		/// Its predicted phase.
+		phase: Phase,
+		/// Its predicted merge round.
+		round: u32,
+		/// Its predicted members (a commit drops the leaving ones).
+		members: Vec<AccountId>,
+		/// How long the stage waited for the call: from when it became due (else from its submission)
+		/// to the pool's acceptance, ms (its [`StageTime::chain_wait_ms`]).
+		waited_ms: u64,
+		/// When, ms since the Unix epoch.
+		now_ms: u64,
+	},
+	/// A predicted commit did not land and can no longer (the chain moved the stage on by a deadline, or
+	/// refused the call): the stage goes back to the chain's view of it. Leases of the later epoch are void
+	/// and its queued items dropped; the replicas that went on resynchronise from the chain.
+	ChainReverted {
+		/// Stage.
+		stage: u16,
+		/// The chain's epoch of the stage.
+		epoch: u32,
+		/// Its phase.
+		phase: Phase,
+		/// Its round.
+		round: u32,
+		/// Its members.
+		members: Vec<AccountId>,
+		/// When, ms since the Unix epoch.
+		now_ms: u64,
 	},
 	/// The chain's seed of an epoch is known; the merge plan of (stage, epoch, round) follows from it.
 	MergeSeed {
@@ -251,9 +293,22 @@ impl State {
 				self.clock_ms = self.clock_ms.max(*now_ms);
 				self.apply_chain_stage(*stage, *epoch, *phase, *round, members.clone(), *now_ms)
 			},
-			Event::ChainWait { calls, submitted_ms, included_ms } => {
+			Event::ChainWait { calls, submitted_ms, included_ms, released } => {
 				self.clock_ms = self.clock_ms.max(*included_ms);
-				self.apply_chain_wait(calls, included_ms.saturating_sub(*submitted_ms));
+				self.apply_chain_wait(calls, included_ms.saturating_sub(*submitted_ms), released);
+			},
+			Event::ChainPredicted { stage, epoch, phase, round, members, waited_ms, now_ms } => {
+				self.clock_ms = self.clock_ms.max(*now_ms);
+				if let Some(st) = self.stages.get_mut(usize::from(*stage)) {
+					if st.epoch <= *epoch {
+						st.clock.chain_wait(*waited_ms, st.phase == Phase::Training);
+					}
+				}
+				self.apply_chain_stage(*stage, *epoch, *phase, *round, members.clone(), *now_ms)
+			},
+			Event::ChainReverted { stage, epoch, phase, round, members, now_ms } => {
+				self.clock_ms = self.clock_ms.max(*now_ms);
+				self.revert_stage(*stage, *epoch, *phase, *round, members.clone(), *now_ms)
 			},
 			Event::MergeSeed { stage, epoch, round, epoch_seed } => {
 				self.seeds.insert(*epoch, *epoch_seed);
@@ -585,12 +640,65 @@ impl State {
 		}
 	}
 
-	pub(super) fn apply_chain_wait(&mut self, calls: &[(u16, u32)], waited_ms: u64) {
+	/// A stage whose state is ahead of the chain (a predicted commit that will not land) goes back to the
+	/// chain's view: [`Event::ChainReverted`].
+	pub(super) fn revert_stage(
+		&mut self,
+		stage: u16,
+		epoch: u32,
+		phase: Phase,
+		round: u32,
+		members: Vec<AccountId>,
+		now_ms: u64,
+	) {
+		let q = u64::from(self.cfg.backward_quota.max(1));
+		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
+		if epoch >= st.epoch {
+			return self.apply_chain_stage(stage, epoch, phase, round, members, now_ms);
+		}
+		st.epoch = epoch;
+		st.phase = phase;
+		st.round = round;
+		st.members = members;
+		st.backward_done = 0;
+		st.merge = MergeState { round, ..Default::default() };
+		st.merge_started_ms = (phase != Phase::Training).then_some(now_ms);
+		st.clock = StageClock::entered(now_ms, 0);
+		if phase != Phase::Training {
+			st.clock.left_training(now_ms);
+		}
+		st.forward_queue.retain(|n| *n / q <= u64::from(epoch));
+		st.backward_queue.retain(|n, _| *n / q <= u64::from(epoch));
+		self.committed.retain(|(s, e), _| *s != stage || *e < epoch);
+		let stale: Vec<LeaseId> = self
+			.leases
+			.values()
+			.filter(|l| l.stage == stage && l.epoch > epoch)
+			.map(|l| l.id)
+			.collect();
+		for id in stale {
+			if let Some(l) = self.leases.remove(&id) {
+				self.expired.insert(id, l.miner);
+			}
+		}
+		if phase == Phase::Merging {
+			if let Some(seed) = self.seeds.get(&epoch).copied() {
+				self.make_plan(stage, epoch, round, &seed);
+			}
+		}
+	}
+
+	pub(super) fn apply_chain_wait(
+		&mut self,
+		calls: &[(u16, u32)],
+		waited_ms: u64,
+		released: &[u16],
+	) {
 		let mut epochs = BTreeSet::new();
 		let mut stages = BTreeSet::new();
 		for &(stage, epoch) in calls {
 			epochs.insert(epoch);
-			if !stages.insert((stage, epoch)) {
+			if !stages.insert((stage, epoch)) || released.contains(&stage) {
 				continue;
 			}
 			if let Some(st) = self.stages.get_mut(usize::from(stage)) {

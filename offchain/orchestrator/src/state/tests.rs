@@ -667,15 +667,30 @@ fn an_epoch_splits_into_training_chain_wait_merge_and_idle() {
 	w.submit(&b0, 1_300);
 	let all = vec![(0, 0), (1, 0), (2, 0)];
 	// Three extrinsics (each every stage's phase change or commit): 500, 500 and 400 ms to inclusion.
-	w.apply(Event::ChainWait { calls: all.clone(), submitted_ms: 1_300, included_ms: 1_800 });
+	w.apply(Event::ChainWait {
+		calls: all.clone(),
+		submitted_ms: 1_300,
+		included_ms: 1_800,
+		released: vec![],
+	});
 	for s in 0..3 {
 		w.chain(s, 0, Phase::WeightsUploading, 0, &[s as u8 + 1], 1_900);
 	}
-	w.apply(Event::ChainWait { calls: all.clone(), submitted_ms: 2_500, included_ms: 3_000 });
+	w.apply(Event::ChainWait {
+		calls: all.clone(),
+		submitted_ms: 2_500,
+		included_ms: 3_000,
+		released: vec![],
+	});
 	for s in 0..3 {
 		w.chain(s, 0, Phase::Merging, 0, &[s as u8 + 1], 3_100);
 	}
-	w.apply(Event::ChainWait { calls: all, submitted_ms: 4_000, included_ms: 4_400 });
+	w.apply(Event::ChainWait {
+		calls: all,
+		submitted_ms: 4_000,
+		included_ms: 4_400,
+		released: vec![],
+	});
 	for s in 0..3 {
 		w.chain(s, 1, Phase::Training, 0, &[s as u8 + 1], 4_500);
 	}
@@ -744,4 +759,134 @@ fn uploads_open_at_the_quota_and_the_call_is_due_once_every_gradient_is_in() {
 	// The chain moves straight to Merging; the submission of the round stays.
 	w.chain(0, 0, Phase::Merging, 0, &[1], 13);
 	assert_eq!(w.st.stage(0).unwrap().merge.submissions.len(), 1);
+}
+
+/// A [`Event::ChainPredicted`] of `stage` with members `m`.
+fn predicted(stage: u16, epoch: u32, phase: Phase, m: &[u8], waited_ms: u64, now_ms: u64) -> Event {
+	let members = m.iter().map(|i| acc(*i)).collect();
+	Event::ChainPredicted { stage, epoch, phase, round: 0, members, waited_ms, now_ms }
+}
+
+/// Stage 0 (members 7 and 6, no samples run) through the merge of `epoch` from `t` ms, every phase
+/// change predicted by the driver with `waited` ms of chain wait, up to a complete commit plan.
+fn merge_predicted(w: &mut World, epoch: u32, t: u64, waited: u64) -> CommitPlan {
+	w.apply(predicted(0, epoch, Phase::WeightsUploading, &[7, 6], waited, t));
+	for m in [acc(7), acc(6)] {
+		let g = tensor(w.st.gradient_key(0, epoch, &m), 10, b"g");
+		let e = w.st.check_gradient(&m, 0, epoch, &g, &[ContentHash::of(b"c")], 1).unwrap();
+		w.apply(e);
+	}
+	w.apply(predicted(0, epoch, Phase::Merging, &[7, 6], waited, t + 100));
+	w.apply(Event::MergeSeed { stage: 0, epoch, round: 0, epoch_seed: [3; 32] });
+	for m in [acc(7), acc(6)] {
+		let s = tensor(w.st.shard_key(0, epoch, 0, &m), 10, b"same");
+		let e = w.st.check_shard(&m, 0, epoch, 0, 0, &s).unwrap();
+		w.apply(e);
+	}
+	let by = w.st.plan_of(0, epoch).unwrap().checkpoint_by.clone();
+	for m in [acc(7), acc(6)] {
+		let ck = (m == by).then(|| TensorRef {
+			key: keys::stage_checkpoint(
+				&Id::new("run").unwrap(),
+				u64::from(epoch),
+				0,
+				&miner_id(&m),
+			),
+			hash: ContentHash::of(b"ck"),
+			size: 1,
+			shape: vec![],
+		});
+		let e = w.st.check_attest(&m, 0, epoch, ContentHash::of(b"state"), ck.as_ref()).unwrap();
+		w.apply(e);
+	}
+	w.st.commit_plan(0).expect("complete")
+}
+
+#[test]
+fn a_predicted_commit_moves_the_stage_on_before_its_block() {
+	let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
+	let plan = merge_predicted(&mut w, 0, 100, 0);
+	// The pool accepted the commit: the stage trains epoch 1 at once, the replicas read Committed.
+	w.apply(predicted(0, 1, Phase::Training, &[7, 6], 30, 400));
+	assert_eq!(w.st.stage(0).unwrap().epoch, 1);
+	assert_eq!(
+		w.st.manifest(&acc(7), 0, 0).unwrap(),
+		ManifestPlan::Committed { state_hash: plan.state_hash }
+	);
+	let l = w.lease(7, 0, 400);
+	assert_eq!((l.epoch, l.sample), (1, 1), "epoch 1's first sample");
+	// The block holds it: the chain's view equals the prediction and changes nothing.
+	w.chain(0, 1, Phase::Training, 0, &[7, 6], 1_200);
+	assert!(w.st.check_submit(&acc(7), l.id, w.output(&l).as_ref(), 1_300, 1 << 20).is_ok());
+	// Epoch 1: each predicted change waited 40 ms; the extrinsics took 900 ms each to their blocks,
+	// which the released stage is not charged for.
+	w.submit(&l, 1_300);
+	merge_predicted(&mut w, 1, 2_000, 40);
+	w.apply(Event::ChainWait {
+		calls: vec![(0, 1)],
+		submitted_ms: 2_100,
+		included_ms: 3_000,
+		released: vec![0],
+	});
+	w.apply(predicted(0, 2, Phase::Training, &[7, 6], 40, 3_000));
+	let t =
+		w.st.audit(1)
+			.unwrap()
+			.stage_times
+			.iter()
+			.find(|t| t.stage == 0)
+			.unwrap()
+			.clone();
+	assert_eq!(t.chain_wait_ms, 120, "three predicted changes, 40 ms each: {t:?}");
+	assert_eq!(t.total_ms(), 3_000 - 400);
+	// Replaying the log gives the same state.
+	let mut replay = State::new(cfg(1, 4));
+	for e in &w.log {
+		replay.apply(e);
+	}
+	assert_eq!(replay, w.st);
+}
+
+#[test]
+fn a_predicted_commit_that_never_lands_is_reverted_to_the_chain() {
+	let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
+	let plan = merge_predicted(&mut w, 0, 100, 0);
+	w.apply(predicted(0, 1, Phase::Training, &[7, 6], 30, 400));
+	let l = w.lease(7, 0, 400);
+	// The chain restarted the round by its deadline instead: the stage goes back to epoch 0.
+	let members = vec![acc(7), acc(6)];
+	w.apply(Event::ChainReverted {
+		stage: 0,
+		epoch: 0,
+		phase: Phase::WeightsUploading,
+		round: 1,
+		members,
+		now_ms: 500,
+	});
+	let st = w.st.stage(0).unwrap();
+	assert_eq!((st.epoch, st.phase, st.round), (0, Phase::WeightsUploading, 1));
+	assert_ne!(
+		w.st.manifest(&acc(7), 0, 0).unwrap(),
+		ManifestPlan::Committed { state_hash: plan.state_hash },
+		"no longer reads committed"
+	);
+	assert_eq!(
+		code(w.st.check_submit(&acc(7), l.id, w.output(&l).as_ref(), 500, 1 << 20)),
+		ErrorCode::LeaseExpired,
+		"epoch 1's lease is void"
+	);
+	// The restarted round takes fresh submissions.
+	assert!(w.st.stage(0).unwrap().merge.submissions.is_empty());
+	let g = tensor(w.st.gradient_key(0, 0, &acc(7)), 10, b"g");
+	assert!(w.st.check_gradient(&acc(7), 0, 0, &g, &[ContentHash::of(b"c")], 1).is_ok());
+	// A revert to an epoch the stage is not ahead of is an ordinary chain view.
+	w.apply(Event::ChainReverted {
+		stage: 1,
+		epoch: 0,
+		phase: Phase::WeightsUploading,
+		round: 0,
+		members: vec![acc(2)],
+		now_ms: 600,
+	});
+	assert_eq!(w.st.stage(1).unwrap().phase, Phase::WeightsUploading);
 }

@@ -2,11 +2,13 @@
 //! folded from the timestamps the events already carry, so a replay after a restart rebuilds the same
 //! figures. Instants are ms since the Unix epoch on the orchestrator's clock.
 //!
-//! A stage's epoch runs from entering it (the previous merge's commit seen, or its first lease of the
-//! first epoch the orchestrator saw) to its commit seen:
+//! A stage's epoch runs from entering it (the previous merge's commit seen or predicted, or its first
+//! lease of the first epoch the orchestrator saw) to its commit seen or predicted:
 //! - `training`: Training-phase time with at least one of the stage's leases out (a union, so two miners
 //!   working at once count once);
-//! - `chain_wait`: submission to best-block inclusion of the stage's extrinsics ([`Event::ChainWait`]);
+//! - `chain_wait`: the time the stage could not go on for the chain: for a call whose effect the driver
+//!   predicted, from the call becoming due to the pool's acceptance ([`Event::ChainPredicted`]); for any
+//!   other, submission to best-block inclusion ([`Event::ChainWait`]);
 //! - `merge`: the rest of `WeightsUploading` and `Merging` (gradient upload, butterfly, step);
 //! - `idle`: the rest of the Training phase (pipeline bubbles, waiting for the next block).
 
