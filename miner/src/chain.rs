@@ -32,14 +32,21 @@ fn chain_err(e: iota_chain::Error) -> MinerError {
 	MinerError::Chain(e.to_string())
 }
 
+/// Both reads are at the **best** block, as the orchestrator's are: a stage moves on every few seconds,
+/// faster than finality (a few blocks), so a miner that resynchronised from finalized state would load
+/// weights an epoch or two behind and chase the stage. Nothing is trusted for it: the checkpoint is loaded
+/// only if it hashes to the manifest's attested state, and a manifest a reorg replaced shows up as a
+/// state-hash mismatch at the next merge, which resynchronises again.
 #[async_trait]
 impl ChainView for IotaClient {
 	async fn stage_epoch(&self, stage: u16) -> Result<u32> {
-		Ok(self.stage(stage).await.map_err(chain_err)?.epoch)
+		let best = self.at_block(self.best_hash().await.map_err(chain_err)?);
+		Ok(best.stage(stage).await.map_err(chain_err)?.epoch)
 	}
 
 	async fn committed(&self, epoch: u32, stage: u16) -> Result<Option<Committed>> {
-		let Some(m) = self.merge_manifest(epoch, stage).await.map_err(chain_err)? else {
+		let best = self.at_block(self.best_hash().await.map_err(chain_err)?);
+		let Some(m) = best.merge_manifest(epoch, stage).await.map_err(chain_err)? else {
 			return Ok(None);
 		};
 		let checkpoint = match m.checkpoint {

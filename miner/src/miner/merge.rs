@@ -197,8 +197,10 @@ impl Miner {
 						);
 					},
 				}
+				// Resynchronise after a poll's pause: the chain's best block may not hold the commit the
+				// orchestrator acted on yet, and an immediate resync would come straight back here.
 				self.phase = Phase::Unsynced;
-				return Ok(Outcome::Worked);
+				return Ok(Outcome::Idle(self.cfg.merge_poll));
 			},
 		};
 		self.phase = Phase::Merging(m);
