@@ -2,8 +2,8 @@
 //! [`ChainView`] traits (so tests drive it with in-memory fakes and no processes).
 //!
 //! States ([`Phase`]):
-//! - **Unsynced** (start-up, or after a missed or disagreeing merge): read the stage's epoch `E` on
-//!   chain. `E = 0`: the weights are the run seed's. Else the manifest of epoch `E − 1` names the attested
+//! - **Unsynced** (start-up, or after a missed or disagreeing merge): read the stage's epoch `E` at the
+//!   chain's best block. `E = 0`: the weights are the run seed's. Else the manifest of epoch `E − 1` names the attested
 //!   state hash and, usually, a checkpoint: the miner asks the orchestrator for a presigned GET of it,
 //!   downloads it (hash-checked) and loads it only if its state hashes to the attested value
 //!   ([`iota_model::Stage::load_checkpoint`]). If the manifest has no checkpoint (or the GET is refused),
