@@ -241,7 +241,7 @@ pub fn render_markdown(d: &ReportData) -> String {
 	}
 	if d.epochs.iter().any(|e| !e.stages.is_empty()) {
 		let _ = writeln!(s, "
-Per stage (seconds): training (a lease out), merge (gradient upload, butterfly, step), chain wait (extrinsic submitted → seen in a best block), idle (Training with nothing to do: pipeline bubbles, the quota, the next block).
+Per stage (seconds): training (a lease out), merge (gradient upload, butterfly, step), chain wait (the stage held up by the chain: its call due → the pool accepted it, where the orchestrator acts on the predicted effect, else → seen in a best block), idle (Training with nothing to do: pipeline bubbles, the quota, the next block).
 ");
 		let _ = writeln!(s, "| epoch | stage | training | merge | chain wait | idle | span |");
 		let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");

@@ -409,7 +409,7 @@ pub fn training(p: &TrainingPanel) -> Markup {
 			section.panel #time-split {
 				h2 { "Where each stage's time goes" }
 				p.note { "Per stage and epoch, from entering the epoch to its merge committed: training (a lease out), "
-					"merge (gradient upload, butterfly, step), chain wait (extrinsic submitted to seen in a best block), "
+					"merge (gradient upload, butterfly, step), chain wait (the stage held up by the chain: its call due to the pool accepting it where the orchestrator acts on the predicted effect, else to its block), "
 					"idle (training phase with nothing to do: pipeline bubbles, waiting for the next block)." }
 				@if let Some(e) = t.epochs.iter().rev().find(|e| !e.stages.is_empty()) {
 					(time_split(&t.epochs))

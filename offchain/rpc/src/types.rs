@@ -566,7 +566,8 @@ pub struct StageTime {
 	/// Gradient upload, butterfly reduce and the optimizer step: time in `WeightsUploading` and
 	/// `Merging` not spent waiting for the chain.
 	pub merge_ms: u64,
-	/// From submitting the stage's phase-change and commit extrinsics to seeing them in a best block.
+	/// The stage held up by the chain: from its call falling due to the pool accepting it, where the
+	/// orchestrator acts on the call's predicted effect, else from submission to seeing it in a best block.
 	pub chain_wait_ms: u64,
 	/// Training phase time with no lease out and no extrinsic pending: waiting for pipeline inputs
 	/// (bubbles), for the quota, or for the next block.
@@ -588,7 +589,7 @@ pub struct TimeSplit {
 	pub training_ms: u64,
 	/// Σ merge (gradient upload, butterfly, step).
 	pub merge_ms: u64,
-	/// Σ chain wait (extrinsic submitted to seen in a best block).
+	/// Σ chain wait (see [`StageTime::chain_wait_ms`]).
 	pub chain_wait_ms: u64,
 	/// Σ idle.
 	pub idle_ms: u64,
