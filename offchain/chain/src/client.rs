@@ -126,7 +126,15 @@ impl Pending {
 				_ => {},
 			}
 		}
-		let block_number = client.api.blocks().at(block_hash).await?.number();
+		// The dispatch succeeded: a failed lookup of the block's number must not make it look failed (the
+		// caller would send it again); the best block's number is then an upper bound.
+		let block_number = match client.api.blocks().at(block_hash).await {
+			Ok(b) => b.number(),
+			Err(e) => {
+				tracing::debug!(?block_hash, error = %e, "block number of an inclusion; using the best block's");
+				client.best_number().await.unwrap_or(0)
+			},
+		};
 		tracing::debug!(
 			?block_hash,
 			block_number,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use iota_chain::{calls, BlockHash, IotaClient, IotaEvent, Signer, Wait};
-use iota_primitives::{ContentHash, Phase, StageProgress};
+use iota_primitives::{ContentHash, Phase, StageProgress, StageReport};
 use iota_protocol::{chunk_span, SpanInput};
 use iota_rpc::AccountId;
 use iota_storage::{keys, ObjectStore};
@@ -198,11 +198,19 @@ impl ChainDriver {
 		{
 			self.refresh_registry_at(&chain, block).await?;
 		}
+		// Commits sent again go on their own, so a call the chain keeps refusing never takes another
+		// stage's calls down with it (`batch_all` is all or nothing).
 		let resend = self.settle(&chain, block).await?;
+		let resent = !resend.is_empty();
+		self.send(resend).await?;
 		self.sync_at(&chain, block).await?;
 		resolve_disputes(&self.orch).await?;
-		write_pathways(&self.orch).await?;
-		self.drive(&chain, block, resend).await
+		// A pathway log is written once the chain holds the head's commit (a revert must find the
+		// epoch's samples still there).
+		if !self.unsettled(0, block) && !self.commits.contains_key(&0) {
+			write_pathways(&self.orch).await?;
+		}
+		Ok(self.drive(&chain, block).await? || resent)
 	}
 
 	/// Whether `stage` has an extrinsic the block the driver acts on does not settle yet.
@@ -246,21 +254,38 @@ impl ChainDriver {
 			match self.commits.get_mut(&s) {
 				Some((epoch, call, sent))
 					if *epoch == st.epoch
-						&& st.phase == Phase::Merging
+						&& matches!(st.phase, Phase::Merging | Phase::WeightsUploading)
 						&& *sent < COMMIT_RESENDS =>
 				{
 					*sent += 1;
 					tracing::warn!(
 						stage = s,
 						epoch = st.epoch,
+						phase = ?st.phase,
 						sent = *sent,
 						"a predicted commit is not on chain; sending it again"
 					);
+					let call = call.clone();
+					if st.phase == Phase::WeightsUploading {
+						// The chain restarted the round by its deadline before the commit landed. The
+						// round the commit closes is complete and every replica attested it, so the driver
+						// finishes it: the upload phase closes (every member accounted for), then the
+						// commit, in one extrinsic.
+						let members = chain.stage_members(s).await?.len() as u32;
+						let report = StageReport { backward_done: 0, gradients_submitted: members };
+						resend.push(Due {
+							stage: s,
+							epoch: st.epoch,
+							what: "advance_phase (to finish a restarted round)",
+							call: calls::advance_phase(s, st.epoch, report),
+							predicted: None,
+						});
+					}
 					resend.push(Due {
 						stage: s,
 						epoch: st.epoch,
 						what: "commit_merge (again)",
-						call: call.clone(),
+						call,
 						predicted: None,
 					});
 				},
@@ -304,6 +329,10 @@ impl ChainDriver {
 				continue;
 			}
 			let st = chain.stage(s).await?;
+			if self.orch.with_state(|state| state.stage(s).is_some_and(|v| v.epoch > st.epoch)) {
+				// Ahead at a predicted commit: `settle` deals with it.
+				continue;
+			}
 			let members: Vec<AccountId> = chain
 				.stage_members(s)
 				.await?
@@ -351,18 +380,16 @@ impl ChainDriver {
 	}
 
 	/// Every stage's due call (its commit if the plan is complete, else its phase change if
-	/// [`phase_changes`] allows one or two), with `resend` (commits sent again), as one extrinsic;
-	/// whether there was any. A stage with an unsettled extrinsic is left alone.
-	async fn drive(
-		&mut self,
-		chain: &IotaClient,
-		block: u32,
-		mut due: Vec<Due>,
-	) -> Result<bool, ChainError> {
+	/// [`phase_changes`] allows one or two), as one extrinsic; whether there was any. A stage with an
+	/// unsettled extrinsic, or whose state is ahead of the chain ([`ChainDriver::settle`]'s), is left alone.
+	async fn drive(&mut self, chain: &IotaClient, block: u32) -> Result<bool, ChainError> {
 		let cfg = chain.run_config().await?.ok_or(ChainError::NoRunConfig)?;
 		let timeout = cfg.phase_timeout;
+		let mut due = Vec::new();
 		for s in 0..self.stages {
-			if self.unsettled(s, block) || due.iter().any(|d| d.stage == s) {
+			let ahead = self.orch.with_state(|st| st.stage(s).map(|v| v.epoch))
+				> Some(chain.stage(s).await?.epoch);
+			if self.unsettled(s, block) || ahead {
 				continue;
 			}
 			let stage = chain.stage(s).await?;

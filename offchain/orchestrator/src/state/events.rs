@@ -560,6 +560,10 @@ impl State {
 	) {
 		let stages = self.cfg.stages;
 		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
+		if epoch < st.epoch {
+			// An older view (the state went on at a predicted commit): members stay the predicted ones.
+			return;
+		}
 		st.members = members;
 		if epoch > st.epoch {
 			// The merge of `st.epoch` was committed.
@@ -618,9 +622,6 @@ impl State {
 			self.maybe_complete_epochs(stages, now_ms);
 			return;
 		}
-		if epoch < st.epoch {
-			return;
-		}
 		if round != st.merge.round {
 			// A timed-out merge restarted: a fresh round with fresh submissions.
 			st.merge = MergeState { round, ..Default::default() };
@@ -652,10 +653,43 @@ impl State {
 		now_ms: u64,
 	) {
 		let q = u64::from(self.cfg.backward_quota.max(1));
-		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
-		if epoch >= st.epoch {
+		let Some(current) = self.stages.get(usize::from(stage)).map(|s| s.epoch) else { return };
+		if epoch >= current {
 			return self.apply_chain_stage(stage, epoch, phase, round, members, now_ms);
 		}
+		// The later epochs never started at this stage. At the head they never started anywhere: their
+		// samples are forgotten at every stage, with their items and leases, and issued again when the
+		// head gets there, so those epochs still reach their quota. Elsewhere the stage's leases of them
+		// go back to its queues (while it still is in that epoch), to be served when it gets there again.
+		let later = |n: u64| n / q > u64::from(epoch);
+		let head = stage == 0;
+		let stale: Vec<LeaseId> = self
+			.leases
+			.values()
+			.filter(|l| (head || l.stage == stage) && later(l.sample))
+			.map(|l| l.id)
+			.collect();
+		if head {
+			for id in stale {
+				if let Some(l) = self.leases.remove(&id) {
+					self.expired.insert(id, l.miner);
+				}
+			}
+			self.samples.retain(|n, _| !later(*n));
+			if self.head_issued.0 > epoch {
+				self.head_issued = (epoch, self.cfg.backward_quota);
+			}
+			for st in self.stages.iter_mut() {
+				st.forward_queue.retain(|n| !later(*n));
+				st.backward_queue.retain(|n, _| !later(*n));
+			}
+		} else {
+			for id in stale {
+				self.relist(id, false);
+			}
+		}
+		self.committed.retain(|(s, e), _| *s != stage || *e < epoch);
+		let Some(st) = self.stages.get_mut(usize::from(stage)) else { return };
 		st.epoch = epoch;
 		st.phase = phase;
 		st.round = round;
@@ -666,20 +700,6 @@ impl State {
 		st.clock = StageClock::entered(now_ms, 0);
 		if phase != Phase::Training {
 			st.clock.left_training(now_ms);
-		}
-		st.forward_queue.retain(|n| *n / q <= u64::from(epoch));
-		st.backward_queue.retain(|n, _| *n / q <= u64::from(epoch));
-		self.committed.retain(|(s, e), _| *s != stage || *e < epoch);
-		let stale: Vec<LeaseId> = self
-			.leases
-			.values()
-			.filter(|l| l.stage == stage && l.epoch > epoch)
-			.map(|l| l.id)
-			.collect();
-		for id in stale {
-			if let Some(l) = self.leases.remove(&id) {
-				self.expired.insert(id, l.miner);
-			}
 		}
 		if phase == Phase::Merging {
 			if let Some(seed) = self.seeds.get(&epoch).copied() {

@@ -879,6 +879,10 @@ fn a_predicted_commit_that_never_lands_is_reverted_to_the_chain() {
 	assert!(w.st.stage(0).unwrap().merge.submissions.is_empty());
 	let g = tensor(w.st.gradient_key(0, 0, &acc(7)), 10, b"g");
 	assert!(w.st.check_gradient(&acc(7), 0, 0, &g, &[ContentHash::of(b"c")], 1).is_ok());
+	// Epoch 1 never started: once the stage gets there again, the head issues its samples afresh.
+	w.chain(0, 1, Phase::Training, 0, &[7, 6], 700);
+	let again = w.lease(7, 0, 700);
+	assert_eq!((again.epoch, again.sample), (1, 1), "epoch 1's first sample, issued again");
 	// A revert to an epoch the stage is not ahead of is an ordinary chain view.
 	w.apply(Event::ChainReverted {
 		stage: 1,
