@@ -43,7 +43,8 @@
 //! baseline's 745 (**0.616**); the loss equals `baseline+cut` in every epoch; mean epoch 13.2 s;
 //! stage-time training 55.3 %, merge 14.4 %, **chain wait 1.4 %**, idle 29.0 %; last quota → next
 //! epoch's first sample 2.9 s on average (3.2 s max); 4, 4, 4, 3 orchestrator extrinsics per epoch. The
-//! same command just before this change: 0.567, chain wait 11.0 %, 5.2 s, 6 extrinsics per epoch.
+//! same command just before this change: 0.567, chain wait 11.0 %, 5.2 s, 6 extrinsics per epoch; after
+//! the review's fixes to the revert path: 448 vs 647 (0.692), chain wait 1.7 %, 2.9 s, 4–5 extrinsics.
 //!
 //! ## Measured (2 cores, debug build with the math crates at opt-level 3, 1–2 Dec 2026)
 //! `--ffn-dim 1536 --miners 1 --epochs 4` (4 minutes), after the chain left the training loop (best-block

@@ -293,12 +293,7 @@ impl ChainDriver {
 					self.commits.remove(&s);
 					self.ahead.remove(&s);
 					tracing::error!(stage = s, chain_epoch = st.epoch, phase = ?st.phase, round = st.round, "a predicted commit did not land and cannot any more; the stage goes back to the chain's view, its replicas resynchronise");
-					let members = chain
-						.stage_members(s)
-						.await?
-						.into_iter()
-						.map(|a| AccountId::from(a.0))
-						.collect();
+					let members = stage_members(chain, s).await?;
 					events.push(Event::ChainReverted {
 						stage: s,
 						epoch: st.epoch,
@@ -333,12 +328,7 @@ impl ChainDriver {
 				// Ahead at a predicted commit: `settle` deals with it.
 				continue;
 			}
-			let members: Vec<AccountId> = chain
-				.stage_members(s)
-				.await?
-				.into_iter()
-				.map(|a| AccountId::from(a.0))
-				.collect();
+			let members = stage_members(chain, s).await?;
 			let phase = st.phase;
 			let same = self.orch.with_state(|state| {
 				state.stage(s).is_some_and(|v| {
@@ -397,12 +387,7 @@ impl ChainDriver {
 			// move the stage: the driver may act on its effect at once.
 			let may_predict = block.saturating_add(PREDICT_MARGIN_BLOCKS)
 				< stage.phase_since.saturating_add(timeout);
-			let chain_members: Vec<AccountId> = chain
-				.stage_members(s)
-				.await?
-				.into_iter()
-				.map(|a| AccountId::from(a.0))
-				.collect();
+			let chain_members = stage_members(chain, s).await?;
 			if let Some(plan) = self.orch.with_state(|st| st.commit_plan(s)) {
 				tracing::info!(
 					stage = plan.stage,
@@ -582,6 +567,16 @@ impl ChainDriver {
 		});
 		Ok(())
 	}
+}
+
+/// The members of `stage` in the chain state `chain` reads, in chain order.
+async fn stage_members(chain: &IotaClient, stage: u16) -> Result<Vec<AccountId>, ChainError> {
+	Ok(chain
+		.stage_members(stage)
+		.await?
+		.into_iter()
+		.map(|a| AccountId::from(a.0))
+		.collect())
 }
 
 /// A [`Event::ChainPredicted`] of `stage` (its wait and time are filled in when the pool accepts the call).
