@@ -167,9 +167,8 @@ impl ChainDriver {
 	}
 
 	/// One step at best block `block` (hash `hash`); `skipped`: blocks arrived since the last step that
-	/// this one acts past (their events unread, so the registry is refreshed) (module docs). Returns
-	/// whether it submitted an extrinsic: a second step at the same block is safe only when the first sent
-	/// none (it reads the same chain state, so it would send the same calls again).
+	/// this one acts past (their events unread, so the registry is refreshed) (module docs). A second step
+	/// at the same block is safe: a stage whose extrinsic that block does not hold is left alone.
 	///
 	/// # Errors
 	/// Any [`ChainError`]; the state stays consistent (each part records its own events).
@@ -178,7 +177,7 @@ impl ChainDriver {
 		block: u32,
 		hash: BlockHash,
 		skipped: bool,
-	) -> Result<bool, ChainError> {
+	) -> Result<(), ChainError> {
 		self.orch.set_finalized(self.client.finalized_number().await?);
 		let chain = self.client.at_block(hash);
 		let events = chain.events_at(hash).await?;
@@ -201,7 +200,6 @@ impl ChainDriver {
 		// Commits sent again go on their own, so a call the chain keeps refusing never takes another
 		// stage's calls down with it (`batch_all` is all or nothing).
 		let resend = self.settle(&chain, block).await?;
-		let resent = !resend.is_empty();
 		self.send(resend).await?;
 		self.sync_at(&chain, block).await?;
 		resolve_disputes(&self.orch).await?;
@@ -210,7 +208,7 @@ impl ChainDriver {
 		if !self.unsettled(0, block) && !self.commits.contains_key(&0) {
 			write_pathways(&self.orch).await?;
 		}
-		Ok(self.drive(&chain, block).await? || resent)
+		self.drive(&chain, block).await
 	}
 
 	/// Whether `stage` has an extrinsic the block the driver acts on does not settle yet.
@@ -370,19 +368,20 @@ impl ChainDriver {
 	}
 
 	/// Every stage's due call (its commit if the plan is complete, else its phase change if
-	/// [`phase_changes`] allows one or two), as one extrinsic; whether there was any. A stage with an
+	/// [`phase_changes`] allows one or two), as one extrinsic. A stage with an
 	/// unsettled extrinsic, or whose state is ahead of the chain ([`ChainDriver::settle`]'s), is left alone.
-	async fn drive(&mut self, chain: &IotaClient, block: u32) -> Result<bool, ChainError> {
+	async fn drive(&mut self, chain: &IotaClient, block: u32) -> Result<(), ChainError> {
 		let cfg = chain.run_config().await?.ok_or(ChainError::NoRunConfig)?;
 		let timeout = cfg.phase_timeout;
 		let mut due = Vec::new();
 		for s in 0..self.stages {
-			let ahead = self.orch.with_state(|st| st.stage(s).map(|v| v.epoch))
-				> Some(chain.stage(s).await?.epoch);
-			if self.unsettled(s, block) || ahead {
+			if self.unsettled(s, block) {
 				continue;
 			}
 			let stage = chain.stage(s).await?;
+			if self.orch.with_state(|st| st.stage(s).is_some_and(|v| v.epoch > stage.epoch)) {
+				continue;
+			}
 			// Time enough before the phase's deadline that the call lands before `on_initialize` could
 			// move the stage: the driver may act on its effect at once.
 			let may_predict = block.saturating_add(PREDICT_MARGIN_BLOCKS)
@@ -484,9 +483,7 @@ impl ChainDriver {
 				});
 			}
 		}
-		let sent = !due.is_empty();
-		self.send(due).await?;
-		Ok(sent)
+		self.send(due).await
 	}
 
 	/// Sends `due` as one extrinsic. Once the pool accepted it, the predicted effects are recorded (those
