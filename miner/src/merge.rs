@@ -5,7 +5,8 @@
 pub use iota_protocol::chunks::{
 	chunk_count, chunk_hashes, chunk_hashes_with, chunk_span, chunk_span_with, gradient_chunk_elems,
 };
+pub use iota_protocol::codec::{ErrorFeedback, MergeCodec};
 pub use iota_protocol::merge::{
 	assemble_mean, decode_f32, reduce_shard, reduce_shard_chunked, shard_bytes, submission_bytes,
-	MergeError, ShardInput, SpanInput,
+	submission_with_feedback, MergeError, ShardInput, SpanInput,
 };

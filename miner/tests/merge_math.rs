@@ -10,7 +10,9 @@ use iota_miner::merge::{
 use iota_model::{ModelConfig, Stage, StepOptions};
 use iota_primitives::butterfly::butterfly_shards;
 use iota_primitives::ContentHash;
-use iota_rpc::types::{chunk_span, gradient_chunk_elems, MAX_GRADIENT_CHUNK_ELEMS};
+use iota_rpc::types::{chunk_span, gradient_chunk_elems, MergeCodec, MAX_GRADIENT_CHUNK_ELEMS};
+
+const F: MergeCodec = MergeCodec::F32;
 use rand::{Rng, SeedableRng};
 
 struct Sub {
@@ -21,8 +23,8 @@ struct Sub {
 }
 
 fn submission(values: Vec<f32>, samples: u32) -> Sub {
-	let bytes = submission_bytes(&values).unwrap();
-	let hashes = chunk_hashes(&bytes);
+	let bytes = submission_bytes(F, &values).unwrap();
+	let hashes = chunk_hashes(F, &bytes, bytes.len() as u64 / 4);
 	Sub { bytes, hashes, samples, values }
 }
 
@@ -42,7 +44,7 @@ fn random_subs(n: usize, p: usize, seed: u64) -> Vec<Sub> {
 
 /// What a reducer reads of `sub` for `[start, end)`: the chunk-aligned span.
 fn span(sub: &Sub, start: u64, end: u64, p: u64) -> &[u8] {
-	let (_, r) = chunk_span(start, end, p);
+	let r = chunk_span(F, start, end, p).bytes;
 	&sub.bytes[r.start as usize..r.end as usize]
 }
 
@@ -68,8 +70,8 @@ fn reduce_all(subs: &[Sub], p: u64, seed: &[u8; 32]) -> Vec<([u64; 2], Vec<u8>, 
 					span: span(s, d.start, d.end, p),
 				})
 				.collect();
-			let v = reduce_shard(&inputs, d.start, d.end, p).unwrap();
-			let (b, h) = shard_bytes(&v);
+			let v = reduce_shard(F, &inputs, d.start, d.end, p).unwrap();
+			let (b, h) = shard_bytes(F, &v, p as u64).unwrap();
 			([d.start, d.end], b, h)
 		})
 		.collect()
@@ -92,7 +94,7 @@ fn reduced_shards_equal_the_exact_weighted_mean_for_n_2_to_6() {
 		let want = exact_mean(&subs, p);
 		let shards = reduce_all(&subs, p as u64, &[n as u8; 32]);
 		assert_eq!(shards.len(), n * (n - 1) / 2);
-		let mean = assemble_mean(&shard_inputs(&shards), p as u64).unwrap();
+		let mean = assemble_mean(F, &shard_inputs(&shards), p as u64).unwrap();
 		assert_eq!(mean.len(), p);
 		let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
 		assert_eq!(
@@ -148,7 +150,7 @@ fn replicas_stepping_with_the_merged_mean_stay_bit_identical() {
 			}
 			let p = replicas[0].param_count() as u64;
 			let shards = reduce_all(&subs, p, &[epoch as u8; 32]);
-			let mean = assemble_mean(&shard_inputs(&shards), p).unwrap();
+			let mean = assemble_mean(F, &shard_inputs(&shards), p).unwrap();
 			let samples: u32 = subs.iter().map(|s| s.samples).sum();
 			for st in replicas.iter_mut() {
 				st.apply_gradient(&mean, &StepOptions::default(), samples as usize).unwrap();
@@ -170,7 +172,7 @@ fn a_tampered_shard_or_chunk_is_detected_by_hash() {
 	let mut shards = reduce_all(&subs, p, &[2; 32]);
 	shards[1].1[10] ^= 0x01;
 	assert!(matches!(
-		assemble_mean(&shard_inputs(&shards), p),
+		assemble_mean(F, &shard_inputs(&shards), p),
 		Err(MergeError::ShardHash { shard: 1, .. })
 	));
 
@@ -194,7 +196,7 @@ fn a_tampered_shard_or_chunk_is_detected_by_hash() {
 	];
 	let last_chunk = ((end - 1) / gradient_chunk_elems(p)) as usize;
 	assert!(
-		matches!(reduce_shard(&inputs, start, end, p), Err(MergeError::ChunkHash { index: 2, chunk, .. }) if chunk == last_chunk)
+		matches!(reduce_shard(F, &inputs, start, end, p), Err(MergeError::ChunkHash { index: 2, chunk, .. }) if chunk == last_chunk)
 	);
 }
 
@@ -212,14 +214,14 @@ fn malformed_reduce_inputs_are_refused() {
 	let want = chunk_count(p);
 	assert!(want > 1);
 	assert!(
-		matches!(reduce_shard(&inputs, 0, 5, p), Err(MergeError::ChunkCount { index: 1, expected, got: 1, .. }) if expected == want)
+		matches!(reduce_shard(F, &inputs, 0, 5, p), Err(MergeError::ChunkCount { index: 1, expected, got: 1, .. }) if expected == want)
 	);
 
 	// A span of the wrong length (cut short, as a truncated ranged read).
 	let cut = &span(&subs[1], 0, 5, p)[..100];
 	let inputs = [ok(&subs[0], p), SpanInput { span: cut, ..ok(&subs[1], p) }];
 	assert!(matches!(
-		reduce_shard(&inputs, 0, 5, p),
+		reduce_shard(F, &inputs, 0, 5, p),
 		Err(MergeError::SpanLength { index: 1, got: 100, .. })
 	));
 
@@ -227,14 +229,14 @@ fn malformed_reduce_inputs_are_refused() {
 	let mut v = subs[0].values.clone();
 	v[3] = f32::NAN;
 	let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-	let hashes = chunk_hashes(&bytes);
-	let (_, r) = chunk_span(0, 5, p);
+	let hashes = chunk_hashes(F, &bytes, bytes.len() as u64 / 4);
+	let r = chunk_span(F, 0, 5, p).bytes;
 	let nan = [SpanInput {
 		samples: 1,
 		chunk_hashes: &hashes,
 		span: &bytes[r.start as usize..r.end as usize],
 	}];
-	assert!(matches!(reduce_shard(&nan, 0, 5, p), Err(MergeError::NonFinite { index: 3, .. })));
+	assert!(matches!(reduce_shard(F, &nan, 0, 5, p), Err(MergeError::NonFinite { index: 3, .. })));
 
 	// A mean that overflows f32.
 	let big = submission(vec![3.0e38; p as usize], 1);
@@ -243,7 +245,7 @@ fn malformed_reduce_inputs_are_refused() {
 		SpanInput { samples: 1, chunk_hashes: &big.hashes, span: span(&big, 0, 5, p) },
 		SpanInput { samples: 0, chunk_hashes: &big2.hashes, span: span(&big2, 0, 5, p) },
 	];
-	assert!(matches!(reduce_shard(&inputs, 0, 5, p), Err(MergeError::NonFinite { .. })));
+	assert!(matches!(reduce_shard(F, &inputs, 0, 5, p), Err(MergeError::NonFinite { .. })));
 	assert_eq!(chunk_count(p), want);
 }
 
@@ -253,22 +255,22 @@ fn shards_that_do_not_tile_or_have_the_wrong_length_are_refused() {
 	let subs = random_subs(3, p as usize, 3);
 	let shards = reduce_all(&subs, p, &[4; 32]);
 	let good = shard_inputs(&shards);
-	assert!(assemble_mean(&good, p).is_ok());
+	assert!(assemble_mean(F, &good, p).is_ok());
 
 	// Missing the last shard.
-	assert!(matches!(assemble_mean(&good[..2], p), Err(MergeError::NotTiling { shard: 2, .. })));
+	assert!(matches!(assemble_mean(F, &good[..2], p), Err(MergeError::NotTiling { shard: 2, .. })));
 	// Out of order.
 	let swapped = [good[1], good[0], good[2]];
-	assert!(matches!(assemble_mean(&swapped, p), Err(MergeError::NotTiling { shard: 0, .. })));
+	assert!(matches!(assemble_mean(F, &swapped, p), Err(MergeError::NotTiling { shard: 0, .. })));
 	// For another stage (another P).
-	assert!(matches!(assemble_mean(&good, p + 1), Err(MergeError::NotTiling { .. })));
-	assert!(matches!(assemble_mean(&good, p - 1), Err(MergeError::BadRange { .. })));
+	assert!(matches!(assemble_mean(F, &good, p + 1), Err(MergeError::NotTiling { .. })));
+	assert!(matches!(assemble_mean(F, &good, p - 1), Err(MergeError::BadRange { .. })));
 	// Bytes of the wrong length for the range (hash of what was sent matches).
 	let short = &shards[0].1[..8];
 	let short_hash = ContentHash::of(short);
 	let wrong = [ShardInput { bytes: short, hash: &short_hash, ..good[0] }, good[1], good[2]];
 	assert!(matches!(
-		assemble_mean(&wrong, p),
+		assemble_mean(F, &wrong, p),
 		Err(MergeError::ShardLength { shard: 0, got: 8, .. })
 	));
 	// NaN in a shard whose hash is honest about it.
@@ -276,7 +278,7 @@ fn shards_that_do_not_tile_or_have_the_wrong_length_are_refused() {
 	nan[0..4].copy_from_slice(&f32::NAN.to_le_bytes());
 	let nan_hash = ContentHash::of(&nan);
 	let with_nan = [good[0], good[1], ShardInput { bytes: &nan, hash: &nan_hash, ..good[2] }];
-	assert!(matches!(assemble_mean(&with_nan, p), Err(MergeError::NonFinite { .. })));
+	assert!(matches!(assemble_mean(F, &with_nan, p), Err(MergeError::NonFinite { .. })));
 	// Nothing at all.
-	assert!(matches!(assemble_mean(&[], p), Err(MergeError::NotTiling { .. })));
+	assert!(matches!(assemble_mean(F, &[], p), Err(MergeError::NotTiling { .. })));
 }

@@ -18,7 +18,8 @@ use iota_rpc::AccountId;
 use iota_storage::keys::Direction;
 
 fn miner(world: &Arc<World>, chain: &Arc<FakeChain>, me: &AccountId, stage: u16) -> Miner {
-	let spec = common::spec(&world.io);
+	let mut spec = common::spec(&world.io);
+	spec.merge_codec = world.codec;
 	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
 	Miner::new(
 		orch,
@@ -314,77 +315,7 @@ async fn failed_uploads_during_the_merge_are_retried_and_the_step_is_applied_onc
 
 async fn three_replicas_with(restart: bool, fail_puts: &[&str]) {
 	let world = Arc::new(World::default());
-	let chain = Arc::new(FakeChain::default());
-	let who: Vec<AccountId> = (1..=3).map(account).collect();
-	let mut miners = Vec::new();
-	for a in &who {
-		let mut m = miner(&world, &chain, a, 1);
-		m.step().await.unwrap();
-		miners.push(m);
-	}
-	// Each replica does a different number of backward items (recomputed: no kept graphs).
-	let mut sample = 0u64;
-	for (k, a) in who.iter().enumerate() {
-		for _ in 0..=k {
-			sample += 1;
-			let inp = store_tensor(
-				&world.io,
-				&format!("in{sample}"),
-				&boundary(sample),
-				Kind::Activation,
-			);
-			let g = store_tensor(
-				&world.io,
-				&format!("g{sample}"),
-				&boundary(100 + sample),
-				Kind::Gradient,
-			);
-			world.push_work(
-				a,
-				Work::Backward(BackwardWork {
-					lease: sample,
-					epoch: 0,
-					stage: 1,
-					sample,
-					forward_by: account(9),
-					input: Some(inp),
-					data: None,
-					grad_output: g,
-					output: Some(put(act_key(1, sample, Direction::Backward, a))),
-					expires_at_ms: far(),
-				}),
-			);
-		}
-	}
-	let p = miners[0].stage().param_count() as u64;
-	world
-		.io
-		.fail_puts
-		.lock()
-		.unwrap()
-		.extend(fail_puts.iter().map(|s| s.to_string()));
-	{
-		let mut mw = world.merge.lock().unwrap();
-		mw.expected = 3;
-		mw.param_count = p;
-		mw.restart_once = restart;
-	}
-	let mut failed = 0;
-	for _ in 0..200 {
-		for m in miners.iter_mut() {
-			match m.step().await {
-				Ok(_) => {},
-				Err(MinerError::Storage {
-					source: iota_storage::StorageError::Unavailable { .. },
-					..
-				}) => failed += 1,
-				Err(e) => panic!("{e}"),
-			}
-		}
-		if miners.iter().all(|m| m.epoch() == 1) {
-			break;
-		}
-	}
+	let (miners, who, p, failed) = merge_three(&world, restart, fail_puts).await;
 	assert!(miners.iter().all(|m| m.epoch() == 1 && m.phase() == &Phase::Training), "{miners:?}");
 	assert_eq!(failed, fail_puts.len(), "every injected failure surfaced once");
 	assert!(miners.iter().all(|m| m.stage().adam_state().step == 1), "one step each");
@@ -640,4 +571,126 @@ async fn perturb_fault_adds_noise_to_uploaded_activations() {
 	}
 	let max_diff = outs[0].iter().zip(&outs[1]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
 	assert!(max_diff > 0.1 && max_diff <= 0.5 + 1e-6, "max |Δ| {max_diff}");
+}
+
+/// Three replicas of stage 1 (1, 2 and 3 backward items) through one merge; returns them, their
+/// accounts, `P` and how many injected upload failures surfaced.
+async fn merge_three(
+	world: &Arc<World>,
+	restart: bool,
+	fail_puts: &[&str],
+) -> (Vec<Miner>, Vec<AccountId>, u64, usize) {
+	let chain = Arc::new(FakeChain::default());
+	let who: Vec<AccountId> = (1..=3).map(account).collect();
+	let mut miners = Vec::new();
+	for a in &who {
+		let mut m = miner(world, &chain, a, 1);
+		m.step().await.unwrap();
+		miners.push(m);
+	}
+	// Each replica does a different number of backward items (recomputed: no kept graphs).
+	let mut sample = 0u64;
+	for (k, a) in who.iter().enumerate() {
+		for _ in 0..=k {
+			sample += 1;
+			let inp = store_tensor(
+				&world.io,
+				&format!("in{sample}"),
+				&boundary(sample),
+				Kind::Activation,
+			);
+			let g = store_tensor(
+				&world.io,
+				&format!("g{sample}"),
+				&boundary(100 + sample),
+				Kind::Gradient,
+			);
+			world.push_work(
+				a,
+				Work::Backward(BackwardWork {
+					lease: sample,
+					epoch: 0,
+					stage: 1,
+					sample,
+					forward_by: account(9),
+					input: Some(inp),
+					data: None,
+					grad_output: g,
+					output: Some(put(act_key(1, sample, Direction::Backward, a))),
+					expires_at_ms: far(),
+				}),
+			);
+		}
+	}
+	let p = miners[0].stage().param_count() as u64;
+	world
+		.io
+		.fail_puts
+		.lock()
+		.unwrap()
+		.extend(fail_puts.iter().map(|s| s.to_string()));
+	{
+		let mut mw = world.merge.lock().unwrap();
+		mw.expected = 3;
+		mw.param_count = p;
+		mw.restart_once = restart;
+	}
+	let mut failed = 0;
+	for _ in 0..200 {
+		for m in miners.iter_mut() {
+			match m.step().await {
+				Ok(_) => {},
+				Err(MinerError::Storage {
+					source: iota_storage::StorageError::Unavailable { .. },
+					..
+				}) => failed += 1,
+				Err(e) => panic!("{e}"),
+			}
+		}
+		if miners.iter().all(|m| m.epoch() == 1) {
+			break;
+		}
+	}
+	(miners, who, p, failed)
+}
+
+/// With a compressed merge codec the replicas still end bit-identical, on the AdamW step applied to
+/// the mean of the decoded submissions as its int8 shards carry it, and the submissions are about 4x
+/// (int8) or more (top-k) smaller than f32.
+#[tokio::test]
+async fn compressed_merges_end_bit_identical_on_the_decoded_mean() {
+	for codec in [MergeCodec::Int8, MergeCodec::TopK { per_mille: 20 }] {
+		let world = Arc::new(World { codec, ..World::default() });
+		let (miners, _, p, _) = merge_three(&world, false, &[]).await;
+		assert!(miners.iter().all(|m| m.epoch() == 1), "{codec}: {miners:?}");
+		let hashes: Vec<_> = miners.iter().map(|m| m.stage().state_hash().unwrap()).collect();
+		assert!(hashes.iter().all(|h| h == &hashes[0]), "{codec}: replicas diverged");
+		let mw = world.merge.lock().unwrap();
+		let c = gradient_chunk_elems(p);
+		let sums: Vec<(Vec<f32>, u32)> = mw
+			.submissions
+			.values()
+			.map(|(_, s)| {
+				let b = world.io.get_obj(&s.gradient.key).unwrap();
+				assert!(b.len() as u64 <= p + 4 * p.div_ceil(c), "{codec}: {} bytes", b.len());
+				(codec.decode(&b, p, c).unwrap(), s.samples)
+			})
+			.collect();
+		let total: u32 = sums.iter().map(|s| s.1).sum();
+		let exact: Vec<f32> = (0..p as usize)
+			.map(|j| {
+				(sums.iter().map(|s| f64::from(s.0[j])).sum::<f64>() / f64::from(total)) as f32
+			})
+			.collect();
+		let mut carried = Vec::new();
+		for d in World::shard_table(&mw) {
+			let part = &exact[d.start as usize..d.end as usize];
+			let (b, _) = iota_miner::merge::shard_bytes(codec, part, p).unwrap();
+			carried.extend(MergeCodec::Int8.decode(&b, d.end - d.start, c).unwrap());
+		}
+		let spec = common::spec(&world.io);
+		let mut by_hand = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+		by_hand.apply_gradient(&carried, &spec.step_options(0), total as usize).unwrap();
+		assert_eq!(by_hand.state_hash().unwrap(), hashes[0], "{codec}");
+	}
 }

@@ -229,6 +229,7 @@ pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
 		adamw: iota_model::optim::AdamW::default(),
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: Some(1.0),
+		merge_codec: Default::default(),
 		data: DataManifest {
 			tokenizer: tok,
 			seq_len,
@@ -540,7 +541,7 @@ impl Miner {
 	/// Uploads [`Miner::gradient`] to `put` and submits it (panics on a refusal).
 	pub async fn submit_gradient(&self, epoch: u32, put: &ObjectPut, samples: u32) {
 		let bytes = self.gradient_bytes(samples);
-		let chunks = chunk_hashes(&bytes);
+		let chunks = chunk_hashes(MergeCodec::F32, &bytes, bytes.len() as u64 / 4);
 		self.submit_gradient_bytes(epoch, put, bytes, chunks, samples).await.unwrap();
 	}
 
@@ -583,17 +584,29 @@ impl Miner {
 		let mut subs = Vec::new();
 		for s in &a.submissions {
 			let bytes = self.download(&s.object).await;
-			assert_eq!(chunk_hashes(&bytes), s.chunk_hashes);
+			assert_eq!(
+				chunk_hashes(MergeCodec::F32, &bytes, bytes.len() as u64 / 4),
+				s.chunk_hashes
+			);
 			subs.push((s.samples, bytes, s.chunk_hashes.clone()));
 		}
 		for task in &a.shards {
 			let [start, end] = task.range;
 			let mut inputs = Vec::new();
 			for (samples, bytes, chunk_hashes) in &subs {
-				let span = iota_protocol::merge::span_of(bytes, start, end, a.param_count).unwrap();
+				let span = iota_protocol::merge::span_of(
+					MergeCodec::F32,
+					bytes,
+					start,
+					end,
+					a.param_count,
+				)
+				.unwrap();
 				inputs.push(iota_protocol::SpanInput { samples: *samples, chunk_hashes, span });
 			}
-			let values = iota_protocol::reduce_shard(&inputs, start, end, a.param_count).unwrap();
+			let values =
+				iota_protocol::reduce_shard(MergeCodec::F32, &inputs, start, end, a.param_count)
+					.unwrap();
 			let out = iota_protocol::f32le::to_bytes(&values);
 			let t = self.upload(&task.output, Bytes::from(out), vec![end - start]).await;
 			self.rpc

@@ -21,7 +21,12 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use iota_chain::Signer;
 use iota_e2e::*;
-use iota_protocol::{chunk_hashes, f32le};
+use iota_protocol::{chunk_hashes, f32le, MergeCodec};
+
+/// Chunk hashes of an f32 submission (the scenario's run uses the exact codec).
+fn hashes(bytes: &[u8]) -> Vec<iota_primitives::ContentHash> {
+	chunk_hashes(MergeCodec::F32, bytes, bytes.len() as u64 / 4)
+}
 use iota_rpc::types::*;
 use iota_rpc::{code_of, ErrorCode, SignedClient};
 
@@ -117,7 +122,7 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	let mid = g.len() / 2;
 	g[mid] = f32::NAN;
 	let bytes = f32le::to_bytes(&g);
-	let chunks = chunk_hashes(&bytes);
+	let chunks = hashes(&bytes);
 	expect_code(
 		m.submit_gradient_bytes(0, &uploads[&nan_miner], bytes, chunks, 2).await,
 		ErrorCode::NonFinite,
@@ -125,7 +130,7 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	let mut inf = m.gradient(2);
 	inf[0] = f32::INFINITY;
 	let bytes = f32le::to_bytes(&inf);
-	let chunks = chunk_hashes(&bytes);
+	let chunks = hashes(&bytes);
 	expect_code(
 		m.submit_gradient_bytes(0, &uploads[&nan_miner], bytes, chunks, 2).await,
 		ErrorCode::NonFinite,
@@ -136,19 +141,19 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	let m = &miners[fixed_miner];
 	let good = f32le::to_bytes(&m.gradient(2));
 	let short = good[..good.len() - 4].to_vec();
-	let short_chunks = chunk_hashes(&short);
+	let short_chunks = hashes(&short);
 	expect_code(
 		m.submit_gradient_bytes(0, &uploads[&fixed_miner], short, short_chunks, 2).await,
 		ErrorCode::ShapeMismatch,
 	);
-	let mut wrong_chunks = chunk_hashes(&good);
+	let mut wrong_chunks = hashes(&good);
 	wrong_chunks[0] = iota_primitives::ContentHash::of(b"not this chunk");
 	expect_code(
 		m.submit_gradient_bytes(0, &uploads[&fixed_miner], good.clone(), wrong_chunks, 2)
 			.await,
 		ErrorCode::HashMismatch,
 	);
-	m.submit_gradient_bytes(0, &uploads[&fixed_miner], good, chunk_hashes(&m.gradient_bytes(2)), 2)
+	m.submit_gradient_bytes(0, &uploads[&fixed_miner], good, hashes(&m.gradient_bytes(2)), 2)
 		.await
 		.expect("the real gradient after two refusals is accepted");
 

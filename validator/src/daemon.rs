@@ -565,7 +565,14 @@ impl Daemon {
 		}
 
 		// Shard audit.
-		let audit = shard_audit::audit_epoch(&record, &seed, &chain_shards, &objects).await;
+		let layout = shard_audit::MergeLayout {
+			codec: checker.spec().merge_codec,
+			param_counts: (0..stages)
+				.map(|s| checker.spec().model.stage_param_count(s).map_or(0, |p| p as u64))
+				.collect(),
+		};
+		let audit =
+			shard_audit::audit_epoch(&record, &seed, &chain_shards, &layout, &objects).await;
 		self.metrics.shards.inc_by(audit.shards_recomputed as u64);
 		for i in &audit.inconclusive {
 			self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();

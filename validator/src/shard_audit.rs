@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use iota_primitives::{ContentHash, Seed, Verdict};
-use iota_protocol::{MergeError, SpanInput};
+use iota_protocol::{MergeCodec, MergeError, SpanInput};
 use iota_rpc::types::{chunk_hashes as chunk_hashes_of, EpochRecord, ShardCopy, StageSubmission};
 use iota_rpc::{AccountId, ObjectEntry};
 use serde::{Deserialize, Serialize};
@@ -44,24 +44,36 @@ use crate::objects::{FetchError, Objects};
 pub use iota_protocol::selection::{SAMPLED_SHARDS, SHARD_AUDIT_DOMAIN as AUDIT_DOMAIN};
 
 /// The protocol's reduction ([`iota_protocol::reduce_shard`]) of `[start, end)` over whole submissions
-/// `(little-endian f32 bytes, samples, chunk hashes)` in summation order: each span is cut from the
-/// whole object and checked against its listed chunk hashes.
+/// `(bytes in codec, samples, chunk hashes)` of `p` elements each, in summation order: each span is cut
+/// from the whole object and checked against its listed chunk hashes. Returns the bytes a reducer
+/// uploads ([`iota_protocol::merge::shard_bytes`]).
 ///
 /// # Errors
 /// [`MergeError`]: a range outside the vectors, zero samples, a chunk that does not hash to its listed
-/// hash, NaN/Inf.
+/// hash, a chunk that does not decode, NaN/Inf.
 pub fn reduce(
+	codec: MergeCodec,
+	p: u64,
 	subs: &[(&[u8], u32, &[ContentHash])],
 	start: u64,
 	end: u64,
-) -> Result<Vec<f32>, MergeError> {
-	let p = subs.first().map_or(0, |(b, _, _)| b.len() as u64 / 4);
+) -> Result<Vec<u8>, MergeError> {
 	let mut inputs = Vec::with_capacity(subs.len());
 	for (bytes, samples, chunk_hashes) in subs {
-		let span = iota_protocol::merge::span_of(bytes, start, end, p)?;
+		let span = iota_protocol::merge::span_of(codec, bytes, start, end, p)?;
 		inputs.push(SpanInput { samples: *samples, chunk_hashes, span });
 	}
-	iota_protocol::reduce_shard(&inputs, start, end, p)
+	let values = iota_protocol::reduce_shard(codec, &inputs, start, end, p)?;
+	Ok(iota_protocol::merge::shard_bytes(codec, &values, p)?.0)
+}
+
+/// What the audit needs of the run spec: the merge codec and each stage's merge vector length `P`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MergeLayout {
+	/// The run's merge codec.
+	pub codec: MergeCodec,
+	/// `P` per stage (index = stage).
+	pub param_counts: Vec<u64>,
 }
 
 /// Evidence of one audited shard copy.
@@ -168,23 +180,28 @@ pub struct AuditReport {
 	pub shards_recomputed: usize,
 }
 
-fn le_bytes(v: &[f32]) -> Vec<u8> {
-	iota_protocol::f32le::to_bytes(v)
-}
-
 /// Audits every stage of `record` (module docs). `chain_shards` holds, per stage, the shard hashes of
 /// the chain's merge manifest for this epoch (stages absent from it are not compared).
 pub async fn audit_epoch(
 	record: &EpochRecord,
 	epoch_seed: &Seed,
 	chain_shards: &BTreeMap<u16, Vec<ContentHash>>,
+	layout: &MergeLayout,
 	objects: &dyn Objects,
 ) -> AuditReport {
 	let mut report = AuditReport::default();
 	let stages: BTreeSet<u16> = record.shard_copies.iter().map(|c| c.stage).collect();
 	for stage in stages {
-		audit_stage(record, stage, epoch_seed, chain_shards.get(&stage), objects, &mut report)
-			.await;
+		audit_stage(
+			record,
+			stage,
+			epoch_seed,
+			chain_shards.get(&stage),
+			layout,
+			objects,
+			&mut report,
+		)
+		.await;
 	}
 	report
 }
@@ -194,10 +211,19 @@ async fn audit_stage(
 	stage: u16,
 	epoch_seed: &Seed,
 	chain: Option<&Vec<ContentHash>>,
+	layout: &MergeLayout,
 	objects: &dyn Objects,
 	report: &mut AuditReport,
 ) {
 	let malformed = |reason: String| AuditInconclusive::Malformed { stage, reason };
+	let codec = layout.codec;
+	let Some(&p) = layout.param_counts.get(usize::from(stage)) else {
+		report
+			.inconclusive
+			.push(malformed(format!("stage {stage} is not in the run spec")));
+		return;
+	};
+	let whole = codec.encoded_len(p, iota_protocol::gradient_chunk_elems(p));
 	// The final round: the largest round with copies.
 	let Some(round) =
 		record.shard_copies.iter().filter(|c| c.stage == stage).map(|c| c.round).max()
@@ -264,10 +290,14 @@ async fn audit_stage(
 		let o = &s.source.object;
 		match objects.get(&o.key, &o.hash).await {
 			Ok(b) => {
-				if chunk_hashes_of(&b) != s.source.chunk_hashes || b.len() % 4 != 0 {
+				if b.len() as u64 != whole || chunk_hashes_of(codec, &b, p) != s.source.chunk_hashes
+				{
 					report.inconclusive.push(AuditInconclusive::Garbage {
 						stage,
-						reason: format!("submission {} does not match its chunk hashes", o.key),
+						reason: format!(
+							"submission {} does not match its chunk hashes or is not {whole} bytes",
+							o.key
+						),
 					});
 					return;
 				}
@@ -287,14 +317,6 @@ async fn audit_stage(
 				return;
 			},
 		}
-	}
-	let p = loaded[0].0.len() / 4;
-	if loaded.iter().any(|(b, _, _)| b.len() / 4 != p) {
-		report.inconclusive.push(AuditInconclusive::Garbage {
-			stage,
-			reason: "submissions differ in length".into(),
-		});
-		return;
 	}
 	let listed: Vec<(&[u8], u32, &[ContentHash])> = loaded
 		.iter()
@@ -316,20 +338,20 @@ async fn audit_stage(
 	for shard in chosen {
 		let cs = &by_shard[&shard];
 		let [start, end] = cs[0].range;
-		if end > p as u64 || start >= end || cs.iter().any(|c| c.range != [start, end]) {
+		if end > p || start >= end || cs.iter().any(|c| c.range != [start, end]) {
 			report.inconclusive.push(malformed(format!(
 				"shard {shard} range {start}..{end} outside 0..{p} or inconsistent"
 			)));
 			continue;
 		}
-		let a = match reduce(&listed, start, end) {
-			Ok(a) => le_bytes(&a),
+		let a = match reduce(codec, p, &listed, start, end) {
+			Ok(a) => a,
 			Err(e) => {
 				report.inconclusive.push(malformed(format!("shard {shard}: {e}")));
 				return;
 			},
 		};
-		let b = reduce(&sorted, start, end).map(|v| le_bytes(&v)).unwrap_or_default();
+		let b = reduce(codec, p, &sorted, start, end).unwrap_or_default();
 		report.shards_recomputed += 1;
 		for c in cs {
 			let mut ev = ShardEvidence {
@@ -393,6 +415,20 @@ mod tests {
 	use iota_rpc::types::{ObjectGet, ShardMismatch, SubmissionSource};
 	use iota_storage::{Method, PresignedRequest};
 
+	const F: MergeCodec = MergeCodec::F32;
+
+	fn le_bytes(v: &[f32]) -> Vec<u8> {
+		iota_protocol::f32le::to_bytes(v)
+	}
+
+	fn hashes(b: &[u8]) -> Vec<ContentHash> {
+		chunk_hashes_of(F, b, b.len() as u64 / 4)
+	}
+
+	fn values(b: &[u8]) -> Vec<f32> {
+		iota_protocol::f32le::from_bytes(b).unwrap()
+	}
+
 	fn acc(i: u8) -> AccountId {
 		AccountId::from([i; 32])
 	}
@@ -434,7 +470,7 @@ mod tests {
 					miner: m.clone(),
 					samples: samples[i],
 					object: get(&key, hash, p * 4),
-					chunk_hashes: chunk_hashes_of(&bytes),
+					chunk_hashes: hashes(&bytes),
 				},
 			});
 		}
@@ -450,7 +486,7 @@ mod tests {
 				)
 			})
 			.collect();
-		let hashes: Vec<Vec<ContentHash>> = subs.iter().map(|(b, _)| chunk_hashes_of(b)).collect();
+		let hashes: Vec<Vec<ContentHash>> = subs.iter().map(|(b, _)| hashes(b)).collect();
 		let refs: Vec<(&[u8], u32, &[ContentHash])> = subs
 			.iter()
 			.zip(&hashes)
@@ -460,7 +496,7 @@ mod tests {
 		let owners = [(0usize, 1usize), (0, 2), (1, 2)];
 		for (k, (a, b)) in owners.iter().enumerate() {
 			let range = [k as u64 * 10, k as u64 * 10 + 10];
-			let honest = le_bytes(&reduce(&refs, range[0], range[1]).unwrap());
+			let honest = reduce(F, p, &refs, range[0], range[1]).unwrap();
 			let mut shard_copies = Vec::new();
 			for &w in &[*a, *b] {
 				let mut bytes = honest.clone();
@@ -502,23 +538,24 @@ mod tests {
 	fn audit(objects: &MemoryObjects, record: &EpochRecord, chain: &[ContentHash]) -> AuditReport {
 		let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 		let chain = BTreeMap::from([(1u16, chain.to_vec())]);
-		rt.block_on(audit_epoch(record, &[9; 32], &chain, objects))
+		let layout = MergeLayout { codec: F, param_counts: vec![0, 30, 0] };
+		rt.block_on(audit_epoch(record, &[9; 32], &chain, &layout, objects))
 	}
 
 	#[test]
 	fn reduction_is_the_f64_weighted_mean() {
 		let a = le_bytes(&[1.0, 2.0, 3.0]);
 		let b = le_bytes(&[3.0, 0.5, f32::MAX]);
-		let (ha, hb) = (chunk_hashes_of(&a), chunk_hashes_of(&b));
-		let out = reduce(&[(&a, 1, &ha), (&b, 3, &hb)], 0, 3).unwrap();
+		let (ha, hb) = (hashes(&a), hashes(&b));
+		let out = values(&reduce(F, 3, &[(&a, 1, &ha), (&b, 3, &hb)], 0, 3).unwrap());
 		assert_eq!(out[0], 1.0);
 		assert_eq!(out[1], 0.625);
 		assert_eq!(out[2], ((3.0f64 + f64::from(f32::MAX)) / 4.0) as f32);
-		assert_eq!(reduce(&[(&a, 1, &ha)], 1, 2).unwrap(), vec![2.0]);
-		assert!(matches!(reduce(&[(&a, 0, &ha)], 0, 1), Err(MergeError::ZeroSamples)));
-		assert!(matches!(reduce(&[(&a, 1, &ha)], 0, 4), Err(MergeError::BadRange { .. })));
+		assert_eq!(values(&reduce(F, 3, &[(&a, 1, &ha)], 1, 2).unwrap()), vec![2.0]);
+		assert!(matches!(reduce(F, 3, &[(&a, 0, &ha)], 0, 1), Err(MergeError::ZeroSamples)));
+		assert!(matches!(reduce(F, 3, &[(&a, 1, &ha)], 0, 4), Err(MergeError::BadRange { .. })));
 		// A listed chunk hash that is not the bytes' is refused, not reduced.
-		assert!(matches!(reduce(&[(&a, 1, &hb)], 0, 3), Err(MergeError::ChunkHash { .. })));
+		assert!(matches!(reduce(F, 3, &[(&a, 1, &hb)], 0, 3), Err(MergeError::ChunkHash { .. })));
 	}
 
 	#[test]

@@ -123,6 +123,10 @@ struct Cli {
 	/// Wire encoding of activations and their gradients (`u8`, `bf16`, `f32`).
 	#[arg(long, default_value = "u8")]
 	encoding: String,
+	/// Codec of merge vectors (`f32` exact, `int8`, `topk:<per mille>`); the single-process baseline
+	/// has no merge, so a lossy codec's loss cost shows as the pipeline's gap to it.
+	#[arg(long, default_value = "f32")]
+	merge_codec: iota_rpc::types::MergeCodec,
 	/// Miners per stage of each pipeline run, comma-separated.
 	#[arg(long, value_delimiter = ',', default_value = "1,2")]
 	miners: Vec<u32>,
@@ -434,6 +438,7 @@ fn prepare_options(cli: &Cli, d: &mut PrepareOptions) {
 	d.batch_rows = cli.batch_rows;
 	d.rows_per_shard = cli.batch_rows * 64;
 	d.encoding = cli.encoding.clone();
+	d.merge_codec = cli.merge_codec;
 	d.adamw.lr = cli.lr;
 	d.lr = LrSchedule {
 		peak: cli.lr,
@@ -606,6 +611,7 @@ fn same_training(a: &RunSpec, b: &RunSpec) -> bool {
 	a.model == b.model
 		&& a.seed == b.seed
 		&& a.encoding == b.encoding
+		&& a.merge_codec == b.merge_codec
 		&& a.adamw == b.adamw
 		&& a.lr == b.lr
 		&& a.max_norm == b.max_norm
@@ -911,7 +917,7 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 		);
 	}
 	let json = serde_json::json!({
-		"model": model, "stages": cli.stages, "width_ratio": cli.width_ratio, "encoding": cli.encoding,
+		"model": model, "stages": cli.stages, "width_ratio": cli.width_ratio, "encoding": cli.encoding, "merge_codec": cli.merge_codec.to_string(),
 		"epochs": cli.epochs, "quota": cli.quota, "seq_len": cli.seq_len, "batch_rows": cli.batch_rows, "lr": cli.lr,
 		"baseline_threads": threads, "uncompressed_bytes_per_token": raw,
 		"nominal_compression": nominal_compression(&model, enc),

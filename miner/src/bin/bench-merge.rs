@@ -25,6 +25,9 @@ use iota_miner::merge::{
 use iota_miner::{HttpIo, ObjectIo};
 use iota_model::ModelConfig;
 use iota_primitives::butterfly::butterfly_shards;
+
+/// bench-merge studies the exact codec's chunking.
+const F: merge::MergeCodec = merge::MergeCodec::F32;
 use iota_primitives::ContentHash;
 use iota_rpc::types::gradient_chunk_elems;
 use iota_storage::keys::{self, Id};
@@ -79,8 +82,8 @@ async fn merge_round(
 	for (i, id) in ids.iter().enumerate() {
 		let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(i as u64);
 		let values: Vec<f32> = (0..p).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-		let bytes = merge::submission_bytes(&values)?;
-		let hashes = chunk_hashes_with(&bytes, chunk);
+		let bytes = merge::submission_bytes(F, &values)?;
+		let hashes = chunk_hashes_with(F, &bytes, p, chunk);
 		let key = keys::gradient_submission(&run, 0, 1, id);
 		let put = store.presign_put(&key, ttl).await?;
 		ios[i].put(&put, Bytes::from(bytes)).await?;
@@ -91,7 +94,7 @@ async fn merge_round(
 	let mut copies: Vec<Vec<(String, ContentHash)>> = vec![Vec::new(); table.len()];
 	for (i, id) in ids.iter().enumerate() {
 		for d in table.iter().filter(|d| d.is_owned_by(i as u32)) {
-			let (_, span) = chunk_span_with(d.start, d.end, p, chunk);
+			let span = chunk_span_with(F, d.start, d.end, p, chunk).bytes;
 			let mut spans = Vec::new();
 			for (key, _, _) in &subs {
 				let get = store.presign_get(key, ttl).await?;
@@ -102,8 +105,8 @@ async fn merge_round(
 				.zip(&spans)
 				.map(|((_, h, s), b)| SpanInput { samples: *s, chunk_hashes: h, span: b })
 				.collect();
-			let values = reduce_shard_chunked(&inputs, d.start, d.end, p, chunk)?;
-			let (bytes, hash) = merge::shard_bytes(&values);
+			let values = reduce_shard_chunked(F, &inputs, d.start, d.end, p, chunk)?;
+			let (bytes, hash) = merge::shard_bytes(F, &values, p)?;
 			let key = keys::reduced_shard(&run, 0, 1, d.index, id);
 			let put = store.presign_put(&key, ttl).await?;
 			ios[i].put(&put, Bytes::from(bytes)).await?;
@@ -131,7 +134,7 @@ async fn merge_round(
 				bytes: b,
 			})
 			.collect();
-		ensure!(assemble_mean(&inputs, p)?.len() as u64 == p);
+		ensure!(assemble_mean(F, &inputs, p)?.len() as u64 == p);
 	}
 	let ups: Vec<u64> = ios.iter().map(|io| io.bytes.up()).collect();
 	let downs: Vec<u64> = ios.iter().map(|io| io.bytes.down()).collect();

@@ -40,8 +40,16 @@ impl Miner {
 			self.enter_merge(epoch, false);
 			return Ok(Outcome::Worked);
 		}
-		let bytes = crate::merge::submission_bytes(&self.acc.sum)?;
-		let chunk_hashes = crate::merge::chunk_hashes(&bytes);
+		let codec = self.spec.merge_codec;
+		let p = self.acc.sum.len() as u64;
+		// A lossy codec sends the sum plus what earlier submissions left out; the residual it leaves now
+		// is kept once this merge is committed (a restarted round encodes the same sum again).
+		let (bytes, next) =
+			crate::merge::submission_with_feedback(codec, &self.feedback, &self.acc.sum)?;
+		if codec.is_lossy() {
+			self.feedback_next = Some(next);
+		}
+		let chunk_hashes = crate::merge::chunk_hashes(codec, &bytes, p);
 		let size = bytes.len() as u64;
 		let hash = self
 			.io
@@ -212,6 +220,9 @@ impl Miner {
 		let tokens = (self.stats.forwards + self.stats.backwards) * self.spec.tokens_per_sample();
 		let loss = (self.stats.loss_n > 0).then(|| self.stats.loss_sum / self.stats.loss_n as f64);
 		self.metrics.merges.inc();
+		if let Some(next) = self.feedback_next.take() {
+			self.feedback = next;
+		}
 		match loss {
 			Some(l) => tracing::info!(
 				stage = self.index,
@@ -257,13 +268,13 @@ impl Miner {
 				a.epoch, a.param_count
 			)));
 		}
+		let codec = self.spec.merge_codec;
+		let whole = codec.encoded_len(p, crate::merge::gradient_chunk_elems(p));
 		for s in &a.submissions {
-			if s.object.size != 4 * p {
+			if s.object.size != whole {
 				return Err(bad(format!(
-					"submission of {} is {} bytes, expected {}",
-					s.miner,
-					s.object.size,
-					4 * p
+					"submission of {} is {} bytes, expected {whole} ({p} elements in {codec})",
+					s.miner, s.object.size,
 				)));
 			}
 		}
@@ -277,7 +288,7 @@ impl Miner {
 					crate::merge::MergeError::BadRange { start, end, param_count: p }.into()
 				);
 			}
-			let (_, span) = chunk_span(start, end, p);
+			let span = chunk_span(codec, start, end, p).bytes;
 			let mut spans = Vec::with_capacity(a.submissions.len());
 			for s in &a.submissions {
 				let b = self
@@ -298,8 +309,8 @@ impl Miner {
 					span: b,
 				})
 				.collect();
-			let values = crate::merge::reduce_shard(&inputs, start, end, p)?;
-			let (bytes, _) = crate::merge::shard_bytes(&values);
+			let values = crate::merge::reduce_shard(codec, &inputs, start, end, p)?;
+			let (bytes, _) = crate::merge::shard_bytes(codec, &values, p)?;
 			let size = bytes.len() as u64;
 			let hash = self
 				.io
@@ -351,7 +362,12 @@ impl Miner {
 				)));
 			}
 			let [start, end] = s.range;
-			if s.object.size != 4 * end.saturating_sub(start) || end > p {
+			let expected = self
+				.spec
+				.merge_codec
+				.shard_codec()
+				.encoded_len(end.saturating_sub(start), crate::merge::gradient_chunk_elems(p));
+			if s.object.size != expected || end > p {
 				return Err(bad(format!(
 					"reduced shard {} announces {} bytes for range [{start}, {end}) of P = {p}",
 					s.shard, s.object.size
@@ -375,7 +391,7 @@ impl Miner {
 				bytes: b,
 			})
 			.collect();
-		let mean = crate::merge::assemble_mean(&inputs, p)?;
+		let mean = crate::merge::assemble_mean(self.spec.merge_codec, &inputs, p)?;
 		let report =
 			self.stage
 				.apply_gradient(&mean, &self.spec.step_options(epoch), samples as usize)?;

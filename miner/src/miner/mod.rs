@@ -41,7 +41,7 @@ use iota_storage::keys::{self, ObjectKey};
 use crate::chain::ChainView;
 use crate::data::DataCache;
 use crate::error::{MinerError, Result};
-use crate::merge::{ShardInput, SpanInput};
+use crate::merge::{ErrorFeedback, ShardInput, SpanInput};
 use crate::metrics::Metrics;
 use crate::orchestrator::Orchestrator;
 use crate::transfer::ObjectIo;
@@ -198,6 +198,10 @@ pub struct Miner {
 	kept: VecDeque<(u32, u64, Forward)>,
 	data: DataCache,
 	acc: Accumulator,
+	/// What a lossy merge codec dropped from the submissions merged so far (error feedback).
+	feedback: ErrorFeedback,
+	/// The feedback after this epoch's submission, kept once its merge is committed.
+	feedback_next: Option<ErrorFeedback>,
 	lease: Option<LeaseId>,
 	stats: EpochStats,
 	cfg: MinerConfig,
@@ -261,6 +265,8 @@ impl Miner {
 			kept: VecDeque::new(),
 			data: DataCache::new(cfg.cache_dir.clone()),
 			acc: Accumulator::default(),
+			feedback: ErrorFeedback::default(),
+			feedback_next: None,
 			lease: None,
 			stats: EpochStats::new(),
 			cfg,

@@ -4,6 +4,8 @@ use super::*;
 
 impl Miner {
 	pub(super) async fn resync(&mut self) -> Result<Outcome> {
+		// Whatever this replica's last submissions left out no longer belongs to the weights it will hold.
+		self.feedback = ErrorFeedback::default();
 		let e = self.chain.stage_epoch(self.index).await?;
 		if e == 0 {
 			if self.stage.adam_state().step != 0 {
@@ -65,6 +67,7 @@ impl Miner {
 	pub(super) fn enter_training(&mut self, epoch: u32) {
 		self.epoch = epoch;
 		self.acc.clear();
+		self.feedback_next = None;
 		self.kept.clear();
 		self.stage.zero_grad();
 		self.stats = EpochStats::new();

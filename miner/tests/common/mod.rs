@@ -188,6 +188,8 @@ pub struct World {
 	pub work: Mutex<HashMap<[u8; 32], VecDeque<Work>>>,
 	pub calls: Mutex<HashMap<[u8; 32], Vec<Call>>>,
 	pub merge: Mutex<MergeWorld>,
+	/// The run spec's merge codec (`f32` by default).
+	pub codec: iota_miner::merge::MergeCodec,
 }
 
 pub struct FakeOrch {
@@ -213,7 +215,7 @@ impl World {
 	fn members(m: &MergeWorld) -> Vec<AccountId> {
 		m.submissions.values().map(|(a, _)| a.clone()).collect()
 	}
-	fn shard_table(m: &MergeWorld) -> Vec<iota_primitives::butterfly::ShardDescriptor> {
+	pub fn shard_table(m: &MergeWorld) -> Vec<iota_primitives::butterfly::ShardDescriptor> {
 		butterfly_shards(m.submissions.len() as u32, m.param_count, &[7; 32]).unwrap()
 	}
 	fn ready(m: &MergeWorld) -> bool {
@@ -278,7 +280,10 @@ impl Orchestrator for FakeOrch {
 	async fn submit_gradient(&self, s: GradientSubmission) -> iota_miner::Result<()> {
 		let stored = self.world.io.get_obj(&s.gradient.key).expect("gradient uploaded");
 		assert_eq!(ContentHash::of(&stored), s.gradient.hash);
-		assert_eq!(iota_miner::merge::chunk_hashes(&stored), s.chunk_hashes);
+		assert_eq!(
+			iota_miner::merge::chunk_hashes(self.world.codec, &stored, s.gradient.shape[0]),
+			s.chunk_hashes
+		);
 		self.world.record(&self.me, Call::Gradient(s.clone()));
 		self.world
 			.merge
@@ -429,6 +434,7 @@ pub fn spec(io: &MemIo) -> RunSpec {
 		adamw: AdamW::default(),
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: Some(1.0),
+		merge_codec: Default::default(),
 		data: DataManifest {
 			tokenizer: SpecObject { key: "tok".into(), hash: ContentHash::of(b"tok"), size: 3 },
 			seq_len: SEQ as u32,

@@ -619,13 +619,14 @@ fn commit_call(plan: CommitPlan) -> iota_chain::runtime::Call {
 pub async fn resolve_disputes(orch: &Orchestrator) -> Result<(), ChainError> {
 	let stages = orch.with_state(|st| st.config().stages);
 	for s in 0..stages {
-		let (disputed, subs, run) =
-			orch.with_state(|st| (st.disputed(s), st.submissions(s), st.config().run.clone()));
+		let (disputed, subs, run, codec) = orch.with_state(|st| {
+			(st.disputed(s), st.submissions(s), st.config().run.clone(), st.config().merge_codec)
+		});
 		for (epoch, round, shard, range) in disputed {
 			let p = orch.with_state(|st| {
 				st.config().param_counts.get(usize::from(s)).copied().unwrap_or(0)
 			});
-			let bytes = reduce_shard(orch.store(), &subs, shard, range, p).await?;
+			let bytes = reduce_shard(orch.store(), codec, &subs, shard, range, p).await?;
 			let hash = ContentHash::of(&bytes);
 			let copies: Vec<CopyRec> = orch.with_state(|st| st.copies(s, shard));
 			let object = match copies.iter().find(|c| c.object.hash == hash) {
@@ -670,21 +671,22 @@ pub async fn write_pathways(orch: &Orchestrator) -> Result<(), ChainError> {
 }
 
 /// Recomputes shard `[start, end)` bit-exactly as a reducer must: [`iota_protocol::reduce_shard`] over
-/// the chunk-aligned span of each submission (read with a ranged GET, every chunk checked), in the
-/// submissions' listed order, as little-endian f32 bytes.
+/// the chunk-aligned span of each submission in `codec` (read with a ranged GET, every chunk checked),
+/// in the submissions' listed order, as the bytes a reducer uploads ([`iota_protocol::merge::shard_bytes`]).
 ///
 /// # Errors
 /// [`ChainError::Storage`], [`ChainError::Merge`] (a submission fails its chunk check or holds a
 /// non-finite value; accepted submissions never do).
 pub async fn reduce_shard(
 	store: &ObjectStore,
+	codec: iota_protocol::MergeCodec,
 	subs: &[(AccountId, Submission)],
 	shard: u32,
 	range: [u64; 2],
 	param_count: u64,
 ) -> Result<Vec<u8>, ChainError> {
 	let [start, end] = range;
-	let (_, bytes) = chunk_span(start, end, param_count);
+	let bytes = chunk_span(codec, start, end, param_count).bytes;
 	let mut spans = Vec::with_capacity(subs.len());
 	for (_, s) in subs {
 		spans.push(store.get_range(&s.object.key, bytes.clone()).await?);
@@ -694,7 +696,9 @@ pub async fn reduce_shard(
 		.zip(&spans)
 		.map(|((_, s), span)| SpanInput { samples: s.samples, chunk_hashes: &s.chunk_hashes, span })
 		.collect();
-	let values = iota_protocol::reduce_shard(&inputs, start, end, param_count)
+	let values = iota_protocol::reduce_shard(codec, &inputs, start, end, param_count)
 		.map_err(|source| ChainError::Merge { shard, source })?;
-	Ok(iota_protocol::f32le::to_bytes(&values))
+	let (bytes, _) = iota_protocol::merge::shard_bytes(codec, &values, param_count)
+		.map_err(|source| ChainError::Merge { shard, source })?;
+	Ok(bytes)
 }

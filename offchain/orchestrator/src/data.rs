@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use iota_model::optim::AdamW;
 use iota_model::{data, ModelConfig};
+use iota_protocol::MergeCodec;
 use iota_rpc::{DataManifest, LrSchedule, RunSpec};
 use iota_storage::{keys, ObjectStore, StorageError};
 
@@ -55,6 +56,8 @@ pub struct PrepareOptions {
 	pub lr: LrSchedule,
 	/// Global clipping norm.
 	pub max_norm: Option<f32>,
+	/// Codec of merge vectors (`f32` exact; `int8`, `topk:<per mille>` compressed).
+	pub merge_codec: MergeCodec,
 }
 
 impl PrepareOptions {
@@ -76,6 +79,7 @@ impl PrepareOptions {
 			adamw: AdamW { lr: 3e-3, ..AdamW::default() },
 			lr: LrSchedule { peak: 3e-3, warmup_epochs: 5, total_epochs: 200, min_ratio: 0.1 },
 			max_norm: Some(1.0),
+			merge_codec: MergeCodec::F32,
 			model,
 		}
 	}
@@ -213,6 +217,7 @@ pub async fn prepare_data(
 		adamw: opts.adamw,
 		lr: opts.lr,
 		max_norm: opts.max_norm,
+		merge_codec: opts.merge_codec,
 		data: DataManifest {
 			tokenizer,
 			seq_len: opts.seq_len,

@@ -72,6 +72,10 @@ struct PrepareArgs {
 	/// Wire encoding (`f32`, `bf16`, `u8`).
 	#[arg(long, env = "IOTA_ENCODING", default_value = "u8")]
 	encoding: String,
+	/// Codec of merge vectors: `f32` (exact), `int8` (per-chunk scales, 4x less), `topk:<per mille>`
+	/// (largest entries per chunk, with error feedback at the miner).
+	#[arg(long, env = "IOTA_MERGE_CODEC", default_value = "f32")]
+	merge_codec: iota_protocol::MergeCodec,
 }
 
 /// Object store settings (shared by the subcommands).
@@ -216,6 +220,7 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 	o.tokenizer = a.tokenizer.clone();
 	o.seed = a.seed;
 	o.encoding = a.encoding.clone();
+	o.merge_codec = a.merge_codec;
 	if let Some(v) = a.seq_len {
 		o.seq_len = v;
 	}
@@ -302,6 +307,7 @@ async fn run(a: RunArgs) -> Result<()> {
 		tokens_per_sample: spec.tokens_per_sample(),
 		boundary_shape: spec.boundary_shape(),
 		param_counts,
+		merge_codec: spec.merge_codec,
 	});
 	let db = Db::open(&a.db, &a.run)?;
 	let metrics = Metrics::new()?;

@@ -621,7 +621,7 @@ impl Orchestrator {
 		})?;
 		let bytes = self.fetch_checked(&b.gradient.key, &b.gradient.hash, b.gradient.size).await?;
 		let p = self.with_state(|st| st.param_count(stage));
-		iota_protocol::accept_submission(&bytes, &b.chunk_hashes, p)
+		iota_protocol::accept_submission(self.spec.merge_codec, &bytes, &b.chunk_hashes, p)
 			.map_err(|e| acceptance_refusal("gradient", e))?;
 		self.commit(nonce, |st| {
 			Ok((
@@ -708,7 +708,8 @@ impl Orchestrator {
 		});
 		// check_shard above refused an unknown shard; the plan cannot have gone since.
 		let range = range.ok_or_else(|| Refusal::new(ErrorCode::Unknown, "no such shard"))?;
-		iota_protocol::accept_shard(&bytes, range)
+		let p = self.with_state(|st| st.param_count(stage));
+		iota_protocol::accept_shard(self.spec.merge_codec, &bytes, range, p)
 			.map_err(|e| acceptance_refusal("reduced shard", e))?;
 		self.commit(nonce, |st| {
 			Ok((
@@ -1086,6 +1087,7 @@ fn acceptance_refusal(what: &str, e: iota_protocol::Refused) -> Refusal {
 		Refused::Length { .. } | Refused::ChunkCount { .. } => ErrorCode::ShapeMismatch,
 		Refused::ChunkHash { .. } => ErrorCode::HashMismatch,
 		Refused::NonFinite { .. } => ErrorCode::NonFinite,
+		Refused::Malformed { .. } => ErrorCode::Invalid,
 	};
 	Refusal::new(code, format!("{what}: {e}"))
 }

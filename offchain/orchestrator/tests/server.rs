@@ -54,6 +54,7 @@ async fn world() -> World {
 		adamw: iota_model::optim::AdamW::default(),
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: None,
+		merge_codec: Default::default(),
 		data: DataManifest {
 			tokenizer: shard.clone(),
 			seq_len: 8,
@@ -71,6 +72,7 @@ async fn world() -> World {
 		tokens_per_sample: spec.tokens_per_sample(),
 		boundary_shape: spec.boundary_shape(),
 		param_counts: (0..3).map(|s| spec.model.stage_param_count(s).unwrap() as u64).collect(),
+		merge_codec: spec.merge_codec,
 	});
 	let db = Db::open(&dir.path().join("o.db"), "srv").unwrap();
 	let json = String::from_utf8(spec.to_bytes()).unwrap();
@@ -404,7 +406,7 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 		};
 		let values: Vec<f32> = (0..p).map(|j| (j % 5) as f32 * scale).collect();
 		let bytes = Bytes::from(iota_protocol::f32le::to_bytes(&values));
-		let chunks = chunk_hashes(&bytes);
+		let chunks = chunk_hashes(MergeCodec::F32, &bytes, bytes.len() as u64 / 4);
 		let hash = w.http.put(&output.put, bytes.clone()).await.unwrap();
 		let gradient = TensorRef { key: output.key, hash, size: p * 4, shape: vec![p] };
 		// A wrong chunk list is refused before anything is recorded.
@@ -422,7 +424,7 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 		// same key: the honest upload afterwards is accepted.
 		let mut nan: Vec<u8> = bytes.to_vec();
 		nan[4..8].copy_from_slice(&f32::NAN.to_le_bytes());
-		let nan_chunks = chunk_hashes(&nan);
+		let nan_chunks = chunk_hashes(MergeCodec::F32, &nan, nan.len() as u64 / 4);
 		let nan_hash = w.http.put(&output.put, Bytes::from(nan)).await.unwrap();
 		expect(
 			c.submit_gradient(GradientSubmission {

@@ -5,9 +5,9 @@
 //! lists the BLAKE3 of every chunk of [`gradient_chunk_elems`]`(P)` elements, and a reducer reads the
 //! chunk-aligned span around its range ([`chunk_span`]) and checks each chunk before using it.
 
-use std::ops::Range;
-
 use iota_primitives::ContentHash;
+
+use crate::codec::{MergeCodec, Span};
 
 /// Fewest elements (f32) per hashed chunk of a submission (4 KiB).
 pub const MIN_GRADIENT_CHUNK_ELEMS: u64 = 1_024;
@@ -35,36 +35,39 @@ pub fn chunk_count(param_count: u64) -> usize {
 	param_count.div_ceil(gradient_chunk_elems(param_count)) as usize
 }
 
-/// BLAKE3 of each [`gradient_chunk_elems`]`(P)`-element chunk of a flat little-endian f32 vector's
-/// bytes (`P = bytes.len() / 4`; the last chunk may be shorter).
-pub fn chunk_hashes(bytes: &[u8]) -> Vec<ContentHash> {
-	chunk_hashes_with(bytes, gradient_chunk_elems(bytes.len() as u64 / 4))
+/// BLAKE3 of each encoded [`gradient_chunk_elems`]`(P)`-element chunk of a `param_count`-element
+/// merge vector's bytes in `codec` ([`MergeCodec::chunk_hashes`]; the last chunk may be shorter).
+pub fn chunk_hashes(codec: MergeCodec, bytes: &[u8], param_count: u64) -> Vec<ContentHash> {
+	codec.chunk_hashes(bytes, param_count, gradient_chunk_elems(param_count))
 }
 
-/// The chunks covering element range `[start, end)` of a `param_count`-element submission:
-/// `(first chunk index, byte range to read)`, the byte range aligned to chunk boundaries and clipped to
-/// `param_count` elements.
-pub fn chunk_span(start: u64, end: u64, param_count: u64) -> (usize, Range<u64>) {
-	chunk_span_with(start, end, param_count, gradient_chunk_elems(param_count))
+/// The chunks covering element range `[start, end)` of a `param_count`-element submission in `codec`:
+/// the first chunk's index, the byte range to read (aligned to chunk boundaries, clipped to the
+/// vector) and the elements it holds.
+pub fn chunk_span(codec: MergeCodec, start: u64, end: u64, param_count: u64) -> Span {
+	chunk_span_with(codec, start, end, param_count, gradient_chunk_elems(param_count))
 }
 
-/// [`chunk_span`] for another chunk size (`chunk_elems` f32 per hashed chunk, > 0); for studying the
-/// chunk size (`bench-merge --chunk-elems`). The protocol uses [`chunk_span`].
+/// [`chunk_span`] for another chunk size (`chunk_elems` per hashed chunk, > 0); for studying the chunk
+/// size (`bench-merge --chunk-elems`). The protocol uses [`chunk_span`].
 pub fn chunk_span_with(
+	codec: MergeCodec,
 	start: u64,
 	end: u64,
 	param_count: u64,
 	chunk_elems: u64,
-) -> (usize, Range<u64>) {
-	let c = chunk_elems.max(1);
-	let first = start / c;
-	let last_end = end.div_ceil(c).saturating_mul(c).min(param_count);
-	(first as usize, first * c * 4..last_end * 4)
+) -> Span {
+	codec.span(start, end, param_count, chunk_elems)
 }
 
-/// [`chunk_hashes`] for another chunk size (`chunk_elems` f32 per chunk, > 0).
-pub fn chunk_hashes_with(bytes: &[u8], chunk_elems: u64) -> Vec<ContentHash> {
-	bytes.chunks((chunk_elems.max(1) * 4) as usize).map(ContentHash::of).collect()
+/// [`chunk_hashes`] for another chunk size (`chunk_elems` per chunk, > 0).
+pub fn chunk_hashes_with(
+	codec: MergeCodec,
+	bytes: &[u8],
+	param_count: u64,
+	chunk_elems: u64,
+) -> Vec<ContentHash> {
+	codec.chunk_hashes(bytes, param_count, chunk_elems)
 }
 
 #[cfg(test)]
@@ -78,18 +81,24 @@ mod tests {
 		assert_eq!(gradient_chunk_elems(1_024 * 1_024 + 1), 2_048);
 		assert_eq!(gradient_chunk_elems(u64::MAX), MAX_GRADIENT_CHUNK_ELEMS);
 		assert_eq!(chunk_count(3_000), 3);
-		assert_eq!(chunk_hashes(&[0u8; 4 * 3_000]).len(), 3);
+		assert_eq!(chunk_hashes(MergeCodec::F32, &[0u8; 4 * 3_000], 3_000).len(), 3);
 	}
 
 	#[test]
 	fn span_is_chunk_aligned_and_clipped() {
-		assert_eq!(chunk_span_with(5, 9, 100, 4), (1, 16..48));
-		assert_eq!(chunk_span_with(95, 100, 100, 8), (11, 352..400));
+		let f = MergeCodec::F32;
+		let span = |s, e, p, c| {
+			let sp = chunk_span_with(f, s, e, p, c);
+			(sp.first_chunk, sp.bytes)
+		};
+		assert_eq!(span(5, 9, 100, 4), (1, 16..48));
+		assert_eq!(span(95, 100, 100, 8), (11, 352..400));
+		assert_eq!(chunk_span_with(MergeCodec::Int8, 5, 9, 100, 4).bytes, 8..24);
 		for p in [100u64, 70_000, 3 * 1_024 * 1_024, 3_156_480] {
 			let c = gradient_chunk_elems(p);
 			for (s, e) in [(0, 10), (c + 5, c + 6), (c - 1, c + 1), (p - 7, p)] {
 				let (s, e) = (s.min(p), e.min(p));
-				assert_eq!(chunk_span_with(s, e, p, c), chunk_span(s, e, p));
+				assert_eq!(chunk_span_with(f, s, e, p, c), chunk_span(f, s, e, p));
 			}
 		}
 	}

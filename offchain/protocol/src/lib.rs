@@ -11,6 +11,7 @@
 //! | module | decision |
 //! |---|---|
 //! | [`f32le`] | the encoding of flat f32 vectors (submissions, shards, merge vectors) |
+//! | [`codec`] | how a merge vector travels: `f32`, `int8` per-chunk scales, top-k, error feedback |
 //! | [`chunks`] | hashed chunks of a merge vector, so a ranged read can be checked |
 //! | [`merge`] | shard reduction (weighted mean) and mean assembly |
 //! | [`acceptance`] | accepting a merge submission (length, chunk hashes, finite values) and a shard |
@@ -26,6 +27,7 @@
 
 pub mod acceptance;
 pub mod chunks;
+pub mod codec;
 pub mod encoding;
 pub mod f32le;
 pub mod merge;
@@ -38,6 +40,7 @@ pub mod selection;
 
 pub use acceptance::{accept_shard, accept_submission, check_submission_shape, Refused};
 pub use chunks::{chunk_count, chunk_hashes, chunk_span, gradient_chunk_elems};
+pub use codec::{CodecError, ErrorFeedback, MergeCodec};
 pub use merge::{assemble_mean, reduce_shard, MergeError, ShardInput, SpanInput};
 pub use model::ModelConfig;
 pub use objects::{ObjectRef, PresignedRequest};

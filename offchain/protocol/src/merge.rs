@@ -2,12 +2,15 @@
 //! out. Every reducer, the orchestrator resolving a dispute and every validator auditing a shard call
 //! these functions, so a shard has exactly one correct value.
 //!
-//! - [`submission_bytes`]: a miner's merge vector as uploaded (`P` little-endian f32: the **sum** of its
-//!   micro-batch gradients in sync mode), listed with its [`chunk_hashes`](crate::chunks::chunk_hashes).
+//! - [`submission_bytes`]: a miner's merge vector as uploaded (`P` elements in the run's
+//!   [`MergeCodec`]: the **sum** of its micro-batch gradients in sync mode), listed with its
+//!   [`chunk_hashes`](crate::chunks::chunk_hashes).
 //! - [`reduce_shard`]: one shard `[start, end)` of the weighted mean from the chunk-aligned span
 //!   ([`chunk_span`](crate::chunks::chunk_span)) of each of the `n` submissions. Every chunk is checked
-//!   against its submission's chunk hashes before a value is used, then
+//!   against its submission's chunk hashes before a value is used, the spans are decoded
+//!   ([`MergeCodec::decode`]), then
 //!   `out[j] = ((Σ_i x_i[j] as f64, in the listed order) / (Σ_i samples_i) as f64) as f32`.
+//!   The reduced shard travels in the codec's [`MergeCodec::shard_codec`] ([`shard_bytes`]).
 //!   The listed order is the submissions' order in the round's record (ascending account bytes).
 //! - [`assemble_mean`]: the mean vector from the reduced shards (each checked against its hash),
 //!   concatenated in shard order; the ranges must tile `0..P` exactly.
@@ -18,6 +21,7 @@
 use iota_primitives::ContentHash;
 
 use crate::chunks::{chunk_span_with, gradient_chunk_elems};
+use crate::codec::{CodecError, ErrorFeedback, MergeCodec};
 use crate::f32le;
 
 /// Why merge input was refused. Every variant names what was expected and what came.
@@ -119,6 +123,16 @@ pub enum MergeError {
 		/// Element index (within the whole vector of `P`).
 		index: u64,
 	},
+	/// A chunk of a submission or a shard is not a valid encoding in the run's codec.
+	#[error("{what}: chunk {chunk}: {reason}")]
+	Malformed {
+		/// Which vector.
+		what: String,
+		/// Chunk index within the vector.
+		chunk: u64,
+		/// What is wrong.
+		reason: String,
+	},
 	/// A byte buffer is not a whole number of f32 values.
 	#[error("{what}: {len} bytes is not a multiple of 4")]
 	NotF32 {
@@ -150,32 +164,71 @@ pub struct ShardInput<'a> {
 	pub range: [u64; 2],
 	/// BLAKE3 the shard was published with.
 	pub hash: &'a ContentHash,
-	/// The shard object (`end − start` little-endian f32).
+	/// The shard object (`end − start` elements in the run's shard codec, [`shard_bytes`]).
 	pub bytes: &'a [u8],
 }
 
-/// The submission object for a merge vector: `P` little-endian f32.
+impl MergeError {
+	/// The error for a decode failure of `what`, whose elements start at `offset` of the whole vector
+	/// and whose chunks at `first_chunk`.
+	fn decode(what: &str, e: CodecError, offset: u64, first_chunk: u64) -> Self {
+		match e {
+			CodecError::NonFinite { index } => {
+				MergeError::NonFinite { what: what.into(), index: offset + index }
+			},
+			CodecError::Malformed { chunk, reason } => {
+				MergeError::Malformed { what: what.into(), chunk: first_chunk + chunk, reason }
+			},
+			CodecError::Length { expected, got, .. } => {
+				MergeError::SpanLength { index: 0, expected, got }
+			},
+		}
+	}
+}
+
+/// The submission object for a merge vector: `P` elements encoded in `codec` (chunks of
+/// [`gradient_chunk_elems`]`(P)`). A submitter with a lossy codec encodes through its
+/// [`ErrorFeedback`](crate::codec::ErrorFeedback) instead, which yields the same layout.
 ///
 /// # Errors
 /// [`MergeError::NonFinite`]: an honest miner never uploads NaN/Inf.
-pub fn submission_bytes(sum: &[f32]) -> Result<Vec<u8>, MergeError> {
-	if let Some(index) = sum.iter().position(|x| !x.is_finite()) {
-		return Err(MergeError::NonFinite { what: "vector to upload".into(), index: index as u64 });
-	}
-	Ok(f32le::to_bytes(sum))
+pub fn submission_bytes(codec: MergeCodec, sum: &[f32]) -> Result<Vec<u8>, MergeError> {
+	Ok(submission_with_feedback(codec, &ErrorFeedback::default(), sum)?.0)
 }
 
-/// The chunk-aligned span of `[start, end)` cut out of a whole submission's bytes (what a ranged read
-/// of it returns): for callers that hold whole objects (the validator's audit).
+/// [`submission_bytes`] of `sum` plus the residual `feedback` holds ([`ErrorFeedback::encode`]):
+/// the bytes and the feedback to keep once the submission is merged.
+///
+/// # Errors
+/// [`MergeError::NonFinite`].
+pub fn submission_with_feedback(
+	codec: MergeCodec,
+	feedback: &ErrorFeedback,
+	sum: &[f32],
+) -> Result<(Vec<u8>, ErrorFeedback), MergeError> {
+	feedback
+		.encode(codec, sum, gradient_chunk_elems(sum.len() as u64))
+		.map_err(|e| MergeError::decode("vector to upload", e, 0, 0))
+}
+
+/// The chunk-aligned span of `[start, end)` cut out of a whole submission's bytes in `codec` (what a
+/// ranged read of it returns): for callers that hold whole objects (the validator's audit).
 ///
 /// # Errors
 /// [`MergeError::BadRange`] when the range is empty or past `P`; [`MergeError::SpanLength`] when the
-/// object is shorter than `4·P` bytes.
-pub fn span_of(whole: &[u8], start: u64, end: u64, param_count: u64) -> Result<&[u8], MergeError> {
+/// object is shorter than the span.
+pub fn span_of(
+	codec: MergeCodec,
+	whole: &[u8],
+	start: u64,
+	end: u64,
+	param_count: u64,
+) -> Result<&[u8], MergeError> {
 	if start >= end || end > param_count {
 		return Err(MergeError::BadRange { start, end, param_count });
 	}
-	let (_, r) = chunk_span_with(start, end, param_count, gradient_chunk_elems(param_count));
+	let r =
+		chunk_span_with(codec, start, end, param_count, gradient_chunk_elems(param_count)).bytes;
 	whole.get(r.start as usize..r.end as usize).ok_or(MergeError::SpanLength {
 		index: 0,
 		expected: r.end,
@@ -183,21 +236,24 @@ pub fn span_of(whole: &[u8], start: u64, end: u64, param_count: u64) -> Result<&
 	})
 }
 
-/// Reduce shard `[start, end)` from the chunk-aligned spans of `inputs` (in the submissions' listed
-/// order; the order is part of the result's bits). Returns `end − start` values.
+/// Reduce shard `[start, end)` from the chunk-aligned spans of `inputs` (submissions in `codec`, in
+/// the submissions' listed order; the order is part of the result's bits). Returns `end − start`
+/// values.
 ///
 /// # Errors
 /// [`MergeError::NoSubmissions`], [`MergeError::ZeroSamples`], [`MergeError::BadRange`],
 /// [`MergeError::ChunkCount`], [`MergeError::SpanLength`], [`MergeError::ChunkHash`] (checked for
 /// every chunk of every span before any value is used), [`MergeError::NonFinite`] for NaN/Inf in a
-/// submission or a mean that rounds to ±Inf in f32.
+/// submission or a mean that rounds to ±Inf in f32, [`MergeError::Malformed`] for a chunk that is not
+/// a valid encoding.
 pub fn reduce_shard(
+	codec: MergeCodec,
 	inputs: &[SpanInput<'_>],
 	start: u64,
 	end: u64,
 	param_count: u64,
 ) -> Result<Vec<f32>, MergeError> {
-	reduce_shard_chunked(inputs, start, end, param_count, gradient_chunk_elems(param_count))
+	reduce_shard_chunked(codec, inputs, start, end, param_count, gradient_chunk_elems(param_count))
 }
 
 /// [`reduce_shard`] with hashed chunks of `chunk_elems` elements instead of the protocol's
@@ -207,6 +263,7 @@ pub fn reduce_shard(
 /// # Errors
 /// As [`reduce_shard`]; [`MergeError::BadRange`] for `chunk_elems = 0`.
 pub fn reduce_shard_chunked(
+	codec: MergeCodec,
 	inputs: &[SpanInput<'_>],
 	start: u64,
 	end: u64,
@@ -223,9 +280,8 @@ pub fn reduce_shard_chunked(
 	if total == 0 {
 		return Err(MergeError::ZeroSamples);
 	}
-	let (first_chunk, bytes) = chunk_span_with(start, end, param_count, chunk_elems);
-	let span_len = bytes.end - bytes.start;
-	let chunk_bytes = (chunk_elems * 4) as usize;
+	let span = chunk_span_with(codec, start, end, param_count, chunk_elems);
+	let span_len = span.bytes.end - span.bytes.start;
 	let expected = param_count.div_ceil(chunk_elems) as usize;
 	for (index, s) in inputs.iter().enumerate() {
 		if s.chunk_hashes.len() != expected {
@@ -243,33 +299,29 @@ pub fn reduce_shard_chunked(
 				got: s.span.len() as u64,
 			});
 		}
-		for (k, chunk) in s.span.chunks(chunk_bytes).enumerate() {
-			let got = ContentHash::of(chunk);
-			let listed = &s.chunk_hashes[first_chunk + k];
+		let hashes = codec.chunk_hashes(s.span, span.elems, chunk_elems);
+		for (k, got) in hashes.into_iter().enumerate() {
+			let listed = &s.chunk_hashes[span.first_chunk + k];
 			if &got != listed {
 				return Err(MergeError::ChunkHash {
 					index,
-					chunk: first_chunk + k,
+					chunk: span.first_chunk + k,
 					expected: *listed,
 					got,
 				});
 			}
 		}
 	}
-	// Element j of the shard sits at (start - span_start) + j in each span.
-	let offset = (start - bytes.start / 4) as usize;
+	// Element j of the shard sits at (start - span.first_elem) + j of each decoded span.
+	let offset = (start - span.first_elem) as usize;
 	let n = (end - start) as usize;
 	let mut acc = vec![0f64; n];
 	for s in inputs {
-		for (j, a) in acc.iter_mut().enumerate() {
-			let x = f32le::at(s.span, offset + j);
-			if !x.is_finite() {
-				return Err(MergeError::NonFinite {
-					what: "merge submission".into(),
-					index: start + j as u64,
-				});
-			}
-			*a += f64::from(x);
+		let values = codec.decode(s.span, span.elems, chunk_elems).map_err(|e| {
+			MergeError::decode("merge submission", e, span.first_elem, span.first_chunk as u64)
+		})?;
+		for (a, x) in acc.iter_mut().zip(&values[offset..offset + n]) {
+			*a += f64::from(*x);
 		}
 	}
 	let denom = total as f64;
@@ -287,21 +339,37 @@ pub fn reduce_shard_chunked(
 	Ok(out)
 }
 
-/// Little-endian f32 bytes of a reduced shard (what a reducer uploads) and their BLAKE3.
-pub fn shard_bytes(values: &[f32]) -> (Vec<u8>, ContentHash) {
-	let bytes = f32le::to_bytes(values);
+/// A reduced shard of a `param_count`-element vector as a reducer uploads it: `values` in the
+/// [`MergeCodec::shard_codec`] of `codec` (chunks of [`gradient_chunk_elems`]`(P)` from the shard's
+/// start), and the BLAKE3 of those bytes.
+///
+/// # Errors
+/// [`MergeError::NonFinite`] (the reduction never yields one).
+pub fn shard_bytes(
+	codec: MergeCodec,
+	values: &[f32],
+	param_count: u64,
+) -> Result<(Vec<u8>, ContentHash), MergeError> {
+	let bytes = codec
+		.shard_codec()
+		.encode(values, gradient_chunk_elems(param_count))
+		.map_err(|e| MergeError::decode("reduced shard", e, 0, 0))?;
 	let hash = ContentHash::of(&bytes);
-	(bytes, hash)
+	Ok((bytes, hash))
 }
 
 /// The mean vector (`P` values) from the reduced shards in shard order: every shard's bytes must hash
-/// to its published hash and have `4 · (end − start)` bytes, the ranges must tile `0..P` exactly, and
-/// no value may be NaN/Inf.
+/// to its published hash and decode in the shard codec of `codec` ([`shard_bytes`]), the ranges must
+/// tile `0..P` exactly, and no value may be NaN/Inf.
 ///
 /// # Errors
 /// [`MergeError::NotTiling`], [`MergeError::BadRange`], [`MergeError::ShardLength`],
-/// [`MergeError::ShardHash`], [`MergeError::NonFinite`].
-pub fn assemble_mean(shards: &[ShardInput<'_>], param_count: u64) -> Result<Vec<f32>, MergeError> {
+/// [`MergeError::ShardHash`], [`MergeError::NonFinite`], [`MergeError::Malformed`].
+pub fn assemble_mean(
+	codec: MergeCodec,
+	shards: &[ShardInput<'_>],
+	param_count: u64,
+) -> Result<Vec<f32>, MergeError> {
 	let mut next = 0u64;
 	for (pos, s) in shards.iter().enumerate() {
 		let [start, end] = s.range;
@@ -321,10 +389,12 @@ pub fn assemble_mean(shards: &[ShardInput<'_>], param_count: u64) -> Result<Vec<
 			expected: next,
 		});
 	}
+	let sc = codec.shard_codec();
+	let chunk = gradient_chunk_elems(param_count);
 	let mut mean = Vec::with_capacity(param_count as usize);
 	for s in shards {
 		let [start, end] = s.range;
-		let expected = 4 * (end - start);
+		let expected = sc.encoded_len(end - start, chunk);
 		if s.bytes.len() as u64 != expected {
 			return Err(MergeError::ShardLength {
 				shard: s.shard,
@@ -336,13 +406,10 @@ pub fn assemble_mean(shards: &[ShardInput<'_>], param_count: u64) -> Result<Vec<
 		if &got != s.hash {
 			return Err(MergeError::ShardHash { shard: s.shard, expected: *s.hash, got });
 		}
-		if let Some(i) = f32le::first_non_finite(s.bytes) {
-			return Err(MergeError::NonFinite {
-				what: format!("reduced shard {}", s.shard),
-				index: start + i as u64,
-			});
-		}
-		mean.extend(s.bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+		let values = sc
+			.decode(s.bytes, end - start, chunk)
+			.map_err(|e| MergeError::decode(&format!("reduced shard {}", s.shard), e, start, 0))?;
+		mean.extend(values);
 	}
 	Ok(mean)
 }
@@ -365,9 +432,11 @@ mod tests {
 	use super::*;
 	use crate::chunks::{chunk_hashes, chunk_span};
 
+	const F: MergeCodec = MergeCodec::F32;
+
 	fn sub(values: &[f32]) -> (Vec<u8>, Vec<ContentHash>) {
-		let b = submission_bytes(values).unwrap();
-		let h = chunk_hashes(&b);
+		let b = submission_bytes(F, values).unwrap();
+		let h = chunk_hashes(F, &b, values.len() as u64);
 		(b, h)
 	}
 
@@ -379,8 +448,8 @@ mod tests {
 			SpanInput { samples: 1, chunk_hashes: &ha, span: &a },
 			SpanInput { samples: 3, chunk_hashes: &hb, span: &b },
 		];
-		assert_eq!(reduce_shard(&inputs, 0, 3, 3).unwrap(), vec![1.0, 2.0, 3.0]);
-		assert_eq!(reduce_shard(&inputs, 1, 2, 3).unwrap(), vec![2.0]);
+		assert_eq!(reduce_shard(F, &inputs, 0, 3, 3).unwrap(), vec![1.0, 2.0, 3.0]);
+		assert_eq!(reduce_shard(F, &inputs, 1, 2, 3).unwrap(), vec![2.0]);
 	}
 
 	#[test]
@@ -389,10 +458,11 @@ mod tests {
 		let x: Vec<f32> = (0..p).map(|i| i as f32 * 0.5).collect();
 		let (a, ha) = sub(&x);
 		let (start, end) = (1_500, 2_100);
-		let (_, r) = chunk_span(start, end, p);
+		let r = chunk_span(F, start, end, p).bytes;
 		let ranged = &a[r.start as usize..r.end as usize];
-		assert_eq!(span_of(&a, start, end, p).unwrap(), ranged);
+		assert_eq!(span_of(F, &a, start, end, p).unwrap(), ranged);
 		let out = reduce_shard(
+			F,
 			&[SpanInput { samples: 2, chunk_hashes: &ha, span: ranged }],
 			start,
 			end,
@@ -400,43 +470,99 @@ mod tests {
 		)
 		.unwrap();
 		assert_eq!(out[0], 750.0 / 2.0);
-		assert!(matches!(span_of(&a[..100], start, end, p), Err(MergeError::SpanLength { .. })));
+		assert!(matches!(span_of(F, &a[..100], start, end, p), Err(MergeError::SpanLength { .. })));
 	}
 
 	#[test]
 	fn bad_ranges_empty_inputs_and_non_finite_values_are_refused() {
 		let (a, ha) = sub(&[1.0, 2.0]);
 		let one = [SpanInput { samples: 1, chunk_hashes: &ha, span: &a }];
-		assert_eq!(reduce_shard(&[], 0, 1, 2), Err(MergeError::NoSubmissions));
-		assert!(matches!(reduce_shard(&one, 1, 1, 2), Err(MergeError::BadRange { .. })));
-		assert!(matches!(reduce_shard(&one, 0, 3, 2), Err(MergeError::BadRange { .. })));
+		assert_eq!(reduce_shard(F, &[], 0, 1, 2), Err(MergeError::NoSubmissions));
+		assert!(matches!(reduce_shard(F, &one, 1, 1, 2), Err(MergeError::BadRange { .. })));
+		assert!(matches!(reduce_shard(F, &one, 0, 3, 2), Err(MergeError::BadRange { .. })));
 		let zero = [SpanInput { samples: 0, chunk_hashes: &ha, span: &a }];
-		assert_eq!(reduce_shard(&zero, 0, 2, 2), Err(MergeError::ZeroSamples));
+		assert_eq!(reduce_shard(F, &zero, 0, 2, 2), Err(MergeError::ZeroSamples));
 		let nan = f32le::to_bytes(&[0.0, f32::NAN]);
-		let hn = chunk_hashes(&nan);
+		let hn = chunk_hashes(F, &nan, 2);
 		let bad = [SpanInput { samples: 1, chunk_hashes: &hn, span: &nan }];
-		assert!(matches!(reduce_shard(&bad, 0, 2, 2), Err(MergeError::NonFinite { index: 1, .. })));
+		assert!(matches!(
+			reduce_shard(F, &bad, 0, 2, 2),
+			Err(MergeError::NonFinite { index: 1, .. })
+		));
 		let big = f32le::to_bytes(&[f32::MAX, f32::MAX]);
-		let hb = chunk_hashes(&big);
+		let hb = chunk_hashes(F, &big, 2);
 		let two = [
 			SpanInput { samples: 1, chunk_hashes: &hb, span: &big },
 			SpanInput { samples: 0, chunk_hashes: &hb, span: &big },
 		];
-		assert!(matches!(reduce_shard(&two, 0, 2, 2), Err(MergeError::NonFinite { .. })));
+		assert!(matches!(reduce_shard(F, &two, 0, 2, 2), Err(MergeError::NonFinite { .. })));
 	}
 
 	#[test]
 	fn assembly_checks_tiling_hashes_and_values() {
-		let (b0, h0) = shard_bytes(&[1.0, 2.0]);
-		let (b1, h1) = shard_bytes(&[3.0]);
+		let (b0, h0) = shard_bytes(F, &[1.0, 2.0], 3).unwrap();
+		let (b1, h1) = shard_bytes(F, &[3.0], 3).unwrap();
 		let ok = [
 			ShardInput { shard: 0, range: [0, 2], hash: &h0, bytes: &b0 },
 			ShardInput { shard: 1, range: [2, 3], hash: &h1, bytes: &b1 },
 		];
-		assert_eq!(assemble_mean(&ok, 3).unwrap(), vec![1.0, 2.0, 3.0]);
-		assert!(matches!(assemble_mean(&ok[..1], 3), Err(MergeError::NotTiling { .. })));
+		assert_eq!(assemble_mean(F, &ok, 3).unwrap(), vec![1.0, 2.0, 3.0]);
+		assert!(matches!(assemble_mean(F, &ok[..1], 3), Err(MergeError::NotTiling { .. })));
 		let wrong = [ok[0], ShardInput { hash: &h0, ..ok[1] }];
-		assert!(matches!(assemble_mean(&wrong, 3), Err(MergeError::ShardHash { shard: 1, .. })));
+		assert!(matches!(assemble_mean(F, &wrong, 3), Err(MergeError::ShardHash { shard: 1, .. })));
+	}
+
+	#[test]
+	fn compressed_submissions_reduce_to_the_mean_of_their_decoded_values() {
+		let p = 5_000u64;
+		let c = gradient_chunk_elems(p);
+		for codec in [MergeCodec::Int8, MergeCodec::TopK { per_mille: 30 }] {
+			let xs: Vec<Vec<f32>> = (0..3)
+				.map(|k| (0..p).map(|i| ((i * (k + 2)) as f32 * 0.01).sin()).collect())
+				.collect();
+			let subs: Vec<(Vec<u8>, Vec<ContentHash>)> = xs
+				.iter()
+				.map(|x| {
+					let b = submission_bytes(codec, x).unwrap();
+					let h = chunk_hashes(codec, &b, p);
+					(b, h)
+				})
+				.collect();
+			let decoded: Vec<Vec<f32>> =
+				subs.iter().map(|(b, _)| codec.decode(b, p, c).unwrap()).collect();
+			let (start, end) = (1_000, 3_100);
+			let inputs: Vec<SpanInput<'_>> = subs
+				.iter()
+				.zip([1u32, 2, 3])
+				.map(|((b, h), n)| SpanInput {
+					samples: n,
+					chunk_hashes: h,
+					span: span_of(codec, b, start, end, p).unwrap(),
+				})
+				.collect();
+			let out = reduce_shard(codec, &inputs, start, end, p).unwrap();
+			for (j, v) in out.iter().enumerate() {
+				let i = start as usize + j;
+				let want = (decoded.iter().map(|d| f64::from(d[i])).sum::<f64>() / 6.0) as f32;
+				assert_eq!(*v, want, "{codec} element {i}");
+			}
+			// The shard travels as int8 and decodes to within half a quantisation step.
+			let (bytes, hash) = shard_bytes(codec, &out, p).unwrap();
+			assert!(bytes.len() < out.len() * 2);
+			let shard =
+				ShardInput { shard: 0, range: [0, end - start], hash: &hash, bytes: &bytes };
+			let mean = assemble_mean(codec, &[shard], end - start).unwrap();
+			let max = out.iter().fold(0f32, |m, x| m.max(x.abs()));
+			assert!(out.iter().zip(&mean).all(|(a, b)| (a - b).abs() <= max / 254.0 * 1.001));
+			// A flipped byte in a span is caught by its chunk hash before anything is decoded.
+			let mut bad = inputs[1].span.to_vec();
+			bad[7] ^= 0x40;
+			let forged = [inputs[0], SpanInput { span: &bad, ..inputs[1] }];
+			assert!(matches!(
+				reduce_shard(codec, &forged, start, end, p),
+				Err(MergeError::ChunkHash { index: 1, .. })
+			));
+		}
 	}
 
 	#[test]
@@ -446,7 +572,7 @@ mod tests {
 		let nan = f32le::to_bytes(&[0.0f32, f32::NAN]);
 		assert!(matches!(decode_f32("x", &nan), Err(MergeError::NonFinite { index: 1, .. })));
 		assert!(matches!(
-			submission_bytes(&[f32::INFINITY]),
+			submission_bytes(F, &[f32::INFINITY]),
 			Err(MergeError::NonFinite { index: 0, .. })
 		));
 	}

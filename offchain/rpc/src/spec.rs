@@ -10,6 +10,7 @@
 //! say which tokens a sample had.
 
 use iota_primitives::ContentHash;
+use iota_protocol::codec::MergeCodec;
 use iota_protocol::encoding::Encoding;
 use iota_protocol::optim::AdamW;
 use iota_protocol::optim::StepOptions;
@@ -184,6 +185,10 @@ pub struct RunSpec {
 	pub lr: LrSchedule,
 	/// Global gradient clipping norm (`None`: off); each stage clips at its share.
 	pub max_norm: Option<f32>,
+	/// How merge vectors travel and are hashed (docs/design.md §6): `f32` (exact, the default; left out
+	/// of the JSON so older specs keep their hash), `int8` or top-k.
+	#[serde(default, skip_serializing_if = "MergeCodec::is_f32")]
+	pub merge_codec: MergeCodec,
 	/// The data.
 	pub data: DataManifest,
 }
@@ -221,6 +226,7 @@ impl RunSpec {
 	pub fn validate(&self) -> Result<(), SpecError> {
 		self.model.validate().map_err(|e| SpecError::Invalid(e.to_string()))?;
 		self.wire_encoding()?;
+		self.merge_codec.validate().map_err(SpecError::Invalid)?;
 		let d = &self.data;
 		if d.batch_rows == 0
 			|| d.rows_per_shard == 0
@@ -326,6 +332,7 @@ mod tests {
 			adamw: AdamW::default(),
 			lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 			max_norm: Some(1.0),
+			merge_codec: Default::default(),
 			data: manifest(1),
 		};
 		let bytes = spec.to_bytes();

@@ -211,11 +211,13 @@ pub use iota_protocol::chunks::{
 	chunk_count, chunk_hashes, chunk_span, gradient_chunk_elems, MAX_GRADIENT_CHUNK_ELEMS,
 	MIN_GRADIENT_CHUNK_ELEMS,
 };
+pub use iota_protocol::codec::MergeCodec;
 
 /// Body of `iota_submitGradient` (phase `WeightsUploading`).
 ///
-/// The object is `param_count` little-endian f32 values: the **sum** of the miner's per-sample
-/// gradients over `samples` micro-batches, in the stage's parameter order.
+/// The object is `param_count` values in the run spec's `merge_codec` (little-endian f32 by default;
+/// [`MergeCodec`]): the **sum** of the miner's per-sample gradients over `samples` micro-batches, in the
+/// stage's parameter order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GradientSubmission {
@@ -705,12 +707,17 @@ mod tests {
 		let p = 3 * 1_024 * 1_024; // chunks of 4 096 elements
 		let c = gradient_chunk_elems(p);
 		assert_eq!(c, 4_096);
-		assert_eq!(chunk_span(0, 10, 100), (0, 0..400));
-		assert_eq!(chunk_span(c + 5, c + 6, p), (1, c * 4..2 * c * 4));
-		assert_eq!(chunk_span(c - 1, c + 1, p), (0, 0..2 * c * 4));
-		assert_eq!(chunk_span(p - 7, p, p), ((p / c - 1) as usize, (p - c) * 4..p * 4));
+		let f = MergeCodec::F32;
+		let span = |s, e, p| {
+			let sp = chunk_span(f, s, e, p);
+			(sp.first_chunk, sp.bytes)
+		};
+		assert_eq!(span(0, 10, 100), (0, 0..400));
+		assert_eq!(span(c + 5, c + 6, p), (1, c * 4..2 * c * 4));
+		assert_eq!(span(c - 1, c + 1, p), (0, 0..2 * c * 4));
+		assert_eq!(span(p - 7, p, p), ((p / c - 1) as usize, (p - c) * 4..p * 4));
 		let bytes = vec![0u8; (2 * 1_024 + 3) * 4];
-		let h = chunk_hashes(&bytes);
+		let h = chunk_hashes(f, &bytes, 2 * 1_024 + 3);
 		assert_eq!(h.len(), 3);
 		assert_eq!(h[2], ContentHash::of(&[0u8; 12]));
 		assert_eq!(chunk_count(2 * 1_024 + 3), 3);

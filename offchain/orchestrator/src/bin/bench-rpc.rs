@@ -87,6 +87,7 @@ async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
 		adamw: iota_model::optim::AdamW::default(),
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: None,
+		merge_codec: Default::default(),
 		data: DataManifest {
 			tokenizer: tok,
 			seq_len,
@@ -124,6 +125,7 @@ fn orchestrator(set: &Setup, name: &str, prefill: u64) -> Result<Arc<Orchestrato
 		param_counts: (0..3)
 			.map(|s| spec.model.stage_param_count(s).map(|p| p as u64))
 			.collect::<Result<_, _>>()?,
+		merge_codec: spec.merge_codec,
 	});
 	let db = Db::open(&set.dir.join(format!("{name}.db")), run)?;
 	let orch = Orchestrator::new(

@@ -99,7 +99,7 @@ impl State {
 				format!("gradient shape {:?}, expected [{p}]", t.shape),
 			);
 		}
-		iota_protocol::check_submission_shape(t.size, chunks.len(), p)
+		iota_protocol::check_submission_shape(self.config().merge_codec, t.size, chunks.len(), p)
 			.map_err(|e| Refusal::new(ErrorCode::ShapeMismatch, format!("gradient: {e}")))?;
 		Ok(Event::GradientAccepted {
 			stage,

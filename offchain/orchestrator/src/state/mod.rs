@@ -87,6 +87,9 @@ pub struct StateConfig {
 	pub boundary_shape: [u64; 3],
 	/// Flat gradient length `P` of each stage, in f32 elements.
 	pub param_counts: Vec<u64>,
+	/// Codec of merge vectors (the run spec's `merge_codec`): fixes a submission's byte length.
+	#[serde(default)]
+	pub merge_codec: iota_protocol::MergeCodec,
 }
 
 mod audit;

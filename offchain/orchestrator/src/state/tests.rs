@@ -20,6 +20,7 @@ fn cfg(quota: u32, max_leases: u32) -> StateConfig {
 		tokens_per_sample: 8,
 		boundary_shape: SHAPE,
 		param_counts: vec![10, 20, 30],
+		merge_codec: Default::default(),
 	}
 }
 
