@@ -71,7 +71,7 @@ fn reduce_all(subs: &[Sub], p: u64, seed: &[u8; 32]) -> Vec<([u64; 2], Vec<u8>, 
 				})
 				.collect();
 			let v = reduce_shard(F, &inputs, d.start, d.end, p).unwrap();
-			let (b, h) = shard_bytes(F, &v, p as u64).unwrap();
+			let (b, h) = shard_bytes(F, &v, p).unwrap();
 			([d.start, d.end], b, h)
 		})
 		.collect()
