@@ -3,10 +3,11 @@
 //! [`iota_protocol::merge`] for the reduction rule and [`iota_protocol::chunks`] for hashed chunks.
 
 pub use iota_protocol::chunks::{
-	chunk_count, chunk_hashes, chunk_hashes_with, chunk_span, chunk_span_with, gradient_chunk_elems,
+	chunk_count, chunk_hashes, chunk_hashes_with, chunk_span, chunk_span_with,
+	gradient_chunk_elems, shard_len, submission_len,
 };
 pub use iota_protocol::codec::{ErrorFeedback, MergeCodec};
 pub use iota_protocol::merge::{
-	assemble_mean, decode_f32, reduce_shard, reduce_shard_chunked, shard_bytes, submission_bytes,
-	submission_with_feedback, MergeError, ShardInput, SpanInput,
+	assemble_mean, decode_f32, reduce_shard, reduce_shard_bytes, reduce_shard_chunked, shard_bytes,
+	submission_bytes, submission_with_feedback, MergeError, ShardInput, SpanInput,
 };

@@ -46,7 +46,7 @@ pub use iota_protocol::selection::{SAMPLED_SHARDS, SHARD_AUDIT_DOMAIN as AUDIT_D
 /// The protocol's reduction ([`iota_protocol::reduce_shard`]) of `[start, end)` over whole submissions
 /// `(bytes in codec, samples, chunk hashes)` of `p` elements each, in summation order: each span is cut
 /// from the whole object and checked against its listed chunk hashes. Returns the bytes a reducer
-/// uploads ([`iota_protocol::merge::shard_bytes`]).
+/// uploads ([`iota_protocol::reduce_shard_bytes`]).
 ///
 /// # Errors
 /// [`MergeError`]: a range outside the vectors, zero samples, a chunk that does not hash to its listed
@@ -63,8 +63,7 @@ pub fn reduce(
 		let span = iota_protocol::merge::span_of(codec, bytes, start, end, p)?;
 		inputs.push(SpanInput { samples: *samples, chunk_hashes, span });
 	}
-	let values = iota_protocol::reduce_shard(codec, &inputs, start, end, p)?;
-	Ok(iota_protocol::merge::shard_bytes(codec, &values, p)?.0)
+	iota_protocol::reduce_shard_bytes(codec, &inputs, start, end, p)
 }
 
 /// What the audit needs of the run spec: the merge codec and each stage's merge vector length `P`.
@@ -223,7 +222,7 @@ async fn audit_stage(
 			.push(malformed(format!("stage {stage} is not in the run spec")));
 		return;
 	};
-	let whole = codec.encoded_len(p, iota_protocol::gradient_chunk_elems(p));
+	let whole = iota_protocol::submission_len(codec, p);
 	// The final round: the largest round with copies.
 	let Some(round) =
 		record.shard_copies.iter().filter(|c| c.stage == stage).map(|c| c.round).max()

@@ -25,14 +25,14 @@ use iota_miner::merge::{
 use iota_miner::{HttpIo, ObjectIo};
 use iota_model::ModelConfig;
 use iota_primitives::butterfly::butterfly_shards;
-
-/// bench-merge studies the exact codec's chunking.
-const F: merge::MergeCodec = merge::MergeCodec::F32;
 use iota_primitives::ContentHash;
 use iota_rpc::types::gradient_chunk_elems;
 use iota_storage::keys::{self, Id};
 use iota_storage::{EmbeddedConfig, EmbeddedS3, ObjectStore, RetryPolicy};
 use rand::{Rng, SeedableRng};
+
+/// bench-merge studies the exact codec's chunking.
+const F: merge::MergeCodec = merge::MergeCodec::F32;
 
 /// Bytes per miner per butterfly merge vs IOTA's weights + moments scheme.
 #[derive(Debug, Parser)]

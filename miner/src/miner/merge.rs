@@ -269,7 +269,7 @@ impl Miner {
 			)));
 		}
 		let codec = self.spec.merge_codec;
-		let whole = codec.encoded_len(p, crate::merge::gradient_chunk_elems(p));
+		let whole = crate::merge::submission_len(codec, p);
 		for s in &a.submissions {
 			if s.object.size != whole {
 				return Err(bad(format!(
@@ -309,8 +309,7 @@ impl Miner {
 					span: b,
 				})
 				.collect();
-			let values = crate::merge::reduce_shard(codec, &inputs, start, end, p)?;
-			let (bytes, _) = crate::merge::shard_bytes(codec, &values, p)?;
+			let bytes = crate::merge::reduce_shard_bytes(codec, &inputs, start, end, p)?;
 			let size = bytes.len() as u64;
 			let hash = self
 				.io
@@ -362,11 +361,8 @@ impl Miner {
 				)));
 			}
 			let [start, end] = s.range;
-			let expected = self
-				.spec
-				.merge_codec
-				.shard_codec()
-				.encoded_len(end.saturating_sub(start), crate::merge::gradient_chunk_elems(p));
+			let expected =
+				crate::merge::shard_len(self.spec.merge_codec, end.saturating_sub(start), p);
 			if s.object.size != expected || end > p {
 				return Err(bad(format!(
 					"reduced shard {} announces {} bytes for range [{start}, {end}) of P = {p}",

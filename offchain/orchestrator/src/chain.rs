@@ -672,7 +672,7 @@ pub async fn write_pathways(orch: &Orchestrator) -> Result<(), ChainError> {
 
 /// Recomputes shard `[start, end)` bit-exactly as a reducer must: [`iota_protocol::reduce_shard`] over
 /// the chunk-aligned span of each submission in `codec` (read with a ranged GET, every chunk checked),
-/// in the submissions' listed order, as the bytes a reducer uploads ([`iota_protocol::merge::shard_bytes`]).
+/// in the submissions' listed order, as the bytes a reducer uploads ([`iota_protocol::reduce_shard_bytes`]).
 ///
 /// # Errors
 /// [`ChainError::Storage`], [`ChainError::Merge`] (a submission fails its chunk check or holds a
@@ -696,9 +696,6 @@ pub async fn reduce_shard(
 		.zip(&spans)
 		.map(|((_, s), span)| SpanInput { samples: s.samples, chunk_hashes: &s.chunk_hashes, span })
 		.collect();
-	let values = iota_protocol::reduce_shard(codec, &inputs, start, end, param_count)
-		.map_err(|source| ChainError::Merge { shard, source })?;
-	let (bytes, _) = iota_protocol::merge::shard_bytes(codec, &values, param_count)
-		.map_err(|source| ChainError::Merge { shard, source })?;
-	Ok(bytes)
+	iota_protocol::reduce_shard_bytes(codec, &inputs, start, end, param_count)
+		.map_err(|source| ChainError::Merge { shard, source })
 }

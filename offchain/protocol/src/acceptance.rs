@@ -5,7 +5,7 @@
 
 use iota_primitives::ContentHash;
 
-use crate::chunks::{chunk_count, chunk_hashes, gradient_chunk_elems};
+use crate::chunks::{chunk_count, chunk_hashes, gradient_chunk_elems, submission_len};
 use crate::codec::{CodecError, MergeCodec};
 
 /// Why a merge submission or a reduced shard is refused. Each variant maps to its own RPC error code
@@ -79,7 +79,7 @@ pub fn check_submission_shape(
 	listed: usize,
 	param_count: u64,
 ) -> Result<(), Refused> {
-	let expected = codec.encoded_len(param_count, gradient_chunk_elems(param_count));
+	let expected = submission_len(codec, param_count);
 	if size != expected {
 		return Err(Refused::Length { expected, got: size, elems: param_count });
 	}

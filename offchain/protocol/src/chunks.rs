@@ -35,6 +35,18 @@ pub fn chunk_count(param_count: u64) -> usize {
 	param_count.div_ceil(gradient_chunk_elems(param_count)) as usize
 }
 
+/// Bytes of a whole `param_count`-element merge submission in `codec` (`4·P` in `f32`).
+pub fn submission_len(codec: MergeCodec, param_count: u64) -> u64 {
+	codec.encoded_len(param_count, gradient_chunk_elems(param_count))
+}
+
+/// Bytes of a reduced shard of `elems` elements of a `param_count`-element vector: the shard codec of
+/// `codec` ([`MergeCodec::shard_codec`]) in chunks of [`gradient_chunk_elems`]`(P)` from the shard's
+/// start (`4·elems` in `f32`).
+pub fn shard_len(codec: MergeCodec, elems: u64, param_count: u64) -> u64 {
+	codec.shard_codec().encoded_len(elems, gradient_chunk_elems(param_count))
+}
+
 /// BLAKE3 of each encoded [`gradient_chunk_elems`]`(P)`-element chunk of a `param_count`-element
 /// merge vector's bytes in `codec` ([`MergeCodec::chunk_hashes`]; the last chunk may be shorter).
 pub fn chunk_hashes(codec: MergeCodec, bytes: &[u8], param_count: u64) -> Vec<ContentHash> {

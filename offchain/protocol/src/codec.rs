@@ -413,6 +413,10 @@ impl ErrorFeedback {
 		x: &[f32],
 		chunk: u64,
 	) -> Result<(Vec<u8>, ErrorFeedback), CodecError> {
+		if !codec.is_lossy() {
+			// Nothing is dropped: no residual, and no decode on the hot path.
+			return Ok((codec.encode(x, chunk)?, ErrorFeedback::default()));
+		}
 		let corrected: Vec<f32> = if self.residual.len() == x.len() {
 			x.iter().zip(&self.residual).map(|(a, e)| a + e).collect()
 		} else {
@@ -546,6 +550,21 @@ mod tests {
 	}
 
 	#[test]
+	fn the_bytes_are_the_documented_ones() {
+		// One chunk of 4: s = 1/127, q = round(x / s): 127, -76.2 → -76, 31.75 → 32, 0.
+		let x = [1.0f32, -0.6, 0.25, 0.0];
+		let s = (1.0f32 / 127.0).to_le_bytes();
+		let mut int8 = s.to_vec();
+		int8.extend([127u8, (-76i8) as u8, 32, 0]);
+		assert_eq!(MergeCodec::Int8.encode(&x, 4).unwrap(), int8);
+		// Top-k 500 ‰ keeps 2 of 4: indices 0 and 1 (u16 LE), then their i8 values.
+		let mut topk = s.to_vec();
+		topk.extend([0, 0, 1, 0, 127, (-76i8) as u8]);
+		assert_eq!(MergeCodec::TopK { per_mille: 500 }.encode(&x, 4).unwrap(), topk);
+		assert_eq!(MergeCodec::F32.encode(&x, 4).unwrap(), crate::f32le::to_bytes(&x));
+	}
+
+	#[test]
 	fn names_parse_and_bad_parameters_are_refused() {
 		for c in CODECS {
 			assert_eq!(c.to_string().parse::<MergeCodec>().unwrap(), c);
@@ -605,11 +624,5 @@ mod tests {
 			}
 		}
 
-		#[test]
-		fn encoding_is_deterministic(seed in any::<u32>(), n in 1usize..300, codec_i in 0usize..4) {
-			let codec = CODECS[codec_i];
-			let x: Vec<f32> = (0..n).map(|i| ((i as u32 ^ seed) as f32 * 1e-3).cos()).collect();
-			prop_assert_eq!(codec.encode(&x, 64).unwrap(), codec.encode(&x.clone(), 64).unwrap());
-		}
 	}
 }

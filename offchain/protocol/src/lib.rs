@@ -39,9 +39,13 @@ pub mod sample;
 pub mod selection;
 
 pub use acceptance::{accept_shard, accept_submission, check_submission_shape, Refused};
-pub use chunks::{chunk_count, chunk_hashes, chunk_span, gradient_chunk_elems};
+pub use chunks::{
+	chunk_count, chunk_hashes, chunk_span, gradient_chunk_elems, shard_len, submission_len,
+};
 pub use codec::{CodecError, ErrorFeedback, MergeCodec};
-pub use merge::{assemble_mean, reduce_shard, MergeError, ShardInput, SpanInput};
+pub use merge::{
+	assemble_mean, reduce_shard, reduce_shard_bytes, MergeError, ShardInput, SpanInput,
+};
 pub use model::ModelConfig;
 pub use objects::{ObjectRef, PresignedRequest};
 pub use plan::{merge_plan, MergePlan};

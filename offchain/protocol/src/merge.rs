@@ -20,7 +20,7 @@
 
 use iota_primitives::ContentHash;
 
-use crate::chunks::{chunk_span_with, gradient_chunk_elems};
+use crate::chunks::{chunk_span_with, gradient_chunk_elems, shard_len};
 use crate::codec::{CodecError, ErrorFeedback, MergeCodec};
 use crate::f32le;
 
@@ -256,6 +256,23 @@ pub fn reduce_shard(
 	reduce_shard_chunked(codec, inputs, start, end, param_count, gradient_chunk_elems(param_count))
 }
 
+/// The reduced shard `[start, end)` as a reducer uploads it: [`reduce_shard`] then [`shard_bytes`].
+/// Every reducer, the orchestrator resolving a dispute and every validator auditing a copy call this,
+/// so a shard has one correct byte string.
+///
+/// # Errors
+/// As [`reduce_shard`].
+pub fn reduce_shard_bytes(
+	codec: MergeCodec,
+	inputs: &[SpanInput<'_>],
+	start: u64,
+	end: u64,
+	param_count: u64,
+) -> Result<Vec<u8>, MergeError> {
+	let values = reduce_shard(codec, inputs, start, end, param_count)?;
+	Ok(shard_bytes(codec, &values, param_count)?.0)
+}
+
 /// [`reduce_shard`] with hashed chunks of `chunk_elems` elements instead of the protocol's
 /// [`gradient_chunk_elems`]: the same reduction, for studying the chunk size (`bench-merge
 /// --chunk-elems`). Reducers use [`reduce_shard`].
@@ -394,7 +411,7 @@ pub fn assemble_mean(
 	let mut mean = Vec::with_capacity(param_count as usize);
 	for s in shards {
 		let [start, end] = s.range;
-		let expected = sc.encoded_len(end - start, chunk);
+		let expected = shard_len(codec, end - start, param_count);
 		if s.bytes.len() as u64 != expected {
 			return Err(MergeError::ShardLength {
 				shard: s.shard,
