@@ -50,6 +50,10 @@ struct Cli {
 	/// Codec of merge vectors: `f32` (exact), `int8` (per-chunk scales, 4x less), `topk:<per mille>`.
 	#[arg(long, env = "IOTA_MERGE_CODEC", default_value = "f32")]
 	merge_codec: iota_rpc::types::MergeCodec,
+	/// Training mode: `sync` (one AdamW step per epoch, exact) or `local[:ACCUMULATE[:OUTER_LR[:MOMENTUM]]]`
+	/// (inner AdamW steps every ACCUMULATE backward passes, an outer Nesterov step per merge).
+	#[arg(long, env = "IOTA_TRAINING", default_value = "sync")]
+	training: iota_rpc::types::Training,
 	/// Use this S3 endpoint instead of the embedded server (bucket and keys from IOTA_S3_*).
 	#[arg(long, env = "IOTA_S3_ENDPOINT")]
 	s3_endpoint: Option<String>,
@@ -131,6 +135,7 @@ async fn main() -> anyhow::Result<()> {
 	opts.data.rows_per_shard = cli.batch_rows * 64;
 	opts.data.encoding = cli.encoding.clone();
 	opts.data.merge_codec = cli.merge_codec;
+	opts.data.training = cli.training;
 	opts.data.lr.peak = cli.lr;
 	opts.data.adamw.lr = cli.lr;
 	opts.data.lr.total_epochs = cli.epochs.max(1);
@@ -274,8 +279,8 @@ async fn main() -> anyhow::Result<()> {
 		chain: epochs_on_chain,
 		total_minted,
 		command: format!(
-			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --scoring-window {}",
-			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.scoring_window
+			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {}",
+			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window
 		),
 	};
 	println!("  stopping every process ...");

@@ -24,6 +24,10 @@ pub struct Metrics {
 	pub epoch: IntGauge,
 	/// Merges applied.
 	pub merges: IntCounter,
+	/// Local mode: inner AdamW steps applied to this replica.
+	pub inner_steps: IntCounter,
+	/// Local mode: backward passes through a kept forward graph that saw an earlier inner step's weights.
+	pub stale_backwards: IntCounter,
 }
 
 impl Metrics {
@@ -49,6 +53,14 @@ impl Metrics {
 		let loss = Gauge::new("iota_miner_loss", "Last reported loss (tail stage), nats")?;
 		let epoch = IntGauge::new("iota_miner_epoch", "Epoch of the global weights held")?;
 		let merges = IntCounter::new("iota_miner_merges_total", "Merges applied")?;
+		let inner_steps = IntCounter::new(
+			"iota_miner_inner_steps_total",
+			"Inner AdamW steps applied (local mode)",
+		)?;
+		let stale_backwards = IntCounter::new(
+			"iota_miner_stale_backwards_total",
+			"Backward passes whose kept forward saw an earlier inner step's weights (local mode)",
+		)?;
 		registry.register(Box::new(samples.clone()))?;
 		registry.register(Box::new(bytes_up.clone()))?;
 		registry.register(Box::new(bytes_down.clone()))?;
@@ -57,6 +69,8 @@ impl Metrics {
 		registry.register(Box::new(loss.clone()))?;
 		registry.register(Box::new(epoch.clone()))?;
 		registry.register(Box::new(merges.clone()))?;
+		registry.register(Box::new(inner_steps.clone()))?;
+		registry.register(Box::new(stale_backwards.clone()))?;
 		Ok(Metrics {
 			registry,
 			samples,
@@ -67,6 +81,8 @@ impl Metrics {
 			loss,
 			epoch,
 			merges,
+			inner_steps,
+			stale_backwards,
 		})
 	}
 

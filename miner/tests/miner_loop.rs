@@ -20,6 +20,7 @@ use iota_storage::keys::Direction;
 fn miner(world: &Arc<World>, chain: &Arc<FakeChain>, me: &AccountId, stage: u16) -> Miner {
 	let mut spec = common::spec(&world.io);
 	spec.merge_codec = world.codec;
+	spec.training = world.training;
 	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
 	Miner::new(
 		orch,
@@ -693,4 +694,67 @@ async fn compressed_merges_end_bit_identical_on_the_decoded_mean() {
 		by_hand.apply_gradient(&carried, &spec.step_options(0), total as usize).unwrap();
 		assert_eq!(by_hand.state_hash().unwrap(), hashes[0], "{codec}");
 	}
+}
+
+/// Local mode: each replica takes its own inner AdamW steps (one per backward pass here), submits its
+/// sample-scaled pseudo-gradient `(W_global − W_local) · samples`, and every replica applies the same
+/// outer Nesterov step from the epoch's global weights along the mean pseudo-gradient: bit-identical
+/// replicas, on exactly the step taken by hand, and not the sync mode's AdamW step.
+#[tokio::test]
+async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
+	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
+	let world = Arc::new(World { training, ..World::default() });
+	let (miners, who, p, _) = merge_three(&world, false, &[]).await;
+	assert!(miners.iter().all(|m| m.epoch() == 1 && m.phase() == &Phase::Training), "{miners:?}");
+	let hashes: Vec<_> = miners.iter().map(|m| m.stage().state_hash().unwrap()).collect();
+	assert!(hashes.iter().all(|h| h == &hashes[0]), "replicas diverged");
+	// Replica k took k + 1 inner steps (its inner AdamW state is its own and stays so).
+	for (k, m) in miners.iter().enumerate() {
+		assert_eq!(m.stage().adam_state().step, k as u64 + 1, "replica {k}");
+		assert!(m.metrics.render().contains(&format!("iota_miner_inner_steps_total {}", k + 1)));
+		assert_eq!(m.stage().outer_state().map(|o| o.step), Some(1));
+	}
+	let spec = {
+		let mut s = common::spec(&world.io);
+		s.training = training;
+		s
+	};
+	let mut seed = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	let global = seed.flat_params().unwrap();
+	// The submissions are the pseudo-gradients, replica k's scaled by its k + 1 samples.
+	let mw = world.merge.lock().unwrap();
+	let mut sums: Vec<(Vec<f32>, u32)> = Vec::new();
+	for a in &who {
+		let s = mw.submissions.values().find(|(b, _)| b == a).map(|(_, s)| s.clone()).unwrap();
+		let v = iota_miner::merge::decode_f32("g", &world.io.get_obj(&s.gradient.key).unwrap())
+			.unwrap();
+		assert_eq!(v.len() as u64, p);
+		assert!(v.iter().any(|x| *x != 0.0), "an empty pseudo-gradient");
+		sums.push((v, s.samples));
+	}
+	assert_eq!(sums.iter().map(|s| s.1).collect::<Vec<_>>(), vec![1, 2, 3]);
+	let total: u32 = sums.iter().map(|s| s.1).sum();
+	let mean: Vec<f32> = (0..p as usize)
+		.map(|j| (sums.iter().map(|s| f64::from(s.0[j])).sum::<f64>() / f64::from(total)) as f32)
+		.collect();
+	seed.use_outer_optimizer();
+	let hp = training.outer().unwrap();
+	seed.apply_outer(&global, &mean, &hp).unwrap();
+	assert_eq!(seed.state_hash().unwrap(), hashes[0], "the outer step by hand");
+	// Not the sync-mode step: the same vector through AdamW gives another state.
+	let mut adam = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	adam.apply_gradient(&mean, &spec.step_options(0), total as usize).unwrap();
+	assert_ne!(adam.state_hash().unwrap(), hashes[0]);
+	// The attested checkpoint (weights and outer momentum) reproduces the hash on a joiner.
+	let ck = who
+		.iter()
+		.flat_map(|a| world.calls(a))
+		.find_map(|c| match c {
+			Call::StateHash(SubmitStateHash { checkpoint: Some(r), .. }) => Some(r),
+			_ => None,
+		})
+		.expect("one checkpoint");
+	let mut joiner = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	joiner.use_outer_optimizer();
+	joiner.load_checkpoint(&world.io.get_obj(&ck.key).unwrap(), &hashes[0]).unwrap();
 }

@@ -22,9 +22,10 @@
 //! orchestrator's hash), [`attested_state_hashes`] (what each replica attested, from its log).
 //!
 //! Binaries come from the target directory the tests were built into (`$IOTA_NODE_BIN`,
-//! `$IOTA_ORCHESTRATOR_BIN` override): build them first with `cargo build -p iota-orchestrator` (the node
-//! is built by `scripts/test.sh`). Scenario files are `tests/<area>_<scenario>.rs`, one scenario each;
-//! they are `#[ignore]`d so `cargo test --workspace` stays fast; run them with
+//! `$IOTA_ORCHESTRATOR_BIN` override): build them first with
+//! `cargo build --workspace --bins --features iota-miner/fault-injection` (as `scripts/test.sh` does).
+//! Scenario files are `tests/<area>_<scenario>.rs`, one scenario each; they are `#[ignore]`d so
+//! `cargo test --workspace` stays fast; run them with
 //! `cargo test -p iota-e2e -- --ignored --test-threads 1`.
 
 use std::io::Read;
@@ -230,6 +231,7 @@ pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: Some(1.0),
 		merge_codec: Default::default(),
+		training: Default::default(),
 		data: DataManifest {
 			tokenizer: tok,
 			seq_len,

@@ -756,6 +756,7 @@ pub(crate) mod tests {
 			lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 			max_norm: Some(1.0),
 			merge_codec: Default::default(),
+			training: Default::default(),
 			data: DataManifest {
 				tokenizer: SpecObject { key: "t".into(), hash: ContentHash::of(b"t"), size: 1 },
 				seq_len,

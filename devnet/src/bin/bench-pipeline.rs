@@ -127,6 +127,10 @@ struct Cli {
 	/// has no merge, so a lossy codec's loss cost shows as the pipeline's gap to it.
 	#[arg(long, default_value = "f32")]
 	merge_codec: iota_rpc::types::MergeCodec,
+	/// Training mode of the pipeline runs: `sync` (one AdamW step per epoch) or
+	/// `local[:ACCUMULATE[:OUTER_LR[:MOMENTUM]]]` (inner AdamW steps, outer Nesterov merges).
+	#[arg(long, default_value = "sync")]
+	training: iota_rpc::types::Training,
 	/// Miners per stage of each pipeline run, comma-separated.
 	#[arg(long, value_delimiter = ',', default_value = "1,2")]
 	miners: Vec<u32>,
@@ -439,6 +443,7 @@ fn prepare_options(cli: &Cli, d: &mut PrepareOptions) {
 	d.rows_per_shard = cli.batch_rows * 64;
 	d.encoding = cli.encoding.clone();
 	d.merge_codec = cli.merge_codec;
+	d.training = cli.training;
 	d.adamw.lr = cli.lr;
 	d.lr = LrSchedule {
 		peak: cli.lr,
@@ -612,6 +617,7 @@ fn same_training(a: &RunSpec, b: &RunSpec) -> bool {
 		&& a.seed == b.seed
 		&& a.encoding == b.encoding
 		&& a.merge_codec == b.merge_codec
+		&& a.training == b.training
 		&& a.adamw == b.adamw
 		&& a.lr == b.lr
 		&& a.max_norm == b.max_norm
@@ -917,7 +923,7 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 		);
 	}
 	let json = serde_json::json!({
-		"model": model, "stages": cli.stages, "width_ratio": cli.width_ratio, "encoding": cli.encoding, "merge_codec": cli.merge_codec.to_string(),
+		"model": model, "stages": cli.stages, "width_ratio": cli.width_ratio, "encoding": cli.encoding, "merge_codec": cli.merge_codec.to_string(), "training": cli.training.to_string(),
 		"epochs": cli.epochs, "quota": cli.quota, "seq_len": cli.seq_len, "batch_rows": cli.batch_rows, "lr": cli.lr,
 		"baseline_threads": threads, "uncompressed_bytes_per_token": raw,
 		"nominal_compression": nominal_compression(&model, enc),

@@ -31,6 +31,9 @@ impl Miner {
 				self.epoch
 			)));
 		}
+		if self.local.is_some() && self.acc.count == 0 {
+			self.prepare_pseudo_gradient()?;
+		}
 		if self.acc.count == 0 {
 			tracing::info!(
 				stage = self.index,
@@ -88,9 +91,29 @@ impl Miner {
 		Ok(Outcome::Worked)
 	}
 
+	/// Local mode: apply the pending inner step, then make the merge vector the pseudo-gradient
+	/// ([`iota_model::optim::pseudo_gradient`]: `(W_global − W_local) · samples`, so the merge's weighted
+	/// mean is the sample-weighted mean delta). Prepared once per epoch: a restarted round submits the
+	/// same vector, while the weights may already hold a timed-out round's outer step.
+	///
+	/// # Errors
+	/// The inner step or the pseudo-gradient is refused (NaN/Inf).
+	pub(super) fn prepare_pseudo_gradient(&mut self) -> Result<()> {
+		self.inner_step()?;
+		let Some(l) = &self.local else { return Ok(()) };
+		if l.samples == 0 {
+			return Ok(());
+		}
+		let w = self.stage.flat_params()?;
+		self.acc.sum = iota_model::optim::pseudo_gradient(&l.global, &w, l.samples)
+			.map_err(iota_model::Error::from)?;
+		self.acc.count = l.samples;
+		Ok(())
+	}
+
 	/// During a merge: if the stage asks for gradients again (a restarted round), submit the kept sum.
 	pub(super) async fn resubmit_if_asked(&mut self, m: &mut MergeState) -> Result<()> {
-		if self.acc.count == 0 {
+		if self.accumulated() == 0 {
 			return Ok(());
 		}
 		match self.orch.get_work(self.index).await? {
@@ -191,7 +214,7 @@ impl Miner {
 			MergeView::Committed { state_hash } => {
 				match m.applied {
 					Some(h) if h == state_hash => {
-						self.finish_epoch(m.epoch);
+						self.finish_epoch(m.epoch)?;
 						return Ok(Outcome::Worked);
 					},
 					Some(h) => {
@@ -215,7 +238,7 @@ impl Miner {
 		Ok(outcome)
 	}
 
-	pub(super) fn finish_epoch(&mut self, epoch: u32) {
+	pub(super) fn finish_epoch(&mut self, epoch: u32) -> Result<()> {
 		let secs = self.stats.started.elapsed().as_secs_f64().max(1e-9);
 		let tokens = (self.stats.forwards + self.stats.backwards) * self.spec.tokens_per_sample();
 		let loss = (self.stats.loss_n > 0).then(|| self.stats.loss_sum / self.stats.loss_n as f64);
@@ -223,26 +246,20 @@ impl Miner {
 		if let Some(next) = self.feedback_next.take() {
 			self.feedback = next;
 		}
-		match loss {
-			Some(l) => tracing::info!(
-				stage = self.index,
-				epoch,
-				forwards = self.stats.forwards,
-				backwards = self.stats.backwards,
-				tokens_per_s = format!("{:.0}", tokens as f64 / secs),
-				loss = format!("{l:.4}"),
-				"epoch merged"
-			),
-			None => tracing::info!(
-				stage = self.index,
-				epoch,
-				forwards = self.stats.forwards,
-				backwards = self.stats.backwards,
-				tokens_per_s = format!("{:.0}", tokens as f64 / secs),
-				"epoch merged"
-			),
-		}
-		self.enter_training(epoch + 1);
+		let loss = loss.map_or_else(|| "-".to_string(), |l| format!("{l:.4}"));
+		let (inner, stale) = self.local.as_ref().map_or((0, 0), |l| (l.steps, l.stale));
+		tracing::info!(
+			stage = self.index,
+			epoch,
+			forwards = self.stats.forwards,
+			backwards = self.stats.backwards,
+			inner_steps = inner,
+			stale_backwards = stale,
+			tokens_per_s = format!("{:.0}", tokens as f64 / secs),
+			loss,
+			"epoch merged"
+		);
+		self.enter_training(epoch + 1)
 	}
 
 	/// Whether `key` is a reduced shard of this run, stage and `epoch`.
@@ -388,12 +405,26 @@ impl Miner {
 			})
 			.collect();
 		let mean = crate::merge::assemble_mean(self.spec.merge_codec, &inputs, p)?;
-		let report =
-			self.stage
-				.apply_gradient(&mean, &self.spec.step_options(epoch), samples as usize)?;
-		let state = ContentHash(self.stage.state_hash()?);
-		tracing::info!(stage = self.index, epoch, samples, grad_norm = report.grad_norm, state = %state, "AdamW step applied");
-		Ok(state)
+		match &self.local {
+			None => {
+				let report = self.stage.apply_gradient(
+					&mean,
+					&self.spec.step_options(epoch),
+					samples as usize,
+				)?;
+				let state = ContentHash(self.stage.state_hash()?);
+				tracing::info!(stage = self.index, epoch, samples, grad_norm = report.grad_norm, state = %state, "AdamW step applied");
+				Ok(state)
+			},
+			Some(l) => {
+				// From the epoch's global weights, whatever this replica's inner steps made of them.
+				self.stage.apply_outer(&l.global, &mean, &l.outer)?;
+				let state = ContentHash(self.stage.state_hash()?);
+				let norm = iota_model::optim::l2_norm(&mean);
+				tracing::info!(stage = self.index, epoch, samples, inner_steps = l.steps, pseudo_gradient_norm = norm, state = %state, "outer step applied");
+				Ok(state)
+			},
+		}
 	}
 
 	/// Upload the stage checkpoint (after the step) where the seed-picked replica was asked to.

@@ -143,7 +143,8 @@ pub enum Outcome {
 	Idle(Duration),
 }
 
-/// The merge accumulator: the sum of the parameter gradients of the accepted items of this epoch.
+/// The merge accumulator: the sum of the parameter gradients of the accepted items of this epoch (sync
+/// mode), or the merge vector prepared at submission (local mode: the sample-scaled pseudo-gradient).
 #[derive(Debug, Default)]
 struct Accumulator {
 	sum: Vec<f32>,
@@ -165,6 +166,25 @@ impl Accumulator {
 		self.sum = Vec::new();
 		self.count = 0;
 	}
+}
+
+/// Local mode (docs/design.md §3): the inner steps of one epoch.
+#[derive(Debug)]
+struct LocalSteps {
+	/// Backward passes per inner AdamW step.
+	accumulate: u32,
+	/// The outer optimizer every replica applies at the merge.
+	outer: iota_model::optim::OuterSgd,
+	/// The stage's global weights of the epoch (what every replica held when it began), `P` values.
+	global: Vec<f32>,
+	/// Parameter gradients of accepted items not yet applied by an inner step.
+	pending: Accumulator,
+	/// Samples trained into the local weights this epoch.
+	samples: u32,
+	/// Inner steps taken this epoch.
+	steps: u32,
+	/// Backward passes this epoch whose kept forward saw an earlier inner step's weights.
+	stale: u32,
 }
 
 #[derive(Debug)]
@@ -195,9 +215,12 @@ pub struct Miner {
 	me: AccountId,
 	run_id: keys::Id,
 	phase: Phase,
-	kept: VecDeque<(u32, u64, Forward)>,
+	/// Kept forward graphs: (epoch, sample, inner step of the forward, graph).
+	kept: VecDeque<(u32, u64, u32, Forward)>,
 	data: DataCache,
 	acc: Accumulator,
+	/// Local mode's inner steps (`None` in sync mode).
+	local: Option<LocalSteps>,
 	/// What a lossy merge codec dropped from the submissions merged so far (error feedback).
 	feedback: ErrorFeedback,
 	/// The feedback after this epoch's submission, kept once its merge is committed.
@@ -221,6 +244,15 @@ impl std::fmt::Debug for Miner {
 
 fn bad(msg: impl Into<String>) -> MinerError {
 	MinerError::BadInput(msg.into())
+}
+
+/// Stage `index` of `spec` with the seed's weights, in the spec's training mode.
+fn fresh_stage(spec: &RunSpec, index: u16, device: &Device) -> Result<Stage> {
+	let mut stage = Stage::new(&spec.model, usize::from(index), spec.seed, DType::F32, device)?;
+	if !spec.training.is_sync() {
+		stage.use_outer_optimizer();
+	}
+	Ok(stage)
 }
 
 impl Miner {
@@ -248,8 +280,21 @@ impl Miner {
 			)));
 		}
 		let run_id = keys::Id::new(spec.run.clone()).map_err(|e| bad(e.to_string()))?;
-		let stage =
-			Stage::new(&spec.model, usize::from(index), spec.seed, DType::F32, &cfg.device)?;
+		let stage = fresh_stage(&spec, index, &cfg.device)?;
+		let local = match spec.training {
+			iota_rpc::types::Training::Sync => None,
+			iota_rpc::types::Training::Local { accumulate, outer_lr, outer_momentum } => {
+				Some(LocalSteps {
+					accumulate,
+					outer: iota_model::optim::OuterSgd { lr: outer_lr, momentum: outer_momentum },
+					global: Vec::new(),
+					pending: Accumulator::default(),
+					samples: 0,
+					steps: 0,
+					stale: 0,
+				})
+			},
+		};
 		let me = orch.account();
 		Ok(Miner {
 			orch,
@@ -265,6 +310,7 @@ impl Miner {
 			kept: VecDeque::new(),
 			data: DataCache::new(cfg.cache_dir.clone()),
 			acc: Accumulator::default(),
+			local,
 			feedback: ErrorFeedback::default(),
 			feedback_next: None,
 			lease: None,
@@ -295,9 +341,18 @@ impl Miner {
 	pub fn lease(&self) -> Option<LeaseId> {
 		self.lease
 	}
-	/// Samples accumulated for this epoch's merge.
+	/// Samples accumulated for this epoch's merge (local mode: trained into the local weights, or
+	/// pending for the next inner step).
 	pub fn accumulated(&self) -> u32 {
-		self.acc.count
+		match &self.local {
+			Some(l) if self.acc.count == 0 => l.samples + l.pending.count,
+			_ => self.acc.count,
+		}
+	}
+
+	/// Local mode: inner steps taken this epoch (`None` in sync mode).
+	pub fn inner_steps(&self) -> Option<u32> {
+		self.local.as_ref().map(|l| l.steps)
 	}
 
 	/// One step of the loop (module docs). Item-level failures release the item's lease and are

@@ -8,17 +8,12 @@ impl Miner {
 		self.feedback = ErrorFeedback::default();
 		let e = self.chain.stage_epoch(self.index).await?;
 		if e == 0 {
-			if self.stage.adam_state().step != 0 {
-				self.stage = Stage::new(
-					&self.spec.model,
-					usize::from(self.index),
-					self.spec.seed,
-					DType::F32,
-					&self.cfg.device,
-				)?;
+			let outer_steps = self.stage.outer_state().map_or(0, |o| o.step);
+			if self.stage.adam_state().step != 0 || outer_steps != 0 {
+				self.stage = fresh_stage(&self.spec, self.index, &self.cfg.device)?;
 			}
 			tracing::info!(stage = self.index, "epoch 0: weights initialised from the run seed");
-			self.enter_training(0);
+			self.enter_training(0)?;
 			return Ok(Outcome::Worked);
 		}
 		let Some(c) = self.chain.committed(e - 1, self.index).await? else {
@@ -31,7 +26,7 @@ impl Miner {
 			return Ok(Outcome::Idle(self.cfg.resync_wait));
 		};
 		if self.epoch == e && ContentHash(self.stage.state_hash()?) == c.state_hash {
-			self.enter_training(e);
+			self.enter_training(e)?;
 			return Ok(Outcome::Worked);
 		}
 		let Some((key, hash)) = c.checkpoint else {
@@ -60,11 +55,20 @@ impl Miner {
 		self.metrics.bytes_down.inc_by(bytes.len() as u64);
 		self.stage.load_checkpoint(&bytes, &c.state_hash.0)?;
 		tracing::info!(stage = self.index, epoch = e, state = %c.state_hash, "loaded the attested checkpoint");
-		self.enter_training(e);
+		self.enter_training(e)?;
 		Ok(Outcome::Worked)
 	}
 
-	pub(super) fn enter_training(&mut self, epoch: u32) {
+	/// Start training epoch `epoch` on the weights held (the stage's global weights of that epoch).
+	///
+	/// # Errors
+	/// Reading the weights (local mode keeps them as the epoch's global weights) fails.
+	pub(super) fn enter_training(&mut self, epoch: u32) -> Result<()> {
+		if let Some(l) = &mut self.local {
+			l.global = self.stage.flat_params()?;
+			l.pending.clear();
+			(l.samples, l.steps, l.stale) = (0, 0, 0);
+		}
 		self.epoch = epoch;
 		self.acc.clear();
 		self.feedback_next = None;
@@ -73,5 +77,57 @@ impl Miner {
 		self.stats = EpochStats::new();
 		self.metrics.epoch.set(i64::from(epoch));
 		self.phase = Phase::Training;
+		Ok(())
+	}
+
+	/// Count an accepted item's parameter gradient (`g`, summed over `n` micro-batches): into the merge
+	/// sum in sync mode; in local mode into the pending inner step, applied once `accumulate` backward
+	/// passes are pending.
+	///
+	/// # Errors
+	/// The inner step refuses the gradient (NaN/Inf, wrong length); the pending gradient is dropped then.
+	pub(super) fn add_gradient(&mut self, g: &[f32], n: usize) -> Result<()> {
+		match &mut self.local {
+			None => self.acc.add(g, n),
+			Some(l) => {
+				l.pending.add(g, n);
+				if l.pending.count >= l.accumulate {
+					self.inner_step()?;
+				}
+			},
+		}
+		Ok(())
+	}
+
+	/// Local mode: one inner AdamW step on the mean of the pending gradients (the stage's AdamW state is
+	/// the inner optimizer's; learning rate and clipping are the spec's for this epoch). No-op when
+	/// nothing is pending or in sync mode.
+	///
+	/// # Errors
+	/// As [`Stage::apply_gradient`]; the pending gradient is dropped then (its samples are not counted).
+	pub(super) fn inner_step(&mut self) -> Result<()> {
+		let Some(l) = &mut self.local else { return Ok(()) };
+		if l.pending.count == 0 {
+			return Ok(());
+		}
+		let n = std::mem::take(&mut l.pending.count);
+		let mut mean = std::mem::take(&mut l.pending.sum);
+		let inv = 1.0 / n as f32;
+		mean.iter_mut().for_each(|x| *x *= inv);
+		let report =
+			self.stage
+				.apply_gradient(&mean, &self.spec.step_options(self.epoch), n as usize)?;
+		l.samples += n;
+		l.steps += 1;
+		self.metrics.inner_steps.inc();
+		tracing::debug!(
+			stage = self.index,
+			epoch = self.epoch,
+			step = l.steps,
+			samples = n,
+			grad_norm = report.grad_norm,
+			"inner step"
+		);
+		Ok(())
 	}
 }

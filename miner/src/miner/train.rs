@@ -196,7 +196,7 @@ impl Miner {
 			let out = self.upload_tensor(&grad_in, Kind::Gradient, &f.output).await?;
 			self.check_deadline(f.lease, f.expires_at_ms)?;
 			self.orch.submit_activation(f.lease, Some(out)).await?;
-			self.acc.add(&g, n);
+			self.add_gradient(&g, n)?;
 			self.stats.backwards += 1;
 			self.stats.loss_sum += f64::from(loss);
 			self.stats.loss_n += 1;
@@ -208,7 +208,8 @@ impl Miner {
 			let r = self.upload_tensor(&out, Kind::Activation, &f.output).await?;
 			self.check_deadline(f.lease, f.expires_at_ms)?;
 			self.orch.submit_activation(f.lease, Some(r)).await?;
-			self.kept.push_back((f.epoch, f.sample, fwd));
+			let step = self.local.as_ref().map_or(0, |l| l.steps);
+			self.kept.push_back((f.epoch, f.sample, step, fwd));
 			while self.kept.len() > self.cfg.max_kept {
 				self.kept.pop_front();
 			}
@@ -243,13 +244,30 @@ impl Miner {
 		let kept = if b.forward_by == self.me {
 			self.kept
 				.iter()
-				.position(|(e, s, _)| *e == b.epoch && *s == b.sample)
+				.position(|(e, s, _, _)| *e == b.epoch && *s == b.sample)
 				.and_then(|i| self.kept.remove(i))
 		} else {
 			None
 		};
 		let grad_in = match kept {
-			Some((_, _, fwd)) => self.stage.backward(fwd, &grad_out)?,
+			Some((_, _, step, fwd)) => {
+				if let Some(l) = &mut self.local {
+					if l.steps != step {
+						// Bounded staleness (docs/design.md §3): the graph holds activations of the weights
+						// at inner step `step`; the backward reads the current ones.
+						l.stale += 1;
+						self.metrics.stale_backwards.inc();
+						tracing::debug!(
+							stage = self.index,
+							sample = b.sample,
+							forward_step = step,
+							now = l.steps,
+							"backward through a forward of an earlier inner step"
+						);
+					}
+				}
+				self.stage.backward(fwd, &grad_out)?
+			},
 			None => {
 				let input = self.stage_input(b.sample, b.input.as_ref(), b.data.as_ref()).await?;
 				self.stage.backward_from_input(&input, &grad_out)?
@@ -268,7 +286,7 @@ impl Miner {
 		};
 		self.check_deadline(b.lease, b.expires_at_ms)?;
 		self.orch.submit_activation(b.lease, output).await?;
-		self.acc.add(&g, n);
+		self.add_gradient(&g, n)?;
 		self.stats.backwards += 1;
 		self.metrics.samples.with_label_values(&["backward"]).inc();
 		Ok(())

@@ -190,6 +190,8 @@ pub struct World {
 	pub merge: Mutex<MergeWorld>,
 	/// The run spec's merge codec (`f32` by default).
 	pub codec: iota_miner::merge::MergeCodec,
+	/// The run spec's training mode (`sync` by default).
+	pub training: Training,
 }
 
 pub struct FakeOrch {
@@ -435,6 +437,7 @@ pub fn spec(io: &MemIo) -> RunSpec {
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: Some(1.0),
 		merge_codec: Default::default(),
+		training: Default::default(),
 		data: DataManifest {
 			tokenizer: SpecObject { key: "tok".into(), hash: ContentHash::of(b"tok"), size: 3 },
 			seq_len: SEQ as u32,

@@ -16,7 +16,9 @@ use candle_nn::{VarBuilder, VarMap};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::llama::{init_tensor, param_specs, ParamSpec, StageModules};
-use crate::optim::{adamw_step, clip_in_place, stage_clip_norm, AdamState};
+use crate::optim::{
+	adamw_step, clip_in_place, nesterov_step, stage_clip_norm, AdamState, OuterSgd, OuterState,
+};
 
 pub use iota_protocol::optim::StepOptions;
 
@@ -76,6 +78,8 @@ pub struct Stage {
 	grad_sum: Option<Vec<Tensor>>,
 	grad_count: usize,
 	adam: AdamState,
+	/// Local mode's outer optimizer state ([`Stage::use_outer_optimizer`]); `None` in sync mode.
+	outer: Option<OuterState>,
 	total_params: usize,
 }
 
@@ -87,6 +91,7 @@ impl std::fmt::Debug for Stage {
 			.field("dtype", &self.dtype)
 			.field("accumulated", &self.grad_count)
 			.field("adam_step", &self.adam.step)
+			.field("outer_step", &self.outer.as_ref().map(|o| o.step))
 			.finish()
 	}
 }
@@ -97,18 +102,37 @@ pub(crate) fn first_non_finite(t: &Tensor) -> Result<Option<usize>> {
 	Ok(v.iter().position(|x| !x.is_finite()))
 }
 
-/// [`Stage::state_hash`] of flat parameters and an AdamW state.
-fn state_hash_of(params: &[f32], adam: &AdamState) -> [u8; 32] {
+/// The optimizer state a stage's merges keep identical on every replica, and so attest and checkpoint.
+#[derive(Clone, Debug, PartialEq)]
+enum Attested {
+	/// Sync mode: the AdamW moments and step.
+	Adam(AdamState),
+	/// Local mode: the outer momentum and step (the inner AdamW moments stay local).
+	Outer(OuterState),
+}
+
+impl Attested {
+	/// The state's vectors in hash order, and its step.
+	fn parts(&self) -> (Vec<&[f32]>, u64) {
+		match self {
+			Attested::Adam(a) => (vec![&a.m, &a.v], a.step),
+			Attested::Outer(o) => (vec![&o.momentum], o.step),
+		}
+	}
+}
+
+/// [`Stage::state_hash`] of flat parameters and the attested optimizer state's vectors and step.
+fn state_hash_of(params: &[f32], state: &[&[f32]], step: u64) -> [u8; 32] {
 	let mut h = blake3::Hasher::new();
 	let mut buf = Vec::with_capacity(4 * 16_384);
-	for v in [params, &adam.m, &adam.v] {
+	for v in std::iter::once(params).chain(state.iter().copied()) {
 		for chunk in v.chunks(16_384) {
 			buf.clear();
 			iota_protocol::f32le::extend(&mut buf, chunk);
 			h.update(&buf);
 		}
 	}
-	h.update(&adam.step.to_le_bytes());
+	h.update(&step.to_le_bytes());
 	*h.finalize().as_bytes()
 }
 
@@ -167,6 +191,7 @@ impl Stage {
 			grad_sum: None,
 			grad_count: 0,
 			adam: AdamState::new(n),
+			outer: None,
 			total_params: cfg.total_param_count()?,
 		})
 	}
@@ -214,6 +239,35 @@ impl Stage {
 	/// AdamW state.
 	pub fn adam_state(&self) -> &AdamState {
 		&self.adam
+	}
+
+	/// Switch the stage to local mode (docs/design.md §3): merges then apply [`apply_outer`](Self::apply_outer)
+	/// and the attested state ([`state_hash`](Self::state_hash), checkpoints) is the weights, the outer
+	/// momentum and the outer step; the AdamW state becomes the inner optimizer's, kept locally and never
+	/// attested. Starts the outer state at zero (call it on a fresh stage).
+	pub fn use_outer_optimizer(&mut self) {
+		self.outer = Some(OuterState::new(self.param_count()));
+	}
+
+	/// Local mode's outer optimizer state (`None` in sync mode).
+	pub fn outer_state(&self) -> Option<&OuterState> {
+		self.outer.as_ref()
+	}
+
+	/// The attested optimizer state's vectors (hash order) and step.
+	fn attested_parts(&self) -> (Vec<&[f32]>, u64) {
+		match &self.outer {
+			Some(o) => (vec![&o.momentum], o.step),
+			None => (vec![&self.adam.m, &self.adam.v], self.adam.step),
+		}
+	}
+
+	/// Install a parsed attested state (the kind was checked by `parse_checkpoint`).
+	fn set_attested(&mut self, state: Attested) {
+		match state {
+			Attested::Adam(a) => self.adam = a,
+			Attested::Outer(o) => self.outer = Some(o),
+		}
 	}
 	/// Width of the activation this stage receives (`None` for the first stage, which takes tokens).
 	pub fn input_width(&self) -> Option<usize> {
@@ -540,9 +594,38 @@ impl Stage {
 		self.apply_gradient(&g, opts, n)
 	}
 
+	/// Local mode's merge: the weights become the outer step ([`nesterov_step`]) from the stage's global
+	/// weights of the epoch `global` (`P` values, what every replica held when the epoch began) along the
+	/// merged pseudo-gradient `mean_delta` (`P` values). The current (local) weights are discarded; the
+	/// inner AdamW state is kept. Every replica that calls this with the same inputs and outer state ends
+	/// bit-identical.
+	///
+	/// # Errors
+	/// [`Error::Config`] in sync mode ([`use_outer_optimizer`](Self::use_outer_optimizer) not called);
+	/// [`Error::Length`] / [`Error::NonFinite`] for a bad vector or result. Nothing changes on error.
+	pub fn apply_outer(&mut self, global: &[f32], mean_delta: &[f32], hp: &OuterSgd) -> Result<()> {
+		let Some(outer) = &self.outer else {
+			return Err(Error::Config("apply_outer on a stage in sync mode".into()));
+		};
+		if global.len() != self.param_count() {
+			return Err(Error::Length {
+				what: "global weights".into(),
+				expected: self.param_count(),
+				got: global.len(),
+			});
+		}
+		let mut w = global.to_vec();
+		let mut st = outer.clone();
+		nesterov_step(&mut w, mean_delta, &mut st, hp)?;
+		self.set_flat_params(&w)?;
+		self.outer = Some(st);
+		Ok(())
+	}
+
 	/// Checkpoint bytes (safetensors): every parameter in f32 under its name, the AdamW moments
 	/// as flat `optimizer.adam_m` / `optimizer.adam_v`, and metadata `iota.config` (JSON),
-	/// `iota.stage`, `iota.adam_step`.
+	/// `iota.stage`, `iota.adam_step`. In local mode the moments are replaced by the flat
+	/// `optimizer.outer_momentum` and the step by `iota.outer_step` (the inner AdamW state stays local).
 	///
 	/// # Errors
 	/// Candle or serialisation errors.
@@ -552,16 +635,13 @@ impl Stage {
 			let v = var.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
 			owned.push((spec.name.clone(), spec.shape.clone(), iota_protocol::f32le::to_bytes(&v)));
 		}
-		owned.push((
-			"optimizer.adam_m".into(),
-			vec![self.adam.m.len()],
-			iota_protocol::f32le::to_bytes(&self.adam.m),
-		));
-		owned.push((
-			"optimizer.adam_v".into(),
-			vec![self.adam.v.len()],
-			iota_protocol::f32le::to_bytes(&self.adam.v),
-		));
+		let named: Vec<(&str, &[f32])> = match &self.outer {
+			Some(o) => vec![("optimizer.outer_momentum", &o.momentum)],
+			None => vec![("optimizer.adam_m", &self.adam.m), ("optimizer.adam_v", &self.adam.v)],
+		};
+		for (name, v) in named {
+			owned.push((name.into(), vec![v.len()], iota_protocol::f32le::to_bytes(v)));
+		}
 		let views = owned
 			.iter()
 			.map(|(n, s, d)| {
@@ -570,10 +650,14 @@ impl Stage {
 					.map_err(|e| Error::Checkpoint(e.to_string()))
 			})
 			.collect::<Result<Vec<_>>>()?;
+		let step = match &self.outer {
+			Some(o) => ("iota.outer_step".to_string(), o.step.to_string()),
+			None => ("iota.adam_step".to_string(), self.adam.step.to_string()),
+		};
 		let meta = HashMap::from([
 			("iota.config".to_string(), serde_json::to_string(&self.cfg)?),
 			("iota.stage".to_string(), self.index.to_string()),
-			("iota.adam_step".to_string(), self.adam.step.to_string()),
+			step,
 		]);
 		safetensors::serialize(views, Some(meta)).map_err(|e| Error::Checkpoint(e.to_string()))
 	}
@@ -585,9 +669,9 @@ impl Stage {
 	/// [`Error::Checkpoint`] for unparsable bytes, another config or stage, a missing tensor or a
 	/// tensor of the wrong dtype or shape; [`Error::NonFinite`] for NaN/Inf. Nothing changes on error.
 	pub fn load_safetensors(&mut self, bytes: &[u8]) -> Result<()> {
-		let (flat, adam) = self.parse_checkpoint(bytes)?;
+		let (flat, state) = self.parse_checkpoint(bytes)?;
 		self.set_flat_params(&flat)?;
-		self.adam = adam;
+		self.set_attested(state);
 		self.zero_grad();
 		Ok(())
 	}
@@ -595,13 +679,16 @@ impl Stage {
 	/// BLAKE3 of the stage state (docs/design.md §3 step 6, the value every replica attests after a merge):
 	/// the parameters as f32 little-endian in [`specs`](Self::specs) order (`param_count` values),
 	/// then the AdamW first moments `m` and second moments `v` (f32 LE, same order and length), then
-	/// the AdamW step count as u64 LE. Two replicas have equal hashes exactly when their weights,
-	/// moments and step are bit-identical.
+	/// the AdamW step count as u64 LE. In local mode ([`use_outer_optimizer`](Self::use_outer_optimizer))
+	/// the moments are replaced by the outer momentum (f32 LE) and the step by the outer step (u64 LE);
+	/// the inner AdamW state is local and not hashed. Two replicas have equal hashes exactly when their
+	/// weights and attested optimizer state are bit-identical.
 	///
 	/// # Errors
 	/// Candle errors reading the parameters only.
 	pub fn state_hash(&self) -> Result<[u8; 32]> {
-		Ok(state_hash_of(&self.flat_params()?, &self.adam))
+		let (state, step) = self.attested_parts();
+		Ok(state_hash_of(&self.flat_params()?, &state, step))
 	}
 
 	/// The stage checkpoint the merge uploads (`iota_storage::keys::stage_checkpoint`): the
@@ -624,19 +711,21 @@ impl Stage {
 	/// As [`load_safetensors`](Self::load_safetensors); [`Error::StateHashMismatch`] when the
 	/// checkpoint's state is not the attested one. Nothing changes on error.
 	pub fn load_checkpoint(&mut self, bytes: &[u8], expected: &[u8; 32]) -> Result<()> {
-		let (flat, adam) = self.parse_checkpoint(bytes)?;
-		let got = state_hash_of(&flat, &adam);
+		let (flat, state) = self.parse_checkpoint(bytes)?;
+		let (vectors, step) = state.parts();
+		let got = state_hash_of(&flat, &vectors, step);
 		if &got != expected {
 			return Err(Error::StateHashMismatch { expected: hex(expected), got: hex(&got) });
 		}
 		self.set_flat_params(&flat)?;
-		self.adam = adam;
+		self.set_attested(state);
 		self.zero_grad();
 		Ok(())
 	}
 
-	/// Parse and check a checkpoint for this stage: `(flat parameters, AdamW state)`.
-	fn parse_checkpoint(&self, bytes: &[u8]) -> Result<(Vec<f32>, AdamState)> {
+	/// Parse and check a checkpoint for this stage: `(flat parameters, attested optimizer state)`; the
+	/// state must be of this stage's mode (AdamW in sync mode, outer momentum in local mode).
+	fn parse_checkpoint(&self, bytes: &[u8]) -> Result<(Vec<f32>, Attested)> {
 		let ck = |m: String| Error::Checkpoint(m);
 		let st = safetensors::SafeTensors::deserialize(bytes)
 			.map_err(|e| ck(format!("not a safetensors file: {e}")))?;
@@ -657,10 +746,12 @@ impl Stage {
 				self.index
 			)));
 		}
-		let step = meta
-			.get("iota.adam_step")
-			.and_then(|s| s.parse::<u64>().ok())
-			.ok_or_else(|| ck("metadata iota.adam_step missing or not a number".into()))?;
+		let step_key = if self.outer.is_some() { "iota.outer_step" } else { "iota.adam_step" };
+		let step = meta.get(step_key).and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| {
+			ck(format!(
+				"metadata {step_key} missing or not a number (a checkpoint of the other training mode?)"
+			))
+		})?;
 		let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
 			let t = st.tensor(name).map_err(|_| ck(format!("tensor {name} missing")))?;
 			if t.dtype() != safetensors::Dtype::F32 {
@@ -682,9 +773,14 @@ impl Stage {
 			flat.extend(read(&spec.name, &spec.shape)?);
 		}
 		let n = self.param_count();
-		let m = read("optimizer.adam_m", &[n])?;
-		let v = read("optimizer.adam_v", &[n])?;
-		Ok((flat, AdamState { m, v, step }))
+		let state = if self.outer.is_some() {
+			Attested::Outer(OuterState { momentum: read("optimizer.outer_momentum", &[n])?, step })
+		} else {
+			let m = read("optimizer.adam_m", &[n])?;
+			let v = read("optimizer.adam_v", &[n])?;
+			Attested::Adam(AdamState { m, v, step })
+		};
+		Ok((flat, state))
 	}
 
 	/// Write [`to_safetensors`](Self::to_safetensors) to `path`.

@@ -76,3 +76,67 @@ fn checkpoint_loads_only_with_the_attested_hash_and_reproduces_it() {
 	b.apply_gradient(&mean, &StepOptions::default(), 4).unwrap();
 	assert_eq!(a.state_hash().unwrap(), b.state_hash().unwrap());
 }
+
+/// A body stage of `tiny` in local mode after one inner step (as [`stepped`]).
+fn local_stepped(seed: u64, scale: f32) -> Stage {
+	let mut s = Stage::new(&ModelConfig::tiny(), 1, seed, DType::F32, &Device::Cpu).unwrap();
+	s.use_outer_optimizer();
+	let inner = stepped(seed, scale);
+	s.set_flat_params(&inner.flat_params().unwrap()).unwrap();
+	s
+}
+
+#[test]
+fn local_mode_attests_weights_and_outer_state_not_the_inner_moments() {
+	let outer = iota_model::optim::OuterSgd { lr: 0.7, momentum: 0.9 };
+	let cfg = ModelConfig::tiny();
+	let global = Stage::new(&cfg, 1, 3, DType::F32, &Device::Cpu).unwrap().flat_params().unwrap();
+	// Two replicas whose inner steps differ (other gradients, so other local weights and moments).
+	let (mut a, mut b) = (stepped(3, 1.0), stepped(3, 2.0));
+	a.use_outer_optimizer();
+	b.use_outer_optimizer();
+	assert_ne!(a.adam_state(), b.adam_state());
+	let delta: Vec<f32> = global
+		.iter()
+		.zip(a.flat_params().unwrap())
+		.zip(b.flat_params().unwrap())
+		.map(|((g, x), y)| ((g - x) + (g - y)) / 2.0)
+		.collect();
+	a.apply_outer(&global, &delta, &outer).unwrap();
+	b.apply_outer(&global, &delta, &outer).unwrap();
+	assert_eq!(a.state_hash().unwrap(), b.state_hash().unwrap(), "inner moments are not attested");
+	assert_eq!(a.outer_state().unwrap().step, 1);
+
+	// The hash is BLAKE3(weights ‖ outer momentum ‖ outer step).
+	let mut bytes = Vec::new();
+	for v in [a.flat_params().unwrap(), a.outer_state().unwrap().momentum.clone()] {
+		bytes.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+	}
+	bytes.extend(1u64.to_le_bytes());
+	assert_eq!(a.state_hash().unwrap(), *blake3::hash(&bytes).as_bytes());
+
+	// A joiner in local mode loads the checkpoint and reproduces the hash; a sync-mode stage refuses it,
+	// and a local stage refuses a sync checkpoint.
+	let attested = a.state_hash().unwrap();
+	let ck = a.to_checkpoint().unwrap();
+	let mut joiner = local_stepped(9, 1.0);
+	let inner_before = joiner.adam_state().clone();
+	joiner.load_checkpoint(&ck, &attested).unwrap();
+	assert_eq!(joiner.state_hash().unwrap(), attested);
+	assert_eq!(joiner.adam_state(), &inner_before, "the inner moments stay local");
+	let mut sync = Stage::new(&cfg, 1, 3, DType::F32, &Device::Cpu).unwrap();
+	assert!(matches!(sync.load_checkpoint(&ck, &attested), Err(Error::Checkpoint(_))));
+	let sync_ck = stepped(3, 1.0).to_checkpoint().unwrap();
+	let h = stepped(3, 1.0).state_hash().unwrap();
+	assert!(matches!(joiner.load_checkpoint(&sync_ck, &h), Err(Error::Checkpoint(_))));
+	assert_eq!(joiner.state_hash().unwrap(), attested, "nothing changed");
+
+	// Bad input changes nothing; a sync-mode stage has no outer step.
+	let before = a.state_hash().unwrap();
+	let mut nan = delta.clone();
+	nan[5] = f32::NAN;
+	assert!(matches!(a.apply_outer(&global, &nan, &outer), Err(Error::NonFinite { index: 5, .. })));
+	assert!(matches!(a.apply_outer(&global[1..], &delta, &outer), Err(Error::Length { .. })));
+	assert_eq!(a.state_hash().unwrap(), before);
+	assert!(matches!(sync.apply_outer(&global, &delta, &outer), Err(Error::Config(_))));
+}

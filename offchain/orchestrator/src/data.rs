@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use iota_model::optim::AdamW;
 use iota_model::{data, ModelConfig};
+use iota_protocol::optim::Training;
 use iota_protocol::MergeCodec;
 use iota_rpc::{DataManifest, LrSchedule, RunSpec};
 use iota_storage::{keys, ObjectStore, StorageError};
@@ -58,6 +59,8 @@ pub struct PrepareOptions {
 	pub max_norm: Option<f32>,
 	/// Codec of merge vectors (`f32` exact; `int8`, `topk:<per mille>` compressed).
 	pub merge_codec: MergeCodec,
+	/// Training mode (`sync` exact, `local` inner steps and outer Nesterov merges).
+	pub training: Training,
 }
 
 impl PrepareOptions {
@@ -80,6 +83,7 @@ impl PrepareOptions {
 			lr: LrSchedule { peak: 3e-3, warmup_epochs: 5, total_epochs: 200, min_ratio: 0.1 },
 			max_norm: Some(1.0),
 			merge_codec: MergeCodec::F32,
+			training: Training::Sync,
 			model,
 		}
 	}
@@ -218,6 +222,7 @@ pub async fn prepare_data(
 		lr: opts.lr,
 		max_norm: opts.max_norm,
 		merge_codec: opts.merge_codec,
+		training: opts.training,
 		data: DataManifest {
 			tokenizer,
 			seq_len: opts.seq_len,

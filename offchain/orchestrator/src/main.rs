@@ -76,6 +76,11 @@ struct PrepareArgs {
 	/// (largest entries per chunk, with error feedback at the miner).
 	#[arg(long, env = "IOTA_MERGE_CODEC", default_value = "f32")]
 	merge_codec: iota_protocol::MergeCodec,
+	/// Training mode: `sync` (one AdamW step per epoch, exact) or `local[:ACCUMULATE[:OUTER_LR[:MOMENTUM]]]`
+	/// (an inner AdamW step every ACCUMULATE backward passes, an outer Nesterov step per merge; `local` is
+	/// IOTA's 4, 0.7, 0.9).
+	#[arg(long, env = "IOTA_TRAINING", default_value = "sync")]
+	training: iota_protocol::optim::Training,
 }
 
 /// Object store settings (shared by the subcommands).
@@ -221,6 +226,7 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 	o.seed = a.seed;
 	o.encoding = a.encoding.clone();
 	o.merge_codec = a.merge_codec;
+	o.training = a.training;
 	if let Some(v) = a.seq_len {
 		o.seq_len = v;
 	}

@@ -55,6 +55,7 @@ async fn world() -> World {
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: None,
 		merge_codec: Default::default(),
+		training: Default::default(),
 		data: DataManifest {
 			tokenizer: shard.clone(),
 			seq_len: 8,

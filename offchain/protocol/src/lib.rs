@@ -19,7 +19,7 @@
 //! | [`selection`] | spot-check and shard-audit selection |
 //! | [`sample`] | a sample's input and target rows |
 //! | [`model`] | the model config, its presets and each stage's parameter list (which fixes `P`) |
-//! | [`optim`] | the optimizer step every replica applies (AdamW, clipping, lr schedule) |
+//! | [`optim`] | the optimizer steps every replica applies (AdamW, clipping, lr schedule; the training mode, the outer Nesterov step and the pseudo-gradient of local mode) |
 //! | [`encoding`] | the wire encodings a run spec names, and the largest wire message |
 //! | [`objects`] | object references and presigned requests, as parties pass them |
 //!

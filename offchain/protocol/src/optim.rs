@@ -1,4 +1,5 @@
-//! AdamW, gradient clipping and the learning-rate schedule as plain Rust over flat `f32` vectors.
+//! AdamW, gradient clipping, the learning-rate schedule, the training mode and local mode's outer
+//! Nesterov step, as plain Rust over flat `f32` vectors.
 //!
 //! Follows Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization" (arXiv 1711.05101),
 //! with PyTorch's `torch.optim.AdamW` bias correction. docs/design.md §3 step 6: the step is one pure
@@ -157,6 +158,218 @@ impl Default for StepOptions {
 	}
 }
 
+/// How replicas train between merges (docs/design.md §3). Serialised in the run spec as
+/// `{"mode": "sync"}` or `{"mode": "local", "accumulate": 4, "outerLr": 0.7, "outerMomentum": 0.9}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "camelCase")]
+pub enum Training {
+	/// One optimizer step per epoch: the merge averages the epoch's gradient sums and every replica
+	/// applies one AdamW step ([`adamw_step`]). Exact against the single-process trainer.
+	#[default]
+	Sync,
+	/// Local inner AdamW steps between merges; the merge averages pseudo-gradients and every replica
+	/// applies one outer step ([`nesterov_step`]). IOTA's current scheme (DiLoCo, Douillard et al. 2023,
+	/// arXiv 2311.08105, Algorithm 1).
+	#[serde(rename_all = "camelCase")]
+	Local {
+		/// Backward passes (micro-batches) per inner AdamW step (IOTA: 4).
+		accumulate: u32,
+		/// Outer learning rate (IOTA and DiLoCo: 0.7).
+		outer_lr: f32,
+		/// Outer Nesterov momentum (IOTA and DiLoCo: 0.9).
+		outer_momentum: f32,
+	},
+}
+
+impl Training {
+	/// IOTA's published local setting: 4 backward passes per inner step, outer lr 0.7, momentum 0.9.
+	pub const IOTA_LOCAL: Training =
+		Training::Local { accumulate: 4, outer_lr: 0.7, outer_momentum: 0.9 };
+
+	/// Whether this is [`Training::Sync`] (the spec leaves it out then, so older specs keep their hash).
+	pub fn is_sync(&self) -> bool {
+		matches!(self, Training::Sync)
+	}
+
+	/// The outer optimizer of local mode (`None` in sync mode).
+	pub fn outer(&self) -> Option<OuterSgd> {
+		match *self {
+			Training::Sync => None,
+			Training::Local { outer_lr, outer_momentum, .. } => {
+				Some(OuterSgd { lr: outer_lr, momentum: outer_momentum })
+			},
+		}
+	}
+
+	/// Backward passes per inner step (`None` in sync mode).
+	pub fn accumulate(&self) -> Option<u32> {
+		match *self {
+			Training::Sync => None,
+			Training::Local { accumulate, .. } => Some(accumulate),
+		}
+	}
+
+	/// Checks the local settings: `accumulate ≥ 1`, `outer_lr` finite and > 0, `outer_momentum` in `[0, 1)`.
+	///
+	/// # Errors
+	/// A message naming the bad field.
+	pub fn validate(&self) -> std::result::Result<(), String> {
+		if let Training::Local { accumulate, outer_lr, outer_momentum } = *self {
+			if accumulate == 0 {
+				return Err("training.accumulate must be at least 1".into());
+			}
+			if !(outer_lr.is_finite() && outer_lr > 0.0) {
+				return Err(format!("training.outerLr {outer_lr} must be finite and > 0"));
+			}
+			if !(0.0..1.0).contains(&outer_momentum) {
+				return Err(format!("training.outerMomentum {outer_momentum} must be in [0, 1)"));
+			}
+		}
+		Ok(())
+	}
+}
+
+impl std::str::FromStr for Training {
+	type Err = String;
+	/// `sync`, `local` (IOTA's setting, [`Training::IOTA_LOCAL`]) or
+	/// `local:ACCUMULATE[:OUTER_LR[:OUTER_MOMENTUM]]`.
+	fn from_str(s: &str) -> std::result::Result<Self, String> {
+		let mut parts = s.split(':');
+		let t = match parts.next() {
+			Some("sync") if s == "sync" => Training::Sync,
+			Some("local") => {
+				let (mut accumulate, mut outer_lr, mut outer_momentum) = (4u32, 0.7f32, 0.9f32);
+				let bad = |what: &str, v: &str| format!("{what} {v:?} in {s:?} is not a number");
+				if let Some(a) = parts.next() {
+					accumulate = a.parse().map_err(|_| bad("accumulate", a))?;
+				}
+				if let Some(l) = parts.next() {
+					outer_lr = l.parse().map_err(|_| bad("outer lr", l))?;
+				}
+				if let Some(m) = parts.next() {
+					outer_momentum = m.parse().map_err(|_| bad("outer momentum", m))?;
+				}
+				if parts.next().is_some() {
+					return Err(format!(
+						"{s:?}: expected local:ACCUMULATE:OUTER_LR:OUTER_MOMENTUM"
+					));
+				}
+				Training::Local { accumulate, outer_lr, outer_momentum }
+			},
+			_ => {
+				return Err(format!(
+					"unknown training mode {s:?}; expected sync, local or local:A:LR:M"
+				))
+			},
+		};
+		t.validate()?;
+		Ok(t)
+	}
+}
+
+impl std::fmt::Display for Training {
+	fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+		match self {
+			Training::Sync => write!(f, "sync"),
+			Training::Local { accumulate, outer_lr, outer_momentum } => {
+				write!(f, "local:{accumulate}:{outer_lr}:{outer_momentum}")
+			},
+		}
+	}
+}
+
+/// The outer optimizer of local mode: SGD with Nesterov momentum on the pseudo-gradient.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OuterSgd {
+	/// Outer learning rate.
+	pub lr: f32,
+	/// Nesterov momentum μ.
+	pub momentum: f32,
+}
+
+/// Outer-optimizer state of one stage in local mode: the momentum buffer (flat, the stage's parameter
+/// order) and the outer steps taken. Identical on every replica after every merge; part of the attested
+/// state hash.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OuterState {
+	/// Momentum buffer.
+	pub momentum: Vec<f32>,
+	/// Outer steps (merges) applied so far.
+	pub step: u64,
+}
+
+impl OuterState {
+	/// Zero state for `n` parameters.
+	pub fn new(n: usize) -> Self {
+		OuterState { momentum: vec![0.0; n], step: 0 }
+	}
+}
+
+/// One outer step, in place: `global` (the stage's global weights before the merge, `P` values) moves
+/// along the merged pseudo-gradient `delta = mean_i(W_global − W_local,i)` (`P` values) with Nesterov
+/// momentum, exactly as PyTorch's `SGD(nesterov=True, dampening=0)` that DiLoCo uses:
+/// `b ← μ·b + δ; W ← W − lr·(δ + μ·b)`, element by element in index order, plain f32 (no FMA), so
+/// every replica ends bit-identical. Increments `st.step`.
+///
+/// # Errors
+/// [`OptimError::Length`] when lengths differ; [`OptimError::NonFinite`] if `delta` holds NaN/Inf, or if
+/// the step would make a weight non-finite (nothing is changed then).
+pub fn nesterov_step(
+	global: &mut [f32],
+	delta: &[f32],
+	st: &mut OuterState,
+	hp: &OuterSgd,
+) -> Result<()> {
+	let n = global.len();
+	for (what, len) in [("pseudo-gradient", delta.len()), ("outer momentum", st.momentum.len())] {
+		if len != n {
+			return Err(OptimError::Length { what: what.into(), expected: n, got: len });
+		}
+	}
+	if let Some(index) = delta.iter().position(|x| !x.is_finite()) {
+		return Err(OptimError::NonFinite { what: "pseudo-gradient".into(), index });
+	}
+	let (mu, lr) = (hp.momentum, hp.lr);
+	let next = |m: f32, w: f32, d: f32| {
+		let b = mu * m + d;
+		(b, w - lr * (d + mu * b))
+	};
+	let bad = (0..n).position(|i| {
+		let (b, w) = next(st.momentum[i], global[i], delta[i]);
+		!(b.is_finite() && w.is_finite())
+	});
+	if let Some(index) = bad {
+		return Err(OptimError::NonFinite { what: "outer step result".into(), index });
+	}
+	for i in 0..n {
+		(st.momentum[i], global[i]) = next(st.momentum[i], global[i], delta[i]);
+	}
+	st.step += 1;
+	Ok(())
+}
+
+/// The pseudo-gradient a replica submits in local mode, scaled by its sample count so the merge's
+/// weighted mean (`Σ_i x_i / Σ_i samples_i`, [`crate::merge`]) is the sample-weighted mean of the
+/// replicas' deltas: `x[j] = (global[j] − local[j]) · samples`, in f32.
+///
+/// # Errors
+/// [`OptimError::Length`] when lengths differ; [`OptimError::NonFinite`] for a NaN/Inf result.
+pub fn pseudo_gradient(global: &[f32], local: &[f32], samples: u32) -> Result<Vec<f32>> {
+	if local.len() != global.len() {
+		return Err(OptimError::Length {
+			what: "local weights".into(),
+			expected: global.len(),
+			got: local.len(),
+		});
+	}
+	let n = samples as f32;
+	let out: Vec<f32> = global.iter().zip(local).map(|(g, l)| (g - l) * n).collect();
+	if let Some(index) = out.iter().position(|x| !x.is_finite()) {
+		return Err(OptimError::NonFinite { what: "pseudo-gradient".into(), index });
+	}
+	Ok(out)
+}
+
 /// Cosine learning-rate schedule with linear warm-up: `peak · s / warmup` for `s < warmup`, then
 /// cosine from `peak` to `peak · min_ratio` at `total` steps (constant after).
 pub fn cosine_lr(step: usize, total: usize, warmup: usize, peak: f32, min_ratio: f32) -> f32 {
@@ -225,5 +438,82 @@ mod tests {
 		let mut small = vec![0.1f32, 0.0];
 		clip_in_place(&mut small, thr);
 		assert_eq!(small, vec![0.1, 0.0]);
+	}
+
+	#[test]
+	fn nesterov_matches_the_torch_formula_and_refuses_bad_input_unchanged() {
+		let hp = OuterSgd { lr: 0.7, momentum: 0.9 };
+		let mut w = vec![1.0f32, -1.0];
+		let mut st = OuterState::new(2);
+		nesterov_step(&mut w, &[0.1, -0.2], &mut st, &hp).unwrap();
+		// b = δ; W − lr·(δ + μ·δ) = W − 0.7·1.9·δ
+		assert_eq!(st.momentum, vec![0.1, -0.2]);
+		assert!((w[0] - (1.0 - 0.7 * 1.9 * 0.1)).abs() < 1e-6, "{}", w[0]);
+		assert!((w[1] - (-1.0 + 0.7 * 1.9 * 0.2)).abs() < 1e-6, "{}", w[1]);
+		nesterov_step(&mut w, &[0.0, 0.0], &mut st, &hp).unwrap();
+		// b = 0.9·b; W − 0.7·(0 + 0.9·b)
+		assert!((st.momentum[0] - 0.09).abs() < 1e-7);
+		assert_eq!(st.step, 2);
+		let (w0, st0) = (w.clone(), st.clone());
+		assert!(matches!(
+			nesterov_step(&mut w, &[0.0; 3], &mut st, &hp),
+			Err(OptimError::Length { expected: 2, got: 3, .. })
+		));
+		assert!(matches!(
+			nesterov_step(&mut w, &[f32::INFINITY, 0.0], &mut st, &hp),
+			Err(OptimError::NonFinite { index: 0, .. })
+		));
+		assert!(matches!(
+			nesterov_step(&mut w, &[0.0, f32::MAX], &mut st, &hp),
+			Err(OptimError::NonFinite { index: 1, .. })
+		));
+		assert_eq!((w, st), (w0, st0));
+	}
+
+	#[test]
+	fn a_plain_outer_step_of_lr_one_lands_on_the_mean_of_the_replicas() {
+		// lr 1, μ 0: W ← W − δ = mean of the local weights (DiLoCo's reduction to weight averaging).
+		let global = vec![1.0f32, 2.0, 3.0];
+		let locals = [vec![0.5f32, 2.5, 3.0], vec![1.5f32, 1.0, 2.0]];
+		let samples = [1u32, 3];
+		let subs: Vec<Vec<f32>> = locals
+			.iter()
+			.zip(samples)
+			.map(|(l, n)| pseudo_gradient(&global, l, n).unwrap())
+			.collect();
+		let total: u32 = samples.iter().sum();
+		let mean: Vec<f32> =
+			(0..3).map(|j| subs.iter().map(|s| s[j]).sum::<f32>() / total as f32).collect();
+		let mut w = global.clone();
+		nesterov_step(&mut w, &mean, &mut OuterState::new(3), &OuterSgd { lr: 1.0, momentum: 0.0 })
+			.unwrap();
+		for j in 0..3 {
+			let want = (locals[0][j] + 3.0 * locals[1][j]) / 4.0;
+			assert!((w[j] - want).abs() < 1e-6, "{j}: {} vs {want}", w[j]);
+		}
+		assert!(matches!(pseudo_gradient(&global, &[0.0; 2], 1), Err(OptimError::Length { .. })));
+		assert!(matches!(
+			pseudo_gradient(&[f32::MAX], &[-f32::MAX], 1),
+			Err(OptimError::NonFinite { .. })
+		));
+	}
+
+	#[test]
+	fn training_modes_parse_print_and_validate() {
+		assert_eq!("sync".parse::<Training>().unwrap(), Training::Sync);
+		assert_eq!("local".parse::<Training>().unwrap(), Training::IOTA_LOCAL);
+		let t: Training = "local:8:0.5:0.8".parse().unwrap();
+		assert_eq!(t, Training::Local { accumulate: 8, outer_lr: 0.5, outer_momentum: 0.8 });
+		assert_eq!(t.to_string().parse::<Training>().unwrap(), t);
+		for bad in
+			["", "syncx", "local:0", "local:4:-1", "local:4:0.7:1.0", "local:x", "local:1:1:0:9"]
+		{
+			assert!(bad.parse::<Training>().is_err(), "{bad:?}");
+		}
+		let json = serde_json::to_string(&Training::IOTA_LOCAL).unwrap();
+		assert_eq!(json, r#"{"mode":"local","accumulate":4,"outerLr":0.7,"outerMomentum":0.9}"#);
+		assert_eq!(serde_json::from_str::<Training>(&json).unwrap(), Training::IOTA_LOCAL);
+		assert_eq!(serde_json::from_str::<Training>(r#"{"mode":"sync"}"#).unwrap(), Training::Sync);
+		assert!(Training::Sync.is_sync() && Training::Sync.outer().is_none());
 	}
 }

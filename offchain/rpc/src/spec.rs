@@ -14,6 +14,7 @@ use iota_protocol::codec::MergeCodec;
 use iota_protocol::encoding::Encoding;
 use iota_protocol::optim::AdamW;
 use iota_protocol::optim::StepOptions;
+use iota_protocol::optim::Training;
 use iota_protocol::ModelConfig;
 use serde::{Deserialize, Serialize};
 
@@ -189,6 +190,11 @@ pub struct RunSpec {
 	/// of the JSON so older specs keep their hash), `int8` or top-k.
 	#[serde(default, skip_serializing_if = "MergeCodec::is_f32")]
 	pub merge_codec: MergeCodec,
+	/// How replicas train between merges (docs/design.md §3): `sync` (one AdamW step per epoch, exact;
+	/// the default, left out of the JSON so older specs keep their hash) or `local` (inner AdamW steps,
+	/// pseudo-gradient merges, an outer Nesterov step).
+	#[serde(default, skip_serializing_if = "Training::is_sync")]
+	pub training: Training,
 	/// The data.
 	pub data: DataManifest,
 }
@@ -227,6 +233,7 @@ impl RunSpec {
 		self.model.validate().map_err(|e| SpecError::Invalid(e.to_string()))?;
 		self.wire_encoding()?;
 		self.merge_codec.validate().map_err(SpecError::Invalid)?;
+		self.training.validate().map_err(SpecError::Invalid)?;
 		let d = &self.data;
 		if d.batch_rows == 0
 			|| d.rows_per_shard == 0
@@ -333,6 +340,7 @@ mod tests {
 			lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 			max_norm: Some(1.0),
 			merge_codec: Default::default(),
+			training: Default::default(),
 			data: manifest(1),
 		};
 		let bytes = spec.to_bytes();

@@ -212,6 +212,7 @@ pub use iota_protocol::chunks::{
 	MIN_GRADIENT_CHUNK_ELEMS,
 };
 pub use iota_protocol::codec::MergeCodec;
+pub use iota_protocol::optim::Training;
 
 /// Body of `iota_submitGradient` (phase `WeightsUploading`).
 ///

@@ -45,6 +45,7 @@ pub fn spec(run: &str) -> RunSpec {
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: Some(1.0),
 		merge_codec: Default::default(),
+		training: Default::default(),
 		data: DataManifest {
 			tokenizer: obj,
 			seq_len: 32,

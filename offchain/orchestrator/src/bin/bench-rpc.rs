@@ -88,6 +88,7 @@ async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
 		lr: LrSchedule { peak: 1e-3, warmup_epochs: 1, total_epochs: 10, min_ratio: 0.1 },
 		max_norm: None,
 		merge_codec: Default::default(),
+		training: Default::default(),
 		data: DataManifest {
 			tokenizer: tok,
 			seq_len,
