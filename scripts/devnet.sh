@@ -20,6 +20,7 @@ source scripts/env.sh
 # iota-node embeds the runtime's WASM blob: build with the WASM step on (as scripts/test.sh does), so
 # both scripts share one build.
 unset SKIP_WASM_BUILD
-echo "devnet: building iota-node, iota-orchestrator, iota-miner, iota-validator, iota-devnet (incremental) ..."
-cargo build --locked -p iota-node -p iota-orchestrator -p iota-miner -p iota-validator -p iota-devnet
+echo "devnet: building the workspace's binaries (iota-node, iota-orchestrator, iota-miner, iota-validator, iota-devnet; incremental) ..."
+# --workspace, not -p: the same feature set as scripts/test.sh, so the two share every compiled crate.
+cargo build --locked --workspace --bins
 exec "$CARGO_TARGET_DIR/debug/iota-devnet" --bin-dir "$CARGO_TARGET_DIR/debug" "$@"

@@ -25,7 +25,8 @@ fi
 
 if [ -z "${IOTA_NODE_BIN:-}" ]; then
 	# substrate-wasm-builder skips the WASM build whenever SKIP_WASM_BUILD is set at all, even empty.
-	env -u SKIP_WASM_BUILD cargo build --locked -p iota-node
+	# --workspace, not -p: the feature set scripts/test.sh and devnet.sh build, so all three share one build.
+	env -u SKIP_WASM_BUILD cargo build --locked --workspace --bins
 	IOTA_NODE_BIN="$CARGO_TARGET_DIR/debug/iota-node"
 fi
 [ -x "$IOTA_NODE_BIN" ] || { echo "no iota-node binary at $IOTA_NODE_BIN" >&2; exit 1; }
