@@ -8,7 +8,9 @@
 //!    sample `s` is `spec.data.locate(s)` of the network's run spec, read from the embedded bucket folder
 //!    and checked against the spec's BLAKE3; epoch `e` is samples `e·Q .. (e+1)·Q` in that order, then one
 //!    optimizer step with `spec.step_options(e)` (same AdamW, learning-rate schedule and per-stage
-//!    clipping), as docs/design.md §3 says the pipeline's epoch is. Two baselines:
+//!    clipping), as docs/design.md §3 says the pipeline's epoch is. With `--training local…` the
+//!    baseline instead steps every `accumulate` samples: the replicas' batch per inner step and their
+//!    optimizer steps per token (for 3 × 1), with no outer step. Two baselines:
 //!    - `baseline`: the same blocks without the bottleneck and without a wire (the uncompressed reference
 //!      every distributed figure is compared with, docs/design.md §5);
 //!    - `baseline+cut`: the network's model (bottleneck at `d_model / --width-ratio`) with every cut sent
@@ -23,6 +25,9 @@
 //! - the loss ratio at equal tokens, per epoch and at the last epoch: the pipeline's mean tail loss of the
 //!   epoch (`EpochSummary.loss`, nats) over the baseline's mean loss on the same samples with the same
 //!   number of optimizer steps behind it. Goal ≤ 1.03 with 128x compression.
+//! - merge bytes per token: the merge vectors every replica submits per epoch in the run's codec
+//!   (`iota_protocol::chunks::submission_len`), against a sync-mode network with f32 vectors taking as
+//!   many optimizer steps per token.
 //! - wire bytes per token (`EpochSummary.wire_bytes`: activations and activation gradients accepted by
 //!   the orchestrator) against the uncompressed wire: bf16 activations of width `d_model`, i.e.
 //!   `2 · d_model` bytes per token per cut per direction, `4 · d_model · (stages − 1)` per token.
@@ -298,6 +303,10 @@ struct RunResult {
 	split: Option<iota_rpc::types::TimeSplit>,
 	quota_to_start: Option<(f64, f64)>,
 	extrinsics: Vec<u32>,
+	/// Baselines: optimizer steps taken.
+	optimizer_steps: Option<u64>,
+	/// Pipelines: miners per stage.
+	miners: Option<u32>,
 	/// 1-minute load average before and after the run.
 	load_before: f64,
 	load_after: f64,
@@ -313,7 +322,7 @@ impl RunResult {
 				"training": t.training_ms, "merge": t.merge_ms, "chain_wait": t.chain_wait_ms, "idle": t.idle_ms,
 			})),
 			"quota_to_start_secs": self.quota_to_start.map(|(mean, max)| serde_json::json!({"mean": mean, "max": max})),
-			"extrinsics": self.extrinsics,
+			"extrinsics": self.extrinsics, "optimizer_steps": self.optimizer_steps,
 			"load_before": self.load_before, "load_after": self.load_after,
 		})
 	}
@@ -359,7 +368,10 @@ fn nominal_compression(model: &ModelConfig, enc: Encoding) -> f64 {
 	model.width_ratio() * 2.0 / enc.bytes_per_element() as f64
 }
 
-/// Runs the in-process trainer over `samples` (E·Q of them) with the spec's optimizer, one step per epoch.
+/// Runs the in-process trainer over `samples` (E·Q of them) with the spec's optimizer: one step per epoch
+/// in sync mode (the pipeline's epoch), and in local mode one step every `accumulate` samples (the
+/// replicas' inner step: the same batch per step and the same optimizer steps per token as a replica of
+/// a 3 × 1 network; issue 16 item 7), the last step of an epoch taking what is left.
 ///
 /// # Errors
 /// Model errors (invalid config, bad tensors, a stage without gradient).
@@ -381,14 +393,19 @@ fn run_baseline(
 	let started = Instant::now();
 	let mut losses = Vec::new();
 	let mut epoch_secs = Vec::new();
+	let every = spec.training.accumulate().map_or(quota, |a| a as usize);
+	let mut steps = 0u64;
 	for (e, epoch) in samples.chunks(quota).enumerate() {
 		let t = Instant::now();
 		let mut sum = 0.0f64;
-		for (x, y) in epoch {
+		for (i, (x, y)) in epoch.iter().enumerate() {
 			ensure!(!INTERRUPTED.load(Ordering::Relaxed), "interrupted during {name}");
 			sum += f64::from(p.forward_backward(x, y)?);
+			if (i + 1) % every == 0 || i + 1 == epoch.len() {
+				p.step(&spec.step_options(e as u32))?;
+				steps += 1;
+			}
 		}
-		p.step(&spec.step_options(e as u32))?;
 		losses.push((sum / quota as f64) as f32);
 		epoch_secs.push(t.elapsed().as_secs_f64());
 		tracing::info!(
@@ -396,6 +413,7 @@ fn run_baseline(
 			epoch = e,
 			loss = losses[e],
 			secs = epoch_secs[e],
+			steps,
 			"baseline epoch done"
 		);
 	}
@@ -413,9 +431,33 @@ fn run_baseline(
 		extrinsics: Vec::new(),
 		epoch_secs,
 		samples: vec![quota as u32; samples.len() / quota],
+		optimizer_steps: Some(steps),
+		miners: None,
 		load_before,
 		load_after: load_avg(),
 	})
+}
+
+/// Merge bytes per trained token of a `miners`-per-stage network: every replica of every stage submits
+/// one merge vector per epoch (`iota_protocol::chunks::submission_len` of the stage's `P` in the run's
+/// codec; the butterfly's shard traffic scales with it), over the epoch's `quota` samples. Also the same
+/// for a sync-mode network with f32 vectors that takes as many optimizer steps per token (a merge every
+/// `accumulate` samples in local mode, every epoch in sync mode).
+///
+/// # Errors
+/// The model's stage sizes cannot be computed.
+fn merge_bytes_per_token(spec: &RunSpec, miners: u32, quota: u32) -> anyhow::Result<(f64, f64)> {
+	let mut per_epoch = 0u64;
+	let mut sync_f32 = 0u64;
+	for s in 0..spec.model.n_stages() {
+		let p = spec.model.stage_param_count(s)? as u64;
+		per_epoch += u64::from(miners) * iota_protocol::chunks::submission_len(spec.merge_codec, p);
+		sync_f32 += u64::from(miners) * 4 * p;
+	}
+	let tokens = f64::from(quota) * spec.tokens_per_sample() as f64;
+	let merges_per_epoch =
+		f64::from(quota) / f64::from(spec.training.accumulate().unwrap_or(quota));
+	Ok((per_epoch as f64 / tokens, sync_f32 as f64 * merges_per_epoch / tokens))
 }
 
 /// The network's options for this bench (the devnet's choices, with the bench's model and sizes).
@@ -569,6 +611,8 @@ async fn run_pipeline(
 		split: iota_rpc::types::TimeSplit::of(epochs.iter().flat_map(|e| &e.stages)),
 		quota_to_start: report::quota_to_start_secs(&epochs),
 		extrinsics: epochs.iter().map(|e| e.extrinsics).collect(),
+		optimizer_steps: None,
+		miners: Some(miners),
 		load_before,
 		load_after,
 	};
@@ -878,6 +922,23 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 				r.name,
 				raw / per_token
 			);
+		}
+	}
+	for r in &runs {
+		let Some(miners) = r.miners else { continue };
+		let (bytes, sync) = merge_bytes_per_token(&spec, miners, cli.quota)?;
+		println!(
+			"  {}: merge {bytes:.0} bytes/token ({} vectors, a merge every {} samples) vs {sync:.0} for sync mode \
+			 with f32 at the same optimizer steps per token: {:.1}x less",
+			r.name,
+			spec.merge_codec,
+			cli.quota,
+			sync / bytes
+		);
+	}
+	for b in &baselines {
+		if let Some(n) = b.optimizer_steps {
+			println!("  {}: {n} optimizer steps ({})", b.name, spec.training);
 		}
 	}
 	println!();

@@ -159,9 +159,11 @@ impl Default for StepOptions {
 }
 
 /// How replicas train between merges (docs/design.md §3). Serialised in the run spec as
-/// `{"mode": "sync"}` or `{"mode": "local", "accumulate": 4, "outerLr": 0.7, "outerMomentum": 0.9}`.
+/// `{"mode": "sync"}` or `{"mode": "local", "accumulate": 4, "outerLr": 0.7, "outerMomentum": 0.9}`
+/// (through a flat struct, not serde's internally tagged enums, which buffer numbers and then refuse
+/// them when serde_json's `arbitrary_precision` is on somewhere in the build, as it is in this workspace).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "camelCase")]
+#[serde(try_from = "TrainingRepr", into = "TrainingRepr")]
 pub enum Training {
 	/// One optimizer step per epoch: the merge averages the epoch's gradient sums and every replica
 	/// applies one AdamW step ([`adamw_step`]). Exact against the single-process trainer.
@@ -179,6 +181,63 @@ pub enum Training {
 		/// Outer Nesterov momentum (IOTA and DiLoCo: 0.9).
 		outer_momentum: f32,
 	},
+}
+
+/// The JSON form of [`Training`].
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TrainingRepr {
+	mode: TrainingMode,
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	accumulate: Option<u32>,
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	outer_lr: Option<f32>,
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	outer_momentum: Option<f32>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum TrainingMode {
+	Sync,
+	Local,
+}
+
+impl TryFrom<TrainingRepr> for Training {
+	type Error = String;
+	fn try_from(r: TrainingRepr) -> std::result::Result<Self, String> {
+		let t = match (r.mode, r.accumulate, r.outer_lr, r.outer_momentum) {
+			(TrainingMode::Sync, None, None, None) => Training::Sync,
+			(TrainingMode::Sync, ..) => return Err("sync training takes no local settings".into()),
+			(TrainingMode::Local, Some(accumulate), Some(outer_lr), Some(outer_momentum)) => {
+				Training::Local { accumulate, outer_lr, outer_momentum }
+			},
+			(TrainingMode::Local, ..) => {
+				return Err("local training needs accumulate, outerLr and outerMomentum".into())
+			},
+		};
+		t.validate()?;
+		Ok(t)
+	}
+}
+
+impl From<Training> for TrainingRepr {
+	fn from(t: Training) -> Self {
+		match t {
+			Training::Sync => TrainingRepr {
+				mode: TrainingMode::Sync,
+				accumulate: None,
+				outer_lr: None,
+				outer_momentum: None,
+			},
+			Training::Local { accumulate, outer_lr, outer_momentum } => TrainingRepr {
+				mode: TrainingMode::Local,
+				accumulate: Some(accumulate),
+				outer_lr: Some(outer_lr),
+				outer_momentum: Some(outer_momentum),
+			},
+		}
+	}
 }
 
 impl Training {
@@ -514,6 +573,16 @@ mod tests {
 		assert_eq!(json, r#"{"mode":"local","accumulate":4,"outerLr":0.7,"outerMomentum":0.9}"#);
 		assert_eq!(serde_json::from_str::<Training>(&json).unwrap(), Training::IOTA_LOCAL);
 		assert_eq!(serde_json::from_str::<Training>(r#"{"mode":"sync"}"#).unwrap(), Training::Sync);
+		assert_eq!(serde_json::to_string(&Training::Sync).unwrap(), r#"{"mode":"sync"}"#);
+		for bad in [
+			r#"{"mode":"local","accumulate":4,"outerLr":0.7}"#,
+			r#"{"mode":"local","accumulate":0,"outerLr":0.7,"outerMomentum":0.9}"#,
+			r#"{"mode":"sync","accumulate":4}"#,
+			r#"{"mode":"fast"}"#,
+			r#"{"mode":"local","accumulate":4,"outerLr":0.7,"outerMomentum":0.9,"h":1}"#,
+		] {
+			assert!(serde_json::from_str::<Training>(bad).is_err(), "{bad}");
+		}
 		assert!(Training::Sync.is_sync() && Training::Sync.outer().is_none());
 	}
 }

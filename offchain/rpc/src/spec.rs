@@ -356,5 +356,12 @@ mod tests {
 			Err(SpecError::Invalid(_))
 		));
 		assert_eq!(spec.boundary_shape(), [2, 4, 8]);
+		// Sync mode stays out of the JSON (older specs keep their hash); local mode round-trips.
+		assert!(!String::from_utf8(bytes).unwrap().contains("training"));
+		let mut local = spec.clone();
+		local.training = iota_protocol::optim::Training::IOTA_LOCAL;
+		let bytes = local.to_bytes();
+		assert_eq!(RunSpec::from_bytes_checked(&bytes, &local.hash()).unwrap(), local);
+		assert_ne!(local.hash(), spec.hash());
 	}
 }
