@@ -731,5 +731,11 @@ mod tests {
 		assert_eq!(j["kind"], "idle");
 		assert_eq!(j["reason"], "queueEmpty");
 		assert_eq!(serde_json::from_value::<Work>(j).unwrap(), w);
+		// From text too, as the RPC client reads it (the workspace build turns on serde_json's
+		// arbitrary_precision, under which tagged enums have refused numbers).
+		let text = serde_json::to_string(&w).unwrap();
+		assert_eq!(serde_json::from_str::<Work>(&text).unwrap(), w);
+		let m = MergeView::Reducing { present: 1, expected: 3 };
+		assert_eq!(serde_json::from_str::<MergeView>(&serde_json::to_string(&m).unwrap()).unwrap(), m);
 	}
 }
