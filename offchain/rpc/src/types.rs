@@ -736,6 +736,9 @@ mod tests {
 		let text = serde_json::to_string(&w).unwrap();
 		assert_eq!(serde_json::from_str::<Work>(&text).unwrap(), w);
 		let m = MergeView::Reducing { present: 1, expected: 3 };
-		assert_eq!(serde_json::from_str::<MergeView>(&serde_json::to_string(&m).unwrap()).unwrap(), m);
+		assert_eq!(
+			serde_json::from_str::<MergeView>(&serde_json::to_string(&m).unwrap()).unwrap(),
+			m
+		);
 	}
 }
