@@ -175,7 +175,7 @@ pub struct IotaClient {
 }
 
 /// A runtime call as a transaction payload: encoded as the metadata's outer call enum (the generated
-/// code is from the same metadata the node runs, checked by `tests/metadata.rs`).
+/// code is from the same metadata the node runs, checked by `runtime/tests/metadata.rs`).
 struct CallPayload(runtime::Call);
 
 impl subxt::tx::Payload for CallPayload {

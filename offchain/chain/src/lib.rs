@@ -12,7 +12,7 @@
 //!
 //! Regenerate the metadata after a runtime change with
 //! `SKIP_WASM_BUILD=1 cargo run -p iota-runtime --example export-metadata`; the test
-//! `tests/metadata.rs` fails while the checked-in file is stale.
+//! `runtime/tests/metadata.rs` fails while the checked-in file is stale.
 
 mod client;
 mod error;
