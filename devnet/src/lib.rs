@@ -10,7 +10,7 @@
 //! | processes | [`process`] | a supervised child with its own log; SIGTERM then SIGKILL; stopped on drop |
 //! | network | [`network`] | start order, dev accounts, readiness, liveness, stop; also used by the end-to-end tests |
 //! | report | [`report`] | `report.md`, `loss.csv`, `loss.png`, manifests/verdicts/emissions from chain |
-//! | model cut | [`recut`] | re-cutting a preset's blocks into a given number of stages |
+//! | model cut | [`recut`] | re-cutting a preset's blocks into a given number of stages, balanced by compute |
 
 pub mod network;
 pub mod process;
@@ -24,23 +24,11 @@ pub use process::{free_port, ProcessError, Supervised};
 
 use iota_model::ModelConfig;
 
-/// Re-cuts `model`'s blocks into `stages` contiguous stages, as even as possible (earlier stages get the
-/// extra block, since the tail also holds the LM head). `None` when `stages` is 0 or exceeds the blocks.
-pub fn recut(mut model: ModelConfig, stages: usize) -> Option<ModelConfig> {
-	let n = model.n_layers;
-	if stages == 0 || stages > n {
-		return None;
-	}
-	let (base, extra) = (n / stages, n % stages);
-	let mut start = 0;
-	model.stages = (0..stages)
-		.map(|s| {
-			let len = base + usize::from(s < extra);
-			let r = [start, start + len];
-			start += len;
-			r
-		})
-		.collect();
+/// Re-cuts `model`'s blocks into `stages` contiguous stages balanced by compute at `seq_len` tokens
+/// per row ([`ModelConfig::balanced_stages`]: the largest stage's forward + backward MACs, LM head
+/// included, is as small as any cut allows). `None` when `stages` is 0 or exceeds the blocks.
+pub fn recut(mut model: ModelConfig, stages: usize, seq_len: usize) -> Option<ModelConfig> {
+	model.stages = model.balanced_stages(stages, seq_len).ok()?;
 	Some(model)
 }
 
@@ -50,11 +38,13 @@ mod tests {
 
 	#[test]
 	fn recut_covers_every_block_once() {
-		let m = recut(ModelConfig::small(), 3).unwrap();
+		// The devnet's default cut (small, 3 stages, T = 64): the head makes the tail's 2 blocks
+		// about as dear as 3 blocks elsewhere.
+		let m = recut(ModelConfig::small(), 3, 64).unwrap();
 		assert_eq!(m.stages, vec![[0, 3], [3, 6], [6, 8]]);
 		m.validate().unwrap();
-		assert_eq!(recut(ModelConfig::small(), 8).unwrap().stages.len(), 8);
-		assert!(recut(ModelConfig::small(), 9).is_none());
-		assert!(recut(ModelConfig::small(), 0).is_none());
+		assert_eq!(recut(ModelConfig::small(), 8, 64).unwrap().stages.len(), 8);
+		assert!(recut(ModelConfig::small(), 9, 64).is_none());
+		assert!(recut(ModelConfig::small(), 0, 64).is_none());
 	}
 }

@@ -113,7 +113,7 @@ struct Cli {
 	/// Model preset (`tiny`, `small`); `--layers` and `--width-ratio` adjust it.
 	#[arg(long, default_value = "small")]
 	preset: String,
-	/// Override the preset's number of blocks (a reduced preset); re-cut evenly into `--stages`.
+	/// Override the preset's number of blocks (a reduced preset); re-cut into `--stages` balanced by compute.
 	#[arg(long, default_value_t = 3)]
 	layers: usize,
 	/// Override the preset's SwiGLU hidden width.
@@ -191,8 +191,9 @@ struct Cli {
 	timeout_mins: u64,
 }
 
-/// The model of the bench: `preset` with `layers` blocks (and SwiGLU width `ffn_dim`, if given) re-cut
-/// into `stages`, bottleneck width `d_model / width_ratio`.
+/// The model of the bench: `preset` with `layers` blocks (and SwiGLU width `ffn_dim`, if given),
+/// bottleneck width `d_model / width_ratio`, re-cut into `stages` balanced by compute at `seq_len`
+/// tokens per row ([`recut`]; with as many stages as blocks there is one cut only).
 ///
 /// # Errors
 /// An unknown preset, a ratio that is 0 or does not divide `d_model`, more stages than blocks, or a config
@@ -203,6 +204,7 @@ fn bench_model(
 	ffn_dim: Option<usize>,
 	stages: usize,
 	width_ratio: usize,
+	seq_len: usize,
 ) -> anyhow::Result<ModelConfig> {
 	let mut m = ModelConfig::preset(preset).map_err(|e| anyhow::anyhow!("{e}"))?;
 	ensure!(layers > 0, "--layers must be > 0");
@@ -211,9 +213,6 @@ fn bench_model(
 		ensure!(f > 0, "--ffn-dim must be > 0");
 		m.ffn_dim = f;
 	}
-	let Some(m) = recut(m, stages) else {
-		bail!("--stages {stages} does not fit {layers} blocks (1..={layers})")
-	};
 	ensure!(
 		width_ratio > 0 && m.d_model.is_multiple_of(width_ratio),
 		"--width-ratio {width_ratio} must divide d_model {} (bottleneck width = d_model / ratio)",
@@ -221,6 +220,9 @@ fn bench_model(
 	);
 	let width = m.d_model / width_ratio;
 	let m = m.with_bottleneck(Some(width));
+	let Some(m) = recut(m, stages, seq_len) else {
+		bail!("--stages {stages} does not fit {layers} blocks (1..={layers})")
+	};
 	m.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
 	Ok(m)
 }
@@ -747,7 +749,14 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 	ensure!(cli.epochs > 0 && cli.quota > 0, "--epochs and --quota must be > 0");
 	ensure!(cli.miners.iter().all(|&m| m > 0), "--miners: every entry must be > 0");
 	let enc = Encoding::parse(&cli.encoding).map_err(|e| anyhow::anyhow!("{e}"))?;
-	let model = bench_model(&cli.preset, cli.layers, cli.ffn_dim, cli.stages, cli.width_ratio)?;
+	let model = bench_model(
+		&cli.preset,
+		cli.layers,
+		cli.ffn_dim,
+		cli.stages,
+		cli.width_ratio,
+		cli.seq_len as usize,
+	)?;
 	let bin_dir = match &cli.bin_dir {
 		Some(d) => d.clone(),
 		None => std::env::current_exe()?.parent().context("binary folder")?.to_path_buf(),
@@ -1002,7 +1011,7 @@ mod tests {
 
 	#[test]
 	fn model_and_ratios() {
-		let m = bench_model("small", 3, None, 3, 64).unwrap();
+		let m = bench_model("small", 3, None, 3, 64, 256).unwrap();
 		assert_eq!(
 			(m.wire_width(), m.n_stages(), m.stages.clone()),
 			(6, 3, vec![[0, 1], [1, 2], [2, 3]])
@@ -1011,15 +1020,15 @@ mod tests {
 		assert_eq!(nominal_compression(&m, Encoding::Bf16), 64.0);
 		assert_eq!(uncompressed_bytes_per_token(384, 3), 3072.0);
 		assert!(
-			bench_model("small", 3, None, 3, 7).is_err(),
+			bench_model("small", 3, None, 3, 7, 256).is_err(),
 			"a ratio that does not divide d_model"
 		);
-		assert!(bench_model("small", 3, None, 3, 0).is_err());
-		assert!(bench_model("small", 2, None, 3, 64).is_err(), "more stages than blocks");
-		assert!(bench_model("small", 0, None, 1, 64).is_err());
-		assert!(bench_model("huge", 3, None, 3, 64).is_err());
-		assert_eq!(bench_model("small", 3, Some(1536), 3, 64).unwrap().ffn_dim, 1536);
-		assert!(bench_model("small", 3, Some(0), 3, 64).is_err());
+		assert!(bench_model("small", 3, None, 3, 0, 256).is_err());
+		assert!(bench_model("small", 2, None, 3, 64, 256).is_err(), "more stages than blocks");
+		assert!(bench_model("small", 0, None, 1, 64, 256).is_err());
+		assert!(bench_model("huge", 3, None, 3, 64, 256).is_err());
+		assert_eq!(bench_model("small", 3, Some(1536), 3, 64, 256).unwrap().ffn_dim, 1536);
+		assert!(bench_model("small", 3, Some(0), 3, 64, 256).is_err());
 		// The longest key a merge commits on chain fits the dev runtime's 128-byte bound.
 		let run = iota_storage::keys::Id::new(run_id("1130093517", 3, 2)).unwrap();
 		let miner = iota_storage::keys::Id::new(
@@ -1043,6 +1052,7 @@ mod tests {
 			stages: vec![],
 			quota_to_start_ms: None,
 			extrinsics: 0,
+			heldout_loss: None,
 		};
 		assert_eq!(pipeline_span_secs(&[e(0, 1_000, 2_000), e(1, 2_500, 4_000)]), Some(3.0));
 		assert_eq!(pipeline_span_secs(&[]), None);
@@ -1079,8 +1089,15 @@ mod tests {
 			corpus.to_str().unwrap(),
 		]);
 		assert!(cli.baselines_only && cli.miners == [1, 2]);
-		let model =
-			bench_model(&cli.preset, cli.layers, cli.ffn_dim, cli.stages, cli.width_ratio).unwrap();
+		let model = bench_model(
+			&cli.preset,
+			cli.layers,
+			cli.ffn_dim,
+			cli.stages,
+			cli.width_ratio,
+			cli.seq_len as usize,
+		)
+		.unwrap();
 		let mut opts = PrepareOptions::new("t", &cli.corpus, model.clone());
 		prepare_options(&cli, &mut opts);
 		assert_eq!(opts.lr.total_epochs, 2);
