@@ -48,5 +48,5 @@ echo "== the main job, smoke size: ./scripts/devnet.sh --epochs 2"
 SMOKE_RUNS="$(mktemp -d)"
 ./scripts/devnet.sh --epochs 2 --runs-dir "$SMOKE_RUNS" --finalize-wait-secs 0
 test -s "$(ls -d "$SMOKE_RUNS"/*/)report.md"
-grep -q '^epoch,tokens,loss$' "$(ls -d "$SMOKE_RUNS"/*/)loss.csv"
+grep -q '^epoch,tokens,loss,heldout_loss$' "$(ls -d "$SMOKE_RUNS"/*/)loss.csv"
 rm -rf "$SMOKE_RUNS"

@@ -29,7 +29,7 @@ struct Cli {
 	/// Model preset (`tiny`, `small`).
 	#[arg(long, env = "IOTA_PRESET", default_value = "small")]
 	preset: String,
-	/// Pipeline stages (the preset's blocks are re-cut evenly).
+	/// Pipeline stages (the preset's blocks are re-cut so the stages' compute, LM head included, is balanced).
 	#[arg(long, env = "IOTA_STAGES", default_value_t = 3)]
 	stages: usize,
 	/// Samples (micro-batches) per epoch: the chain's backward quota.
@@ -54,6 +54,10 @@ struct Cli {
 	/// (inner AdamW steps every ACCUMULATE backward passes, an outer Nesterov step per merge).
 	#[arg(long, env = "IOTA_TRAINING", default_value = "sync")]
 	training: iota_rpc::types::Training,
+	/// Held-out rows (of `--seq-len` tokens) cut from the corpus's last documents, which training then
+	/// never sees; the orchestrator reports every merged model's loss on them (0: none).
+	#[arg(long, env = "IOTA_HELDOUT_ROWS", default_value_t = 32)]
+	heldout_rows: u32,
 	/// Use this S3 endpoint instead of the embedded server (bucket and keys from IOTA_S3_*).
 	#[arg(long, env = "IOTA_S3_ENDPOINT")]
 	s3_endpoint: Option<String>,
@@ -119,7 +123,7 @@ async fn main() -> anyhow::Result<()> {
 		None => std::env::current_exe()?.parent().context("binary folder")?.to_path_buf(),
 	};
 	let model = ModelConfig::preset(&cli.preset).map_err(|e| anyhow::anyhow!("{e}"))?;
-	let Some(model) = recut(model, cli.stages) else {
+	let Some(model) = recut(model, cli.stages, cli.seq_len as usize) else {
 		bail!("--stages {} does not fit the preset's blocks", cli.stages)
 	};
 	let run_id = format!("dn-{}", run_id_now());
@@ -136,6 +140,7 @@ async fn main() -> anyhow::Result<()> {
 	opts.data.encoding = cli.encoding.clone();
 	opts.data.merge_codec = cli.merge_codec;
 	opts.data.training = cli.training;
+	opts.data.heldout_rows = cli.heldout_rows;
 	opts.data.lr.peak = cli.lr;
 	opts.data.adamw.lr = cli.lr;
 	opts.data.lr.total_epochs = cli.epochs.max(1);

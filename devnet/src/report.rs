@@ -1,5 +1,6 @@
 //! The run report: `runs/<id>/report.md` with the loss plot (`loss.png`), `loss.csv` (header
-//! `epoch,tokens,loss`: one row per completed epoch, the tail stage's mean loss), the per-epoch merge
+//! `epoch,tokens,loss,heldout_loss`: one row per completed epoch, the tail stage's mean training loss
+//! and, where the run has a held-out set, the merged model's held-out loss), the per-epoch merge
 //! manifests, spot-check verdicts, consensus scores, emission splits and slashes read back from chain,
 //! the time split between training and the chain/merge phases, and the commands to reproduce the run.
 //!
@@ -144,11 +145,13 @@ pub fn quota_to_start_secs(epochs: &[EpochSummary]) -> Option<(f64, f64)> {
 		.then(|| (v.iter().sum::<f64>() / v.len() as f64, v.iter().copied().fold(0.0, f64::max)))
 }
 
-/// `loss.csv`: `epoch,tokens,loss`, one row per completed epoch.
+/// `loss.csv`: `epoch,tokens,loss,heldout_loss`, one row per completed epoch (`heldout_loss` empty
+/// where the epoch's merged model has not been evaluated).
 pub fn loss_csv(epochs: &[EpochSummary]) -> String {
-	let mut s = String::from("epoch,tokens,loss\n");
+	let mut s = String::from("epoch,tokens,loss,heldout_loss\n");
 	for e in epochs {
-		let _ = writeln!(s, "{},{},{}", e.epoch, e.tokens_cumulative, e.loss);
+		let h = e.heldout_loss.map(|h| h.to_string()).unwrap_or_default();
+		let _ = writeln!(s, "{},{},{},{h}", e.epoch, e.tokens_cumulative, e.loss);
 	}
 	s
 }
@@ -168,8 +171,8 @@ pub fn render_markdown(d: &ReportData) -> String {
 		(Some(f), Some(l), Some(drop)) => {
 			let _ = writeln!(
 				s,
-				"Epoch {} loss {:.4} → epoch {} loss {:.4}: **{:.1} % lower** after {} tokens ({} epochs, \
-				 one optimizer step each). Per-epoch numbers: `loss.csv`.\n",
+				"Training loss (the tail's mean over the epoch's samples): epoch {} {:.4} → epoch {} {:.4}: \
+				 **{:.1} % lower** after {} tokens ({} epochs). Per-epoch numbers: `loss.csv`.\n",
 				f.epoch,
 				f.loss,
 				l.epoch,
@@ -182,6 +185,22 @@ pub fn render_markdown(d: &ReportData) -> String {
 		_ => {
 			let _ = writeln!(s, "No epoch completed.\n");
 		},
+	}
+	let held: Vec<(u32, f32)> =
+		d.epochs.iter().filter_map(|e| e.heldout_loss.map(|h| (e.epoch, h))).collect();
+	if let (Some(f), Some(l)) = (held.first(), held.last()) {
+		let _ = writeln!(
+			s,
+			"Held-out loss of the merged model (the orchestrator's evaluation of every stage's attested \
+			 checkpoint on documents no shard holds): epoch {} {:.4} → epoch {} {:.4} ({} of {} epochs \
+			 evaluated).\n",
+			f.0,
+			f.1,
+			l.0,
+			l.1,
+			held.len(),
+			d.epochs.len()
+		);
 	}
 	let _ = writeln!(s, "## Time\n");
 	let train_secs = (d.wall_secs - d.startup_secs).max(0.0);
@@ -220,15 +239,16 @@ pub fn render_markdown(d: &ReportData) -> String {
 	}
 	let _ = writeln!(
 		s,
-		"| epoch | loss | samples | tokens | wire bytes | wall s | merge s (all stages) | quota → start s | extrinsics |"
+		"| epoch | loss | held-out loss | samples | tokens | wire bytes | wall s | merge s (all stages) | quota → start s | extrinsics |"
 	);
-	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 	for e in &d.epochs {
 		let _ = writeln!(
 			s,
-			"| {} | {:.4} | {} | {} | {} | {:.1} | {:.1} | {} | {} |",
+			"| {} | {:.4} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} |",
 			e.epoch,
 			e.loss,
+			e.heldout_loss.map_or("—".into(), |h| format!("{h:.4}")),
 			e.samples,
 			e.tokens,
 			e.wire_bytes,
@@ -378,12 +398,21 @@ pub fn write(dir: &Path, d: &ReportData) -> std::io::Result<PathBuf> {
 		.iter()
 		.map(|e| (e.tokens_cumulative as f64, f64::from(e.loss)))
 		.collect();
+	let held: Vec<(f64, f64)> = d
+		.epochs
+		.iter()
+		.filter_map(|e| e.heldout_loss.map(|h| (e.tokens_cumulative as f64, f64::from(h))))
+		.collect();
+	let mut lines = vec![("pipeline (tail mean training loss)", series)];
+	if !held.is_empty() {
+		lines.push(("merged model (held-out loss)", held));
+	}
 	let mut md = render_markdown(d);
 	if let Err(e) = iota_model::plot::plot_png(
 		dir.join("loss.png"),
-		&format!("iota-rs devnet {}: tail loss per epoch", d.run_id),
+		&format!("iota-rs devnet {}: loss per epoch", d.run_id),
 		"tokens",
-		&[("pipeline (tail mean loss)", series)],
+		&lines,
 	) {
 		md.push_str(&format!("\n(No loss plot: {e}.)\n"));
 	}
@@ -418,6 +447,7 @@ mod tests {
 				.collect(),
 			quota_to_start_ms: (e > 0).then_some(1_500 * u64::from(e)),
 			extrinsics: 3,
+			heldout_loss: None,
 		}
 	}
 
@@ -453,7 +483,14 @@ mod tests {
 		assert!((loss_drop(&e).unwrap() - 0.25).abs() < 1e-9);
 		// 1 200 ms of merge over 2 epochs × 1 s × 3 stages.
 		assert!((overhead_share(&e, 3).unwrap() - 0.2).abs() < 1e-9);
-		assert_eq!(loss_csv(&e), "epoch,tokens,loss\n0,1024,8\n1,2048,6\n");
+		assert_eq!(loss_csv(&e), "epoch,tokens,loss,heldout_loss\n0,1024,8,\n1,2048,6,\n");
+		let mut held = e.clone();
+		held[1].heldout_loss = Some(6.5);
+		assert_eq!(loss_csv(&held), "epoch,tokens,loss,heldout_loss\n0,1024,8,\n1,2048,6,6.5\n");
+		let md = render_markdown(&data(held.clone()));
+		assert!(md.contains("epoch 1 6.5000 → epoch 1 6.5000 (1 of 2 epochs evaluated)"), "{md}");
+		assert!(md.contains("| 1 | 6.0000 | 6.5000 |"), "{md}");
+		assert!(md.contains("| 0 | 8.0000 | — |"), "{md}");
 		let md = render_markdown(&data(e.clone()));
 		assert!(md.contains("**25.0 % lower**"), "{md}");
 		assert!(md.contains("**20.0 %** of stage-time"), "{md}");

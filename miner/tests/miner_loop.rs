@@ -758,3 +758,29 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 	joiner.use_outer_optimizer();
 	joiner.load_checkpoint(&world.io.get_obj(&ck.key).unwrap(), &hashes[0]).unwrap();
 }
+
+/// Local mode through a restarted merge round: every replica submits the same pseudo-gradient again
+/// (prepared once, before any outer step), the replicas end bit-identical after one outer step.
+#[tokio::test]
+async fn local_mode_resubmits_the_same_pseudo_gradient_when_the_round_restarts() {
+	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
+	let world = Arc::new(World { training, ..World::default() });
+	let (miners, who, _, _) = merge_three(&world, true, &[]).await;
+	assert!(miners.iter().all(|m| m.epoch() == 1 && m.phase() == &Phase::Training), "{miners:?}");
+	let hashes: Vec<_> = miners.iter().map(|m| m.stage().state_hash().unwrap()).collect();
+	assert!(hashes.iter().all(|h| h == &hashes[0]), "replicas diverged");
+	assert!(miners.iter().all(|m| m.stage().outer_state().map(|o| o.step) == Some(1)));
+	for a in &who {
+		// Both rounds write the same key: the hash each submission names is what was uploaded.
+		let sent: Vec<ContentHash> = world
+			.calls(a)
+			.iter()
+			.filter_map(|c| match c {
+				Call::Gradient(s) => Some(s.gradient.hash),
+				_ => None,
+			})
+			.collect();
+		assert_eq!(sent.len(), 2, "submitted in both rounds");
+		assert_eq!(sent[0], sent[1], "the restarted round got the same pseudo-gradient");
+	}
+}

@@ -238,6 +238,7 @@ pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
 			batch_rows,
 			rows_per_shard: rows,
 			shards: vec![shard],
+			heldout: None,
 		},
 	};
 	spec.validate().unwrap();
@@ -885,7 +886,8 @@ pub fn tiny_network(
 	validators: u32,
 	quota: u32,
 ) -> iota_devnet::NetworkOptions {
-	let model = iota_devnet::recut(ModelConfig::tiny(), stages).expect("tiny has enough blocks");
+	let model =
+		iota_devnet::recut(ModelConfig::tiny(), stages, 32).expect("tiny has enough blocks");
 	let bin_dir = std::env::var_os("IOTA_E2E_BIN_DIR")
 		.map(PathBuf::from)
 		.unwrap_or_else(target_dir);
@@ -1093,15 +1095,15 @@ impl Drop for TestNetwork {
 	}
 }
 
-/// `(stage, epoch) -> state hash` of every "AdamW step applied" line of an `iota-miner` log (the hash the
-/// replica attested after the step).
+/// `(stage, epoch) -> state hash` of every "AdamW step applied" (sync mode) or "outer step applied"
+/// (local mode) line of an `iota-miner` log (the hash the replica attested after the step).
 pub fn attested_state_hashes(log: &str) -> std::collections::BTreeMap<(u16, u32), String> {
 	let field = |line: &str, key: &str| -> Option<String> {
 		let at = line.find(&format!(" {key}="))? + key.len() + 2;
 		Some(line[at..].split_whitespace().next()?.to_string())
 	};
 	log.lines()
-		.filter(|l| l.contains("AdamW step applied"))
+		.filter(|l| l.contains("AdamW step applied") || l.contains("outer step applied"))
 		.filter_map(|l| {
 			Some((
 				(field(l, "stage")?.parse().ok()?, field(l, "epoch")?.parse().ok()?),
@@ -1161,6 +1163,10 @@ pub async fn check_manifest(
 		&candle_core::Device::Cpu,
 	)
 	.unwrap();
+	if !spec.training.is_sync() {
+		// Local mode's checkpoints carry the outer momentum.
+		st.use_outer_optimizer();
+	}
 	st.load_checkpoint(&bytes, &state.0)
 		.unwrap_or_else(|e| panic!("{what}: the checkpoint is not the attested state: {e}"));
 	state

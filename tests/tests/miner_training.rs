@@ -2,7 +2,10 @@
 //! embedded S3 server and the orchestrator, 3 stages × 2 miners. Two epochs complete (forward, loss,
 //! backward, gradient upload, butterfly merge, AdamW step, attestation, `commit_merge`); both replicas of
 //! every stage attest the same state hash each epoch (the committed one); the mean tail loss of epoch 1
-//! is below epoch 0's; a miner stopped with SIGTERM exits cleanly.
+//! is below epoch 0's; a miner stopped with SIGTERM exits cleanly. The same network in local mode
+//! (inner AdamW steps, pseudo-gradient merges, an outer Nesterov step) with a held-out set: every
+//! replica took inner steps, attested the committed state, whose checkpoint loads; the orchestrator
+//! reports each merged model's held-out loss.
 //!
 //! ```sh
 //! ./scripts/fetch-data.sh                                   # data/shakespeare
@@ -17,6 +20,7 @@ use iota_chain::Signer;
 use iota_e2e::*;
 use iota_model::ModelConfig;
 use iota_orchestrator::data::prepare_data;
+use iota_protocol::optim::Training;
 use iota_rpc::SignedClient;
 
 const RUN: &str = "e2e-miners";
@@ -94,4 +98,80 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 	let status = miners[0].terminate();
 	assert!(status.success(), "{status}");
 	assert!(miners[0].log_text().contains("stopped"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes (build them first; see the file's docs)"]
+async fn local_mode_replicas_take_inner_steps_merge_and_report_heldout_losses() {
+	const RUN: &str = "e2e-local";
+	let mut node = DevNode::start();
+	let client = node.client().await;
+	let s3 = S3::start().await;
+	let mut opts = shakespeare_options(RUN, ModelConfig::tiny(), "bf16");
+	// 8 samples per stage and epoch over two replicas: ~2 inner steps each at 2 passes per step.
+	opts.training = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
+	opts.heldout_rows = 8;
+	let prepared = prepare_data(&s3.store, &opts).await.unwrap();
+	let spec = prepared.spec;
+	assert_eq!(spec.data.heldout.as_ref().map(|h| h.rows), Some(8));
+
+	let by_stage = register_seated(&client, &SIX_MINERS).await;
+	assert_eq!(by_stage.values().map(Vec::len).collect::<Vec<_>>(), vec![2, 2, 2], "{by_stage:?}");
+	let dir = work_dir();
+	let orch = OrchestratorProcess::dev(&node, &s3, RUN, 8, 30_000, dir.path()).await;
+	let miners: Vec<Daemon> = SIX_MINERS
+		.iter()
+		.enumerate()
+		.map(|(i, n)| Daemon::miner(n, &node.rpc_url, &orch.url, dir.path(), i, &[]))
+		.collect();
+	wait_for("two committed epochs at every stage", EPOCHS_TIMEOUT, || async {
+		for s in 0..3u16 {
+			if client.stage(s).await.ok()?.epoch < 2 {
+				return None;
+			}
+		}
+		Some(())
+	})
+	.await;
+
+	// Both replicas of every stage took inner steps, applied the same outer step and attested the
+	// committed state, and the committed checkpoint (weights + outer momentum) reproduces it.
+	let logs: Vec<String> = miners.iter().map(|m| m.log_text()).collect();
+	assert!(
+		logs.iter().all(|l| l
+			.lines()
+			.any(|x| x.contains("outer step applied") && !x.contains("inner_steps=0"))),
+		"every replica took inner steps before an outer step"
+	);
+	let hashes: Vec<BTreeMap<(u16, u32), String>> =
+		logs.iter().map(|l| attested_state_hashes(l)).collect();
+	for stage in 0..3u16 {
+		for epoch in 0..2u32 {
+			let m = client.merge_manifest(epoch, stage).await.unwrap().expect("manifest committed");
+			let committed = check_manifest(&s3.store, &spec, stage, epoch, &m, 2).await.to_string();
+			let replicas: Vec<&String> =
+				hashes.iter().filter_map(|h| h.get(&(stage, epoch))).collect();
+			assert_eq!(replicas.len(), 2, "stage {stage} epoch {epoch}: two replicas stepped");
+			assert!(replicas.iter().all(|h| **h == committed), "stage {stage} epoch {epoch}");
+		}
+	}
+
+	// The orchestrator evaluated both merged models on the held-out rows.
+	let watcher = SignedClient::connect(
+		&orch.url,
+		Signer::dev("bob").unwrap().keypair().clone(),
+		Duration::from_secs(30),
+	)
+	.await
+	.unwrap();
+	let held = wait_for("held-out losses of epochs 0 and 1", Duration::from_secs(120), || async {
+		let st = watcher.status().await.ok()?;
+		let h: BTreeMap<u32, f32> =
+			st.epochs.iter().filter_map(|e| Some((e.epoch, e.heldout_loss?))).collect();
+		(h.contains_key(&0) && h.contains_key(&1)).then_some(h)
+	})
+	.await;
+	eprintln!("held-out loss per epoch: {held:?}");
+	assert!(held.values().all(|l| l.is_finite() && *l > 0.0), "{held:?}");
+	assert!(held[&1] < held[&0], "the merged model did not improve on held-out rows: {held:?}");
 }

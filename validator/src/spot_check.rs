@@ -763,6 +763,7 @@ pub(crate) mod tests {
 				batch_rows,
 				rows_per_shard,
 				shards: vec![SpecObject { key: shard_key, hash: shard_hash, size: 0 }],
+				heldout: None,
 			},
 		};
 		let enc = spec.wire_encoding().unwrap();

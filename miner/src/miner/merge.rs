@@ -12,6 +12,7 @@ impl Miner {
 			round: None,
 			reduced: Vec::new(),
 			applied: None,
+			applied_to: Vec::new(),
 			checkpoint: None,
 			attested: false,
 		});
@@ -93,8 +94,9 @@ impl Miner {
 
 	/// Local mode: apply the pending inner step, then make the merge vector the pseudo-gradient
 	/// ([`iota_model::optim::pseudo_gradient`]: `(W_global − W_local) · samples`, so the merge's weighted
-	/// mean is the sample-weighted mean delta). Prepared once per epoch: a restarted round submits the
-	/// same vector, while the weights may already hold a timed-out round's outer step.
+	/// mean is the sample-weighted mean delta). Prepared once per epoch, when the miner leaves training
+	/// (its upload, or the stage's `Idle(Merging)`), before any outer step: a restarted round submits
+	/// the same vector, while the weights may already hold a timed-out round's outer step.
 	///
 	/// # Errors
 	/// The inner step or the pseudo-gradient is refused (NaN/Inf).
@@ -180,10 +182,25 @@ impl Miner {
 				return Ok(Outcome::Idle(self.cfg.merge_poll));
 			},
 			MergeView::Ready { shards, samples, checkpoint } => {
+				let to: Vec<ContentHash> = shards.iter().map(|s| s.object.hash).collect();
+				if m.applied.is_some() && self.local.is_some() && m.applied_to != to {
+					// Local mode: a restarted round with other members has another mean. The outer
+					// step is a function of the epoch's start, so apply it again from there, as a
+					// replica applying it for the first time does, and attest the new state.
+					tracing::warn!(
+						stage = self.index,
+						epoch = m.epoch,
+						"the merge's mean changed; applying the outer step again"
+					);
+					m.applied = None;
+					m.checkpoint = None;
+					m.attested = false;
+				}
 				if m.applied.is_none() {
 					// Downloads and checks first; the step itself is synchronous, and recorded before the
 					// next await, so it is applied exactly once whatever fails afterwards.
 					m.applied = Some(self.apply_merge(m.epoch, &shards, samples).await?);
+					m.applied_to = to;
 					self.phase = Phase::Merging(m.clone());
 				}
 				if let (Some(put), None) = (checkpoint, &m.checkpoint) {
@@ -417,7 +434,11 @@ impl Miner {
 				Ok(state)
 			},
 			Some(l) => {
-				// From the epoch's global weights, whatever this replica's inner steps made of them.
+				// From the epoch's global weights and outer state, whatever this replica's inner steps
+				// (or an earlier round's step) made of them.
+				if let Some(start) = &l.outer_start {
+					self.stage.restore_outer_state(start.clone())?;
+				}
 				self.stage.apply_outer(&l.global, &mean, &l.outer)?;
 				let state = ContentHash(self.stage.state_hash()?);
 				let norm = iota_model::optim::l2_norm(&mean);

@@ -126,8 +126,12 @@ pub struct MergeState {
 	pub round: Option<u32>,
 	/// Shards of `round` this miner reduced and the orchestrator accepted.
 	pub reduced: Vec<u32>,
-	/// The state hash after the step, once applied (the step is applied once).
+	/// The state hash after the step, once applied (the step is applied once; in local mode again if
+	/// the mean changes, see `applied_to`).
 	pub applied: Option<ContentHash>,
+	/// Hashes of the reduced shards the applied step used (local mode: other shards mean another
+	/// mean, so the outer step is applied again from the epoch's start).
+	pub applied_to: Vec<ContentHash>,
 	/// The uploaded checkpoint, when one was asked for.
 	pub checkpoint: Option<TensorRef>,
 	/// Whether the orchestrator accepted the attestation.
@@ -177,6 +181,9 @@ struct LocalSteps {
 	outer: iota_model::optim::OuterSgd,
 	/// The stage's global weights of the epoch (what every replica held when it began), `P` values.
 	global: Vec<f32>,
+	/// The outer optimizer state of the epoch's start: a merge applied again (its round restarted
+	/// with another mean) starts from it, as a replica applying it for the first time does.
+	outer_start: Option<iota_model::optim::OuterState>,
 	/// Parameter gradients of accepted items not yet applied by an inner step.
 	pending: Accumulator,
 	/// Samples trained into the local weights this epoch.
@@ -288,6 +295,7 @@ impl Miner {
 					accumulate,
 					outer: iota_model::optim::OuterSgd { lr: outer_lr, momentum: outer_momentum },
 					global: Vec::new(),
+					outer_start: None,
 					pending: Accumulator::default(),
 					samples: 0,
 					steps: 0,

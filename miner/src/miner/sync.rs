@@ -66,6 +66,7 @@ impl Miner {
 	pub(super) fn enter_training(&mut self, epoch: u32) -> Result<()> {
 		if let Some(l) = &mut self.local {
 			l.global = self.stage.flat_params()?;
+			l.outer_start = self.stage.outer_state().cloned();
 			l.pending.clear();
 			(l.samples, l.steps, l.stale) = (0, 0, 0);
 		}

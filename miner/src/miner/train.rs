@@ -10,6 +10,12 @@ impl Miner {
 			Work::Idle { reason, retry_after_ms } => {
 				if reason == IdleReason::Merging {
 					// The stage merges and this miner missed (or had nothing for) the gradient upload.
+					// Local mode fixes its merge vector now, before any outer step moves the weights: a
+					// restarted round that asks for it again must get `W_global − W_local`, not a
+					// difference taken from the outer-stepped weights.
+					if self.local.is_some() && self.acc.count == 0 {
+						self.prepare_pseudo_gradient()?;
+					}
 					self.enter_merge(self.epoch, false);
 					return Ok(Outcome::Worked);
 				}

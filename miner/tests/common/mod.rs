@@ -444,6 +444,7 @@ pub fn spec(io: &MemIo) -> RunSpec {
 			batch_rows: ROWS as u32,
 			rows_per_shard: ROWS_PER_SHARD as u32,
 			shards: vec![SpecObject { key: obj.key, hash: obj.hash, size: obj.size }],
+			heldout: None,
 		},
 	}
 }

@@ -300,29 +300,36 @@ pub fn stages(p: &StagesPanel) -> Markup {
 /// `/training`.
 pub fn training(p: &TrainingPanel) -> Markup {
 	let chart_sections = p.orchestrator.data().map(|t| {
+		// The tail's training loss, and the merged model's held-out loss where the orchestrator
+		// evaluated it (runs with a held-out set).
+		let loss_lines = |x: &dyn Fn(&EpochSummary) -> f64| {
+			let mut v = vec![Series {
+				name: "mean tail loss (training)".into(),
+				points: t.epochs.iter().map(|e| (x(e), f64::from(e.loss))).collect(),
+			}];
+			let held: Vec<(f64, f64)> = t
+				.epochs
+				.iter()
+				.filter_map(|e| e.heldout_loss.map(|h| (x(e), f64::from(h))))
+				.collect();
+			if !held.is_empty() {
+				v.push(Series { name: "merged model (held-out)".into(), points: held });
+			}
+			v
+		};
 		let loss_epoch = LineChart {
 			title: "Loss per epoch".into(),
 			x_label: "epoch".into(),
 			y_label: "loss (nats)".into(),
 			x_format: TickFormat::Number,
-			series: vec![Series {
-				name: "mean tail loss".into(),
-				points: t.epochs.iter().map(|e| (f64::from(e.epoch), f64::from(e.loss))).collect(),
-			}],
+			series: loss_lines(&|e| f64::from(e.epoch)),
 		};
 		let loss_tokens = LineChart {
 			title: "Loss per tokens trained".into(),
 			x_label: "tokens".into(),
 			y_label: "loss (nats)".into(),
 			x_format: TickFormat::Number,
-			series: vec![Series {
-				name: "mean tail loss".into(),
-				points: t
-					.epochs
-					.iter()
-					.map(|e| (e.tokens_cumulative as f64, f64::from(e.loss)))
-					.collect(),
-			}],
+			series: loss_lines(&|e| e.tokens_cumulative as f64),
 		};
 		let stages = t.history.iter().map(|h| h.stage_tokens_per_sec.len()).max().unwrap_or(0);
 		let mut series: Vec<Series> = (0..stages)
@@ -386,7 +393,7 @@ pub fn training(p: &TrainingPanel) -> Markup {
 				@if t.epochs.is_empty() { p.empty { "no epoch completed yet" } }
 				@else {
 					table {
-						thead { tr { th { "epoch" } th { "loss" } th { "samples" } th { "tokens" } th { "wire bytes/token" } th { "duration" } th { "merge" }
+						thead { tr { th { "epoch" } th { "loss" } th title="the merged model on the run's held-out rows" { "held-out" } th { "samples" } th { "tokens" } th { "wire bytes/token" } th { "duration" } th { "merge" }
 							th title="from the last stage's quota of the previous epoch to this epoch's first sample" { "quota → start" }
 							th { "extrinsics" } } }
 						tbody {
@@ -394,6 +401,7 @@ pub fn training(p: &TrainingPanel) -> Markup {
 								tr.epoch {
 									td { a href={"/epochs/" (e.epoch)} { (e.epoch) } }
 									td.loss { (format!("{:.4}", e.loss)) }
+									td.heldout { @match e.heldout_loss { Some(h) => (format!("{h:.4}")), None => "–" } }
 									td { (e.samples) } td { (format_number(e.tokens as f64)) }
 									td { @if e.tokens > 0 { (format!("{:.1}", e.wire_bytes as f64 / e.tokens as f64)) } @else { "–" } }
 									td { (format!("{:.1} s", e.completed_ms.saturating_sub(e.started_ms) as f64 / 1000.0)) }

@@ -133,6 +133,10 @@ async fn training_endpoint_has_losses_throughput_history_and_wire_bytes_per_toke
 	assert_eq!(html.matches("<svg").count(), 4, "four charts");
 	assert!(html.contains("Loss per epoch") && html.contains("Tokens/s per stage over time"));
 	assert!(html.contains(r#"<td class="loss">4.2500</td>"#));
+	// The merged model's held-out loss: a column and a second line in both loss charts.
+	assert!(html.contains(r#"<td class="heldout">4.7500</td>"#), "{html}");
+	assert!(html.contains(r#"<td class="heldout">–</td>"#));
+	assert_eq!(html.matches("merged model (held-out)").count(), 2, "in both loss charts");
 	assert!(html.contains(r#"href="/epochs/1""#));
 	// The per-stage time split: three stages of two epochs, and the shares of the latest.
 	assert_eq!(html.matches(r#"<tr class="stage-time">"#).count(), 6);

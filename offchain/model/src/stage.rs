@@ -254,6 +254,28 @@ impl Stage {
 		self.outer.as_ref()
 	}
 
+	/// Local mode: put the outer optimizer state back to `state` (a snapshot of
+	/// [`outer_state`](Self::outer_state) taken before a merge's step), so that a merge whose mean
+	/// changed (a restarted round with other members) is applied again from the same start.
+	///
+	/// # Errors
+	/// [`Error::Config`] in sync mode; [`Error::Length`] for a momentum that is not `P` values. Nothing
+	/// changes on error.
+	pub fn restore_outer_state(&mut self, state: OuterState) -> Result<()> {
+		if self.outer.is_none() {
+			return Err(Error::Config("restore_outer_state on a stage in sync mode".into()));
+		}
+		if state.momentum.len() != self.param_count() {
+			return Err(Error::Length {
+				what: "outer momentum".into(),
+				expected: self.param_count(),
+				got: state.momentum.len(),
+			});
+		}
+		self.outer = Some(state);
+		Ok(())
+	}
+
 	/// The attested optimizer state's vectors (hash order) and step.
 	fn attested_parts(&self) -> (Vec<&[f32]>, u64) {
 		match &self.outer {

@@ -140,3 +140,36 @@ fn local_mode_attests_weights_and_outer_state_not_the_inner_moments() {
 	assert_eq!(a.state_hash().unwrap(), before);
 	assert!(matches!(sync.apply_outer(&global, &delta, &outer), Err(Error::Config(_))));
 }
+
+#[test]
+fn an_outer_step_applied_again_from_the_restored_start_is_the_step_applied_once() {
+	let outer = iota_model::optim::OuterSgd { lr: 0.7, momentum: 0.9 };
+	let cfg = ModelConfig::tiny();
+	let global = Stage::new(&cfg, 1, 3, DType::F32, &Device::Cpu).unwrap().flat_params().unwrap();
+	let delta_of = |s: &Stage, k: f32| -> Vec<f32> {
+		global.iter().zip(s.flat_params().unwrap()).map(|(g, x)| (g - x) * k).collect()
+	};
+	// Replica `a` applies a first mean, then (its round restarted with other members) a second one
+	// from the restored start; replica `b` applies only the second: the same state.
+	let (mut a, mut b) = (local_stepped(3, 1.0), local_stepped(3, 1.0));
+	let start = a.outer_state().unwrap().clone();
+	let (first, second) = (delta_of(&a, 1.0), delta_of(&a, 0.5));
+	a.apply_outer(&global, &first, &outer).unwrap();
+	a.restore_outer_state(start.clone()).unwrap();
+	a.apply_outer(&global, &second, &outer).unwrap();
+	b.apply_outer(&global, &second, &outer).unwrap();
+	assert_eq!(a.state_hash().unwrap(), b.state_hash().unwrap());
+	assert_eq!(a.outer_state().unwrap().step, 1);
+	// Without the restore the momentum would hold both means.
+	let mut c = local_stepped(3, 1.0);
+	c.apply_outer(&global, &first, &outer).unwrap();
+	c.apply_outer(&global, &second, &outer).unwrap();
+	assert_ne!(c.state_hash().unwrap(), b.state_hash().unwrap());
+	// Bad input changes nothing.
+	let before = a.state_hash().unwrap();
+	let short = iota_model::optim::OuterState { momentum: vec![0.0; 3], step: 0 };
+	assert!(matches!(a.restore_outer_state(short), Err(Error::Length { .. })));
+	assert_eq!(a.state_hash().unwrap(), before);
+	let mut sync = Stage::new(&cfg, 1, 3, DType::F32, &Device::Cpu).unwrap();
+	assert!(matches!(sync.restore_outer_state(start), Err(Error::Config(_))));
+}

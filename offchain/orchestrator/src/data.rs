@@ -10,6 +10,10 @@
 //! JSON are uploaded with their BLAKE3 hashes ([`iota_storage::keys::tokenizer`], `data_shard`,
 //! `run_spec`); the spec's own hash is what the chain's `RunConfig::model_hash` must hold.
 //!
+//! With `heldout_rows > 0` the fewest documents from the end of the corpus that fill that many rows are
+//! kept out of the shards and written as the held-out set ([`iota_storage::keys::heldout`], rows in
+//! document order), on which the orchestrator evaluates every merged model (`crate::eval`).
+//!
 //! Everything is a pure function of the corpus bytes and the options, so running it twice produces the
 //! same objects and the same spec hash.
 
@@ -20,7 +24,7 @@ use iota_model::optim::AdamW;
 use iota_model::{data, ModelConfig};
 use iota_protocol::optim::Training;
 use iota_protocol::MergeCodec;
-use iota_rpc::{DataManifest, LrSchedule, RunSpec};
+use iota_rpc::{DataManifest, HeldOut, LrSchedule, RunSpec};
 use iota_storage::{keys, ObjectStore, StorageError};
 
 /// Longest run id, in bytes: the longest object key the chain records (a reduced shard,
@@ -61,6 +65,11 @@ pub struct PrepareOptions {
 	pub merge_codec: MergeCodec,
 	/// Training mode (`sync` exact, `local` inner steps and outer Nesterov merges).
 	pub training: Training,
+	/// Held-out rows to cut from the last documents of the corpus (0: no held-out set). The documents
+	/// they come from, the fewest from the end (in file order) that fill the rows, are left out of
+	/// the shards; the tokenizer is trained on the whole corpus (it is not the model, and the same
+	/// tokenizer must cut both sets).
+	pub heldout_rows: u32,
 }
 
 impl PrepareOptions {
@@ -84,6 +93,7 @@ impl PrepareOptions {
 			max_norm: Some(1.0),
 			merge_codec: MergeCodec::F32,
 			training: Training::Sync,
+			heldout_rows: 0,
 			model,
 		}
 	}
@@ -167,23 +177,52 @@ pub async fn prepare_data(
 		opts.seq_len as usize,
 		opts.seed,
 	);
-	let (tokenizer_json, dataset) = tokio::task::spawn_blocking(move || -> Result<_, DataError> {
-		let docs = data::load_texts(&corpus)?;
-		let tokenizer = match tok_path {
-			Some(p) => data::load_tokenizer(p)?,
-			None => {
-				let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
-				data::train_tokenizer(&texts, vocab)?
-			},
-		};
-		let json = tokenizer
-			.to_string(false)
-			.map_err(|e| iota_model::Error::Tokenizer(e.to_string()))?;
-		let tokens = data::tokenize_corpus(&tokenizer, &docs)?;
-		Ok((json, data::PackedDataset::new(tokens, seq_len, seed)?))
-	})
-	.await
-	.map_err(|e| DataError::Options(format!("tokenizer task failed: {e}")))??;
+	let heldout_rows = opts.heldout_rows as usize;
+	let (tokenizer_json, dataset, heldout) =
+		tokio::task::spawn_blocking(move || -> Result<_, DataError> {
+			let mut docs = data::load_texts(&corpus)?;
+			let tokenizer = match tok_path {
+				Some(p) => data::load_tokenizer(p)?,
+				None => {
+					let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+					data::train_tokenizer(&texts, vocab)?
+				},
+			};
+			let json = tokenizer
+				.to_string(false)
+				.map_err(|e| iota_model::Error::Tokenizer(e.to_string()))?;
+			// The documents the held-out rows come from: the fewest from the end that fill them.
+			let mut held_docs = Vec::new();
+			let mut held = Vec::new();
+			while heldout_rows > 0 && held.len() < heldout_rows * seq_len + 1 && docs.len() > 1 {
+				held_docs.insert(0, docs.pop().expect("more than one document"));
+				held = data::tokenize_corpus(&tokenizer, &held_docs)?;
+			}
+			let tokens = data::tokenize_corpus(&tokenizer, &docs)?;
+			let heldout = if heldout_rows > 0 {
+				let rows = held.len().saturating_sub(1) / seq_len;
+				if rows < heldout_rows {
+					return Err(DataError::Options(format!(
+						"{} held-out document(s) give {rows} rows of {seq_len} tokens, fewer than the \
+						 {heldout_rows} asked (and at least one document must stay for training)",
+						held_docs.len()
+					)));
+				}
+				// Rows in document order, overlapping by one token like the training rows.
+				let mut bytes = Vec::with_capacity(heldout_rows * (seq_len + 1) * 4);
+				for r in 0..heldout_rows {
+					for t in &held[r * seq_len..(r + 1) * seq_len + 1] {
+						bytes.extend_from_slice(&t.to_le_bytes());
+					}
+				}
+				Some(bytes)
+			} else {
+				None
+			};
+			Ok((json, data::PackedDataset::new(tokens, seq_len, seed)?, heldout))
+		})
+		.await
+		.map_err(|e| DataError::Options(format!("tokenizer task failed: {e}")))??;
 	if let Some(&t) = dataset.tokens().iter().max() {
 		if t as usize >= opts.model.vocab_size {
 			return Err(DataError::Options(format!(
@@ -197,6 +236,16 @@ pub async fn prepare_data(
 		return Err(DataError::Options(format!(
 			"{rows} rows do not fill one shard of {rows_per_shard}"
 		)));
+	}
+
+	if let Some(bytes) = &heldout {
+		if let Some(i) = bytes.chunks_exact(4).position(|c| {
+			u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize >= opts.model.vocab_size
+		}) {
+			return Err(DataError::Options(format!(
+				"held-out token {i} is outside the model's vocabulary"
+			)));
+		}
 	}
 
 	let tokenizer = store.put(&keys::tokenizer(&run), Bytes::from(tokenizer_json)).await?;
@@ -213,6 +262,10 @@ pub async fn prepare_data(
 		let r = store.put(&keys::data_shard(&run, shard as u32), Bytes::from(bytes)).await?;
 		shard_objects.push(r);
 	}
+	let heldout_object = match heldout {
+		Some(bytes) => Some(store.put(&keys::heldout(&run), Bytes::from(bytes)).await?),
+		None => None,
+	};
 	let spec = RunSpec {
 		run: opts.run.clone(),
 		model: opts.model.clone(),
@@ -229,6 +282,7 @@ pub async fn prepare_data(
 			batch_rows: opts.batch_rows,
 			rows_per_shard,
 			shards: shard_objects,
+			heldout: heldout_object.map(|object| HeldOut { object, rows: opts.heldout_rows }),
 		},
 	};
 	spec.validate()?;
@@ -316,6 +370,33 @@ mod tests {
 	}
 
 	#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+	async fn the_heldout_set_is_the_last_document_and_no_shard_holds_it() {
+		let dir = tempfile::tempdir().unwrap();
+		let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
+		let store = ObjectStore::connect(server.store_config()).await.unwrap();
+		store.ensure_bucket().await.unwrap();
+		let plain = prepare_data(&store, &options(corpus(dir.path()))).await.unwrap();
+		assert!(plain.spec.data.heldout.is_none());
+		let opts = PrepareOptions { heldout_rows: 3, ..options(corpus(dir.path())) };
+		let p = prepare_data(&store, &opts).await.unwrap();
+		let h = p.spec.data.heldout.clone().unwrap();
+		assert_eq!((h.rows, h.object.key.as_str()), (3, "v1/runs/run-test/data/heldout"));
+		let bytes = store.get(&h.object.key, &h.object.hash).await.unwrap();
+		let held = p.spec.data.decode_heldout(&bytes, opts.model.vocab_size).unwrap();
+		assert_eq!(held.len(), 3 * 17);
+		// The upper-case document (the last) is held out: the shards have only the first one's tokens.
+		assert!(p.tokens < plain.tokens * 2 / 3, "{} of {} tokens trained", p.tokens, plain.tokens);
+		let shard = store
+			.get(&p.spec.data.shards[0].key, &p.spec.data.shards[0].hash)
+			.await
+			.unwrap();
+		let train = p.spec.data.decode_shard(0, &shard, opts.model.vocab_size).unwrap();
+		let window = &held[17..34];
+		assert!(!train.windows(17).any(|w| w == window), "a held-out row is in a training shard");
+		server.shutdown().await;
+	}
+
+	#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 	async fn bad_options_write_nothing() {
 		let dir = tempfile::tempdir().unwrap();
 		let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
@@ -331,6 +412,7 @@ mod tests {
 			("long run id", PrepareOptions { run: "r".repeat(MAX_RUN_ID_LEN + 1), ..good.clone() }),
 			("huge shard", PrepareOptions { rows_per_shard: 1_000_000, ..good.clone() }),
 			("missing corpus", PrepareOptions { corpus: dir.path().join("nope"), ..good.clone() }),
+			("held-out rows", PrepareOptions { heldout_rows: 100_000, ..good.clone() }),
 		] {
 			assert!(prepare_data(&store, &opts).await.is_err(), "{what} accepted");
 		}

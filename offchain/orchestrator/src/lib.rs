@@ -12,9 +12,8 @@
 //! | server | [`server`] | jsonrpsee `IotaApiServer`: limits → signature → role → nonce → check → verify upload → persist → apply |
 //! | chain | [`chain`] | registry refresh, stage sync, `advance_phase`/`commit_merge`, merge seeds, shard disputes, pathway logs |
 //! | metrics | [`metrics`] | Prometheus `/metrics` |
-//! | data | [`data`] | `prepare-data`: tokenized, hashed corpus shards and the run spec in the bucket |
-//!
-//! | data | [`data`] | `prepare-data`: tokenized corpus shards and the run spec in the bucket |
+//! | data | [`data`] | `prepare-data`: tokenized, hashed corpus shards, the held-out rows and the run spec in the bucket |
+//! | evaluation | [`eval`] | held-out loss of every merged model, from the finalized manifests' checkpoints |
 //!
 //! Guarantees: a request is acknowledged only after its events and nonce are in SQLite, so a killed
 //! orchestrator restarts with every accepted activation, loss and gradient (events replayed through the
@@ -63,6 +62,7 @@ pub mod auth;
 pub mod chain;
 pub mod data;
 pub mod db;
+pub mod eval;
 pub mod metrics;
 pub mod server;
 pub mod state;

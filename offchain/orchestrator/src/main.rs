@@ -81,6 +81,10 @@ struct PrepareArgs {
 	/// IOTA's 4, 0.7, 0.9).
 	#[arg(long, env = "IOTA_TRAINING", default_value = "sync")]
 	training: iota_protocol::optim::Training,
+	/// Held-out rows cut from the last documents (kept out of training); the orchestrator reports
+	/// every merged model's loss on them (0: no held-out set).
+	#[arg(long, env = "IOTA_HELDOUT_ROWS", default_value_t = 0)]
+	heldout_rows: u32,
 }
 
 /// Object store settings (shared by the subcommands).
@@ -227,6 +231,7 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 	o.encoding = a.encoding.clone();
 	o.merge_codec = a.merge_codec;
 	o.training = a.training;
+	o.heldout_rows = a.heldout_rows;
 	if let Some(v) = a.seq_len {
 		o.seq_len = v;
 	}
@@ -356,6 +361,12 @@ async fn run(a: RunArgs) -> Result<()> {
 		})
 	});
 
+	// Held-out loss of each merged model (a no-op without a held-out set in the spec).
+	let eval_task = tokio::spawn(iota_orchestrator::eval::evaluate_merged_models(
+		orch.clone(),
+		a.chain_rpc.clone(),
+		Duration::from_secs(2),
+	));
 	let ticker = {
 		let orch = orch.clone();
 		tokio::spawn(async move {
@@ -443,6 +454,7 @@ async fn run(a: RunArgs) -> Result<()> {
 	let _ = handle.stop();
 	handle.stopped().await;
 	ticker.abort();
+	eval_task.abort();
 	chain_task.abort();
 	metrics_task.abort();
 	if let Some(t) = dashboard_task {

@@ -62,6 +62,7 @@ async fn world() -> World {
 			batch_rows: 2,
 			rows_per_shard: 8,
 			shards: vec![shard],
+			heldout: None,
 		},
 	};
 	let state = State::new(StateConfig {

@@ -34,7 +34,7 @@ pub use client::SignedClient;
 pub use error::{code_of, ErrorCode};
 pub use pathway::{ObjectEntry, PathwayError, PathwayLog, PathwayRecord};
 pub use signing::{sign, AuthError, NonceSource, Signed};
-pub use spec::{DataManifest, LrSchedule, RunSpec, SampleLocation, SpecError, SpecObject};
+pub use spec::{DataManifest, HeldOut, LrSchedule, RunSpec, SampleLocation, SpecError, SpecObject};
 
 /// A chain account (32-byte sr25519 public key; SS58 in JSON), the same type `iota-chain` uses.
 pub type AccountId = subxt_core::utils::AccountId32;

@@ -36,6 +36,22 @@ pub struct DataManifest {
 	pub rows_per_shard: u32,
 	/// The shards, in order; each is `rows_per_shard · (seq_len + 1)` little-endian u32 tokens.
 	pub shards: Vec<SpecObject>,
+	/// The held-out set each merged model is evaluated on (docs/design.md §3, "Held-out loss"):
+	/// rows of documents that no shard holds. `None` (and left out of the JSON, so older specs keep
+	/// their hash) when the run has none.
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	pub heldout: Option<HeldOut>,
+}
+
+/// The held-out rows of a run: one object of `rows · (seq_len + 1)` little-endian u32 tokens, in the
+/// shards' row format, cut from the last documents of the corpus, which the shards leave out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldOut {
+	/// The rows.
+	pub object: SpecObject,
+	/// Rows in the object (at least 1).
+	pub rows: u32,
 }
 
 /// Where a sample's rows are.
@@ -128,6 +144,32 @@ impl DataManifest {
 				shard,
 				reason: format!("token {} at {i} >= vocab {vocab}", tokens[i]),
 			});
+		}
+		Ok(tokens)
+	}
+
+	/// Decodes the held-out object's bytes into `rows · (seq_len + 1)` tokens, checking size and that
+	/// every token is below `vocab`.
+	///
+	/// # Errors
+	/// [`SpecError::Invalid`] when the manifest has no held-out set; [`SpecError::BadShard`] (shard
+	/// index `u32::MAX`) for a wrong size or an out-of-vocabulary token.
+	pub fn decode_heldout(&self, bytes: &[u8], vocab: usize) -> Result<Vec<u32>, SpecError> {
+		let h = self
+			.heldout
+			.as_ref()
+			.ok_or_else(|| SpecError::Invalid("the run has no held-out set".into()))?;
+		let expected = u64::from(h.rows) * (u64::from(self.seq_len) + 1) * 4;
+		let bad = |reason: String| SpecError::BadShard { shard: u32::MAX, reason };
+		if bytes.len() as u64 != expected {
+			return Err(bad(format!("held-out set: {} bytes, expected {expected}", bytes.len())));
+		}
+		let tokens: Vec<u32> = bytes
+			.chunks_exact(4)
+			.map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+			.collect();
+		if let Some(i) = tokens.iter().position(|&t| t as usize >= vocab) {
+			return Err(bad(format!("held-out token {} at {i} >= vocab {vocab}", tokens[i])));
 		}
 		Ok(tokens)
 	}
@@ -247,6 +289,9 @@ impl RunSpec {
 		if d.shards.is_empty() {
 			return Err(SpecError::Invalid("no data shards".into()));
 		}
+		if d.heldout.as_ref().is_some_and(|h| h.rows == 0) {
+			return Err(SpecError::Invalid("the held-out set has no rows".into()));
+		}
 		if d.seq_len == 0 || d.seq_len as usize > self.model.max_seq_len {
 			return Err(SpecError::Invalid(format!(
 				"seq_len {} must be in 1..={}",
@@ -303,6 +348,7 @@ mod tests {
 			batch_rows: 2,
 			rows_per_shard: 6,
 			shards: (1..=shards).map(obj).collect(),
+			heldout: None,
 		}
 	}
 
@@ -315,6 +361,23 @@ mod tests {
 		assert_eq!(m.locate(3), Some(SampleLocation { shard: 1, row_offset: 0, rows: 2 }));
 		assert_eq!(m.locate(6), m.locate(0), "wraps after total_rows / batch_rows samples");
 		assert_eq!(manifest(0).locate(0), None);
+	}
+
+	#[test]
+	fn heldout_decoding_checks_presence_size_and_vocab() {
+		let mut m = manifest(1);
+		assert!(matches!(m.decode_heldout(&[], 30), Err(SpecError::Invalid(_))));
+		m.heldout = Some(HeldOut { object: obj(9), rows: 2 });
+		let tokens: Vec<u32> = (0..10).collect();
+		let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+		assert_eq!(m.decode_heldout(&bytes, 10).unwrap(), tokens);
+		assert!(matches!(m.decode_heldout(&bytes, 9), Err(SpecError::BadShard { .. })));
+		assert!(matches!(m.decode_heldout(&bytes[4..], 10), Err(SpecError::BadShard { .. })));
+		// Left out of the JSON when absent (older specs keep their hash), kept when present.
+		let text = serde_json::to_string(&manifest(1)).unwrap();
+		assert!(!text.contains("heldout"), "{text}");
+		let back: DataManifest = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+		assert_eq!(back, m);
 	}
 
 	#[test]

@@ -553,6 +553,10 @@ pub struct EpochSummary {
 	/// calls of two epochs counts in both).
 	#[serde(default)]
 	pub extrinsics: u32,
+	/// Mean loss (nats) of the epoch's merged model on the run's held-out rows, once the orchestrator
+	/// evaluated it; `None` without a held-out set, before the evaluation, or in older summaries.
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	pub heldout_loss: Option<f32>,
 }
 
 /// One stage's epoch, split into what it was doing, in milliseconds. The four parts sum to the stage's

@@ -209,6 +209,12 @@ pub enum ObjectKey {
 		/// Shard index.
 		shard: u32,
 	},
+	/// The run's held-out rows (the shards' row format, from documents no shard holds), written once
+	/// by `prepare-data`; the orchestrator evaluates every merged model on them.
+	HeldOut {
+		/// Training run.
+		run: Id,
+	},
 	/// A validator's evidence for one verdict (inputs, outputs, recomputation), whose BLAKE3 goes on
 	/// chain with the verdict.
 	Evidence {
@@ -295,6 +301,11 @@ pub fn data_shard(run: &Id, shard: u32) -> String {
 	format!("{}data/shards/{shard:06}", run_prefix(run))
 }
 
+/// Key of the held-out rows of `run` (same row format as a data shard; no shard holds them).
+pub fn heldout(run: &Id) -> String {
+	format!("{}data/heldout", run_prefix(run))
+}
+
 /// Prefix of every key that `validator` may write in `run` (ends in `/`).
 pub fn validator_scope(run: &Id, validator: &Id) -> String {
 	format!("{}validators/{validator}/", run_prefix(run))
@@ -330,6 +341,7 @@ impl ObjectKey {
 			ObjectKey::RunSpec { run } => run_spec(run),
 			ObjectKey::Tokenizer { run } => tokenizer(run),
 			ObjectKey::DataShard { run, shard } => data_shard(run, *shard),
+			ObjectKey::HeldOut { run } => heldout(run),
 			ObjectKey::Evidence { run, validator, epoch, miner } => {
 				evidence(run, validator, *epoch, miner)
 			},
@@ -349,7 +361,8 @@ impl ObjectKey {
 			| ObjectKey::RunReport { .. }
 			| ObjectKey::RunSpec { .. }
 			| ObjectKey::Tokenizer { .. }
-			| ObjectKey::DataShard { .. } => Writer::Orchestrator,
+			| ObjectKey::DataShard { .. }
+			| ObjectKey::HeldOut { .. } => Writer::Orchestrator,
 		}
 	}
 }
@@ -413,6 +426,7 @@ pub fn parse(key: &str) -> Result<ObjectKey, KeyError> {
 				["orchestrator", "spec.json"] => ObjectKey::RunSpec { run },
 				["data", "tokenizer.json"] => ObjectKey::Tokenizer { run },
 				["data", "shards", shard] => ObjectKey::DataShard { run, shard: num32(shard)? },
+				["data", "heldout"] => ObjectKey::HeldOut { run },
 				["orchestrator", "reports", name] => ObjectKey::RunReport {
 					run,
 					name: Id::checked((*name).to_owned(), "report name")?,
@@ -487,6 +501,7 @@ mod tests {
 			},
 			ObjectKey::Tokenizer { run: run.clone() },
 			ObjectKey::DataShard { run: run.clone(), shard: 7 },
+			ObjectKey::HeldOut { run: run.clone() },
 			ObjectKey::RunReport { run, name: id("final") },
 		]
 	}

@@ -52,6 +52,7 @@ pub fn spec(run: &str) -> RunSpec {
 			batch_rows: 2,
 			rows_per_shard: 8,
 			shards: vec![],
+			heldout: None,
 		},
 	}
 }
@@ -84,6 +85,8 @@ pub fn status(run: &str, now_ms: u64, losses: &[f32], done: u32) -> Status {
 				.collect(),
 			quota_to_start_ms: (e > 0).then_some(120),
 			extrinsics: 3,
+			// Evaluated from epoch 1 on: the first epoch shows none.
+			heldout_loss: (e > 0).then_some(loss + 0.5),
 		})
 		.collect();
 	let e = losses.len() as u32;

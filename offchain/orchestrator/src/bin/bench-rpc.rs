@@ -95,6 +95,7 @@ async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
 			batch_rows,
 			rows_per_shard: rows,
 			shards: vec![shard],
+			heldout: None,
 		},
 	};
 	let json = String::from_utf8(spec.to_bytes())?;

@@ -217,6 +217,13 @@ pub enum Event {
 		/// The log object.
 		object: Obj,
 	},
+	/// The merged model of an epoch was evaluated on the run's held-out rows (`crate::eval`).
+	HeldOutEvaluated {
+		/// Epoch whose merge produced the model.
+		epoch: u32,
+		/// Mean next-token loss, nats.
+		loss: f32,
+	},
 }
 
 impl State {
@@ -325,6 +332,15 @@ impl State {
 					if !busy.contains(&k) {
 						self.samples.remove(&k);
 					}
+				}
+			},
+			Event::HeldOutEvaluated { epoch, loss } => {
+				self.heldout.insert(*epoch, *loss);
+				while self.heldout.len() > MAX_SUMMARIES {
+					self.heldout.pop_first();
+				}
+				if let Some(s) = self.summaries.iter_mut().find(|s| s.epoch == *epoch) {
+					s.heldout_loss = Some(*loss);
 				}
 			},
 		}
@@ -761,6 +777,7 @@ impl State {
 				stages: a.stage_times.clone(),
 				quota_to_start_ms: previous_end.map(|end| started.saturating_sub(end)),
 				extrinsics: a.extrinsics,
+				heldout_loss: self.heldout.get(&e).copied(),
 			};
 			self.summaries.push_back(summary);
 			if self.summaries.len() > MAX_SUMMARIES {

@@ -326,6 +326,9 @@ pub struct State {
 	wire_bytes: u64,
 	audits: BTreeMap<u32, EpochAudit>,
 	summaries: VecDeque<EpochSummary>,
+	/// Held-out loss of each evaluated epoch's merged model ([`Event::HeldOutEvaluated`]), the last
+	/// [`MAX_SUMMARIES`].
+	heldout: BTreeMap<u32, f32>,
 	committed: BTreeMap<(u16, u32), ContentHash>,
 	/// Epoch seeds seen.
 	seeds: BTreeMap<u32, [u8; 32]>,
@@ -356,6 +359,7 @@ impl State {
 			wire_bytes: 0,
 			audits: BTreeMap::new(),
 			summaries: VecDeque::new(),
+			heldout: BTreeMap::new(),
 			committed: BTreeMap::new(),
 			seeds: BTreeMap::new(),
 			last_loss: None,
@@ -392,6 +396,15 @@ impl State {
 	/// Total leases expired since the run began.
 	pub fn leases_expired_total(&self) -> u64 {
 		self.leases_expired_total
+	}
+
+	/// The first epoch to evaluate on the held-out set: after the last one evaluated, else the first
+	/// completed epoch still summarised, else 0.
+	pub fn next_heldout_epoch(&self) -> u32 {
+		match self.heldout.keys().next_back() {
+			Some(e) => e + 1,
+			None => self.summaries.front().map_or(0, |s| s.epoch),
+		}
 	}
 
 	/// Mean loss of the last completed epoch, else the last reported loss.

@@ -710,6 +710,12 @@ fn an_epoch_splits_into_training_chain_wait_merge_and_idle() {
 		);
 		assert_eq!(t.total_ms(), 4_400);
 	}
+	// Held-out losses reach the summary whether they come after it (epoch 0) or before it (epoch 1).
+	assert_eq!((e0.heldout_loss, w.st.next_heldout_epoch()), (None, 0));
+	w.apply(Event::HeldOutEvaluated { epoch: 0, loss: 5.5 });
+	w.apply(Event::HeldOutEvaluated { epoch: 1, loss: 5.25 });
+	assert_eq!(w.st.summaries()[0].heldout_loss, Some(5.5));
+	assert_eq!(w.st.next_heldout_epoch(), 2);
 	// Epoch 1 starts at the head 3 700 ms after the last stage's quota (stage 0's backward at 1 300).
 	let h = w.lease(1, 0, 5_000);
 	w.submit(&h, 5_100);
@@ -727,6 +733,7 @@ fn an_epoch_splits_into_training_chain_wait_merge_and_idle() {
 	}
 	let e1 = w.st.summaries()[1].clone();
 	assert_eq!((e1.epoch, e1.extrinsics, e1.quota_to_start_ms), (1, 0, Some(3_700)));
+	assert_eq!(e1.heldout_loss, Some(5.25));
 	assert!(e1.stages.iter().all(|t| t.total_ms() == 4_500), "{:?}", e1.stages);
 	assert_eq!(e1.stages[0].training_ms, 200);
 	// Replay gives the same figures.
