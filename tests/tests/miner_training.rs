@@ -27,6 +27,19 @@ const RUN: &str = "e2e-miners";
 /// Every epoch of the whole pipeline on 2 shared cores: generous.
 const EPOCHS_TIMEOUT: Duration = Duration::from_secs(1200);
 
+/// Waits until each of the three stages has committed epochs 0 and 1 (its chain epoch reads 2).
+async fn two_epochs_committed_at_every_stage(client: &iota_chain::IotaClient) {
+	wait_for("two committed epochs at every stage", EPOCHS_TIMEOUT, || async {
+		for s in 0..3u16 {
+			if client.stage(s).await.ok()?.epoch < 2 {
+				return None;
+			}
+		}
+		Some(())
+	})
+	.await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes (build them first; see the file's docs)"]
 async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
@@ -53,15 +66,7 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 		.collect();
 
 	// Two epochs committed at every stage.
-	wait_for("two committed epochs at every stage", EPOCHS_TIMEOUT, || async {
-		for s in 0..3u16 {
-			if client.stage(s).await.ok()?.epoch < 2 {
-				return None;
-			}
-		}
-		Some(())
-	})
-	.await;
+	two_epochs_committed_at_every_stage(&client).await;
 
 	// Every merge averaged both replicas, and both attested the committed state hash.
 	let logs: Vec<BTreeMap<(u16, u32), String>> =
@@ -124,15 +129,7 @@ async fn local_mode_replicas_take_inner_steps_merge_and_report_heldout_losses() 
 		.enumerate()
 		.map(|(i, n)| Daemon::miner(n, &node.rpc_url, &orch.url, dir.path(), i, &[]))
 		.collect();
-	wait_for("two committed epochs at every stage", EPOCHS_TIMEOUT, || async {
-		for s in 0..3u16 {
-			if client.stage(s).await.ok()?.epoch < 2 {
-				return None;
-			}
-		}
-		Some(())
-	})
-	.await;
+	two_epochs_committed_at_every_stage(&client).await;
 
 	// Both replicas of every stage took inner steps, applied the same outer step and attested the
 	// committed state, and the committed checkpoint (weights + outer momentum) reproduces it.

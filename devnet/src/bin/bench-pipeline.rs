@@ -191,6 +191,20 @@ struct Cli {
 	timeout_mins: u64,
 }
 
+impl Cli {
+	/// The benchmarked model as the flags describe it ([`bench_model`]).
+	fn model(&self) -> anyhow::Result<ModelConfig> {
+		bench_model(
+			&self.preset,
+			self.layers,
+			self.ffn_dim,
+			self.stages,
+			self.width_ratio,
+			self.seq_len as usize,
+		)
+	}
+}
+
 /// The model of the bench: `preset` with `layers` blocks (and SwiGLU width `ffn_dim`, if given),
 /// bottleneck width `d_model / width_ratio`, re-cut into `stages` balanced by compute at `seq_len`
 /// tokens per row ([`recut`]; with as many stages as blocks there is one cut only).
@@ -749,14 +763,7 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 	ensure!(cli.epochs > 0 && cli.quota > 0, "--epochs and --quota must be > 0");
 	ensure!(cli.miners.iter().all(|&m| m > 0), "--miners: every entry must be > 0");
 	let enc = Encoding::parse(&cli.encoding).map_err(|e| anyhow::anyhow!("{e}"))?;
-	let model = bench_model(
-		&cli.preset,
-		cli.layers,
-		cli.ffn_dim,
-		cli.stages,
-		cli.width_ratio,
-		cli.seq_len as usize,
-	)?;
+	let model = cli.model()?;
 	let bin_dir = match &cli.bin_dir {
 		Some(d) => d.clone(),
 		None => std::env::current_exe()?.parent().context("binary folder")?.to_path_buf(),
@@ -1089,15 +1096,7 @@ mod tests {
 			corpus.to_str().unwrap(),
 		]);
 		assert!(cli.baselines_only && cli.miners == [1, 2]);
-		let model = bench_model(
-			&cli.preset,
-			cli.layers,
-			cli.ffn_dim,
-			cli.stages,
-			cli.width_ratio,
-			cli.seq_len as usize,
-		)
-		.unwrap();
+		let model = cli.model().unwrap();
 		let mut opts = PrepareOptions::new("t", &cli.corpus, model.clone());
 		prepare_options(&cli, &mut opts);
 		assert_eq!(opts.lr.total_epochs, 2);
