@@ -1163,10 +1163,7 @@ pub async fn check_manifest(
 		&candle_core::Device::Cpu,
 	)
 	.unwrap();
-	if !spec.training.is_sync() {
-		// Local mode's checkpoints carry the outer momentum.
-		st.use_outer_optimizer();
-	}
+	st.train_as(&spec.training);
 	st.load_checkpoint(&bytes, &state.0)
 		.unwrap_or_else(|e| panic!("{what}: the checkpoint is not the attested state: {e}"));
 	state

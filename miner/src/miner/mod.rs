@@ -256,9 +256,7 @@ fn bad(msg: impl Into<String>) -> MinerError {
 /// Stage `index` of `spec` with the seed's weights, in the spec's training mode.
 fn fresh_stage(spec: &RunSpec, index: u16, device: &Device) -> Result<Stage> {
 	let mut stage = Stage::new(&spec.model, usize::from(index), spec.seed, DType::F32, device)?;
-	if !spec.training.is_sync() {
-		stage.use_outer_optimizer();
-	}
+	stage.train_as(&spec.training);
 	Ok(stage)
 }
 

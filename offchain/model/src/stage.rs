@@ -249,6 +249,17 @@ impl Stage {
 		self.outer = Some(OuterState::new(self.param_count()));
 	}
 
+	/// Put a fresh stage in the run's training mode: local mode's stages carry the outer optimizer
+	/// state ([`use_outer_optimizer`](Self::use_outer_optimizer)), which their checkpoints and state
+	/// hashes include, so call this before [`load_checkpoint`](Self::load_checkpoint) of a local-mode
+	/// checkpoint. Sync mode leaves the stage as built. The one place that maps a run spec's
+	/// `training` to a stage (miner, held-out evaluator, tests).
+	pub fn train_as(&mut self, training: &crate::optim::Training) {
+		if !training.is_sync() {
+			self.use_outer_optimizer();
+		}
+	}
+
 	/// Local mode's outer optimizer state (`None` in sync mode).
 	pub fn outer_state(&self) -> Option<&OuterState> {
 		self.outer.as_ref()

@@ -78,9 +78,7 @@ pub fn heldout_loss(
 	let mut model =
 		Pipeline::new(cfg, spec.seed, DType::F32, &device, Some(spec.wire_encoding()?))?;
 	for (stage, (bytes, state_hash)) in model.stages_mut().iter_mut().zip(checkpoints) {
-		if !spec.training.is_sync() {
-			stage.use_outer_optimizer();
-		}
+		stage.train_as(&spec.training);
 		stage.load_checkpoint(bytes, &state_hash.0)?;
 	}
 	let (mut sum, mut n) = (0f64, 0usize);
@@ -246,9 +244,7 @@ mod tests {
 			.map(|s| {
 				let mut st =
 					Stage::new(&spec.model, s, spec.seed, DType::F32, &Device::Cpu).unwrap();
-				if !spec.training.is_sync() {
-					st.use_outer_optimizer();
-				}
+				st.train_as(&spec.training);
 				let flat: Vec<f32> = st.flat_params().unwrap().iter().map(|v| v + shift).collect();
 				st.set_flat_params(&flat).unwrap();
 				(st.to_checkpoint().unwrap(), ContentHash(st.state_hash().unwrap()))
