@@ -26,8 +26,15 @@ pub trait Orchestrator: Send + Sync {
 	async fn run_spec(&self) -> Result<Vec<u8>>;
 	/// `iota_getWork`.
 	async fn get_work(&self, stage: u16) -> Result<Work>;
-	/// `iota_submitActivation`.
-	async fn submit_activation(&self, lease: LeaseId, output: Option<TensorRef>) -> Result<Ack>;
+	/// `iota_submitActivation` of a pass that ran at inner step `inner_step` (0 in sync mode).
+	async fn submit_activation(
+		&self,
+		lease: LeaseId,
+		output: Option<TensorRef>,
+		inner_step: u32,
+	) -> Result<Ack>;
+	/// `iota_reportInnerStep` (local mode).
+	async fn report_inner_step(&self, report: InnerStepReport) -> Result<()>;
 	/// `iota_reportLoss`.
 	async fn report_loss(&self, lease: LeaseId, loss: f32) -> Result<()>;
 	/// `iota_releaseLease`.
@@ -151,10 +158,22 @@ impl Orchestrator for RpcOrchestrator {
 	async fn get_work(&self, stage: u16) -> Result<Work> {
 		self.with("iota_getWork", |c| async move { c.get_work(stage).await }).await
 	}
-	async fn submit_activation(&self, lease: LeaseId, output: Option<TensorRef>) -> Result<Ack> {
+	async fn submit_activation(
+		&self,
+		lease: LeaseId,
+		output: Option<TensorRef>,
+		inner_step: u32,
+	) -> Result<Ack> {
 		self.with("iota_submitActivation", |c| {
 			let output = output.clone();
-			async move { c.submit_activation(lease, output).await }
+			async move { c.submit_activation_at(lease, output, inner_step).await }
+		})
+		.await
+	}
+	async fn report_inner_step(&self, report: InnerStepReport) -> Result<()> {
+		self.with("iota_reportInnerStep", |c| {
+			let r = report.clone();
+			async move { c.report_inner_step(r).await }
 		})
 		.await
 	}

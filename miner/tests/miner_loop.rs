@@ -9,6 +9,7 @@ use std::sync::Arc;
 use candle_core::{DType, Device};
 use common::*;
 use iota_miner::{Committed, Metrics, Miner, MinerConfig, MinerError, Outcome, Phase};
+use iota_model::optim::AdamState;
 use iota_model::wire::{self, Expect, Kind};
 use iota_model::{Stage, StepOptions};
 use iota_primitives::ContentHash;
@@ -721,6 +722,18 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 	};
 	let mut seed = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
 	let global = seed.flat_params().unwrap();
+	// Each replica reported its state before every inner step and after the last (docs/design.md
+	// §10): k + 2 states, the first the seed weights with fresh AdamW moments, each pass at a
+	// reported state.
+	let h0 = ContentHash(iota_model::optim::inner_state_hash(&global, &AdamState::new(p as usize)));
+	for (k, a) in who.iter().enumerate() {
+		let states = world.inner.lock().unwrap().get(&a.0).cloned().unwrap_or_default();
+		assert_eq!(states.len(), k + 2, "replica {k}: states {states:?}");
+		assert_eq!(states[0], (0, h0), "replica {k} began at the seed weights");
+		let distinct: std::collections::BTreeSet<_> = states.iter().map(|s| s.1).collect();
+		assert_eq!(distinct.len(), states.len(), "every inner step moved the state");
+	}
+	assert!(!world.steps.lock().unwrap().is_empty());
 	// The submissions are the pseudo-gradients, replica k's scaled by its k + 1 samples.
 	let mw = world.merge.lock().unwrap();
 	let mut sums: Vec<(Vec<f32>, u32)> = Vec::new();

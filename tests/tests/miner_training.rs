@@ -171,4 +171,27 @@ async fn local_mode_replicas_take_inner_steps_merge_and_report_heldout_losses() 
 	eprintln!("held-out loss per epoch: {held:?}");
 	assert!(held.values().all(|l| l.is_finite() && *l > 0.0), "{held:?}");
 	assert!(held[&1] < held[&0], "the merged model did not improve on held-out rows: {held:?}");
+
+	// The pathway log names each pass's inner step and every replica's reported states
+	// (docs/design.md §10): both replicas of a stage began epoch 0 at the same state (the seed's
+	// weights, fresh moments), then moved apart; every step a record names was reported.
+	let obj = wait_for("epoch 0's pathway log", Duration::from_secs(60), || async {
+		watcher.epoch_record(0).await.ok()?.pathway_log
+	})
+	.await;
+	let log = iota_rpc::PathwayLog::from_slice(&s3.store.get(&obj.key, &obj.hash).await.unwrap())
+		.unwrap();
+	assert_eq!(log.inner_states.len(), 6, "every replica's states: {:?}", log.inner_states);
+	for stage in 0..3u16 {
+		let trails: Vec<_> = log.inner_states.iter().filter(|t| t.stage == stage).collect();
+		assert_eq!(trails.len(), 2, "stage {stage}");
+		assert_eq!(trails[0].hashes[0], trails[1].hashes[0], "stage {stage}: one start");
+		assert!(trails.iter().all(|t| t.hashes.len() >= 2), "stage {stage}: {trails:?}");
+		assert_ne!(trails[0].hashes.last(), trails[1].hashes.last(), "stage {stage}");
+	}
+	assert!(log
+		.records
+		.iter()
+		.all(|r| r.forward_steps.len() == 3 && r.backward_steps.len() == 3));
+	assert!(log.records.iter().any(|r| r.backward_steps.iter().any(|k| *k > 0)));
 }

@@ -426,10 +426,12 @@ mod tests {
 					forward_outputs: vec![entry(); stages as usize],
 					backward_outputs: vec![Some(entry()); stages as usize],
 					loss: loss.max(0.0) as f32,
+					forward_steps: vec![],
+					backward_steps: vec![],
 				}
 			})
 			.collect();
-		PathwayLog { run: "r".into(), epoch, stages, records }
+		PathwayLog { run: "r".into(), epoch, stages, records, inner_states: vec![] }
 	}
 
 	#[test]
@@ -568,7 +570,13 @@ mod tests {
 		let mut log = synthetic(1, 0, 10, 2, 2, None);
 		log.records[0].loss = f32::INFINITY;
 		assert!(matches!(score_epoch(&log, &BTreeMap::new()), Err(ClaspError::Malformed(_))));
-		let empty = PathwayLog { run: "r".into(), epoch: 4, stages: 2, records: vec![] };
+		let empty = PathwayLog {
+			run: "r".into(),
+			epoch: 4,
+			stages: 2,
+			records: vec![],
+			inner_states: vec![],
+		};
 		assert!(matches!(
 			score_epoch(&empty, &BTreeMap::new()),
 			Err(ClaspError::Empty { epoch: 4 })

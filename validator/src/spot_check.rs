@@ -834,9 +834,11 @@ pub(crate) mod tests {
 				forward_outputs: vec![o0, o1, o2.clone()],
 				backward_outputs: vec![None, Some(ob1), Some(o2)],
 				loss: tail.loss.unwrap(),
+				forward_steps: vec![],
+				backward_steps: vec![],
 			});
 		}
-		(spec, PathwayLog { run: "run".into(), epoch: 0, stages: 3, records })
+		(spec, PathwayLog { run: "run".into(), epoch: 0, stages: 3, records, inner_states: vec![] })
 	}
 
 	/// When `STEPPED` is set for the calling test (see `checkpointed_weights_are_used_and_verified`), the
@@ -905,9 +907,12 @@ pub(crate) mod tests {
 					None,
 				],
 				loss: 1.0,
+				forward_steps: vec![],
+				backward_steps: vec![],
 			})
 			.collect();
-		let log = PathwayLog { run: "r".into(), epoch: 3, stages: 3, records };
+		let log =
+			PathwayLog { run: "r".into(), epoch: 3, stages: 3, records, inner_states: vec![] };
 		let a = select(&log, &[1; 32], FORWARD_CHECKS, BACKWARD_CHECKS);
 		assert_eq!(
 			a,

@@ -35,6 +35,10 @@ impl Miner {
 		if self.local.is_some() && self.acc.count == 0 {
 			self.prepare_pseudo_gradient()?;
 		}
+		if self.acc.count > 0 {
+			// The orchestrator takes the pseudo-gradient only with the state it came from reported.
+			self.report_inner_states().await?;
+		}
 		if self.acc.count == 0 {
 			tracing::info!(
 				stage = self.index,

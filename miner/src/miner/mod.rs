@@ -190,6 +190,13 @@ struct LocalSteps {
 	samples: u32,
 	/// Inner steps taken this epoch.
 	steps: u32,
+	/// `hashes[k]`: the inner state hash after `k` inner steps this epoch (docs/design.md §10).
+	hashes: Vec<[u8; 32]>,
+	/// How many of `hashes` the orchestrator has (`iota_reportInnerStep`).
+	reported: usize,
+	/// The orchestrator refused this epoch's states (a restart mid-epoch began another trajectory):
+	/// the miner hands its items back until the next epoch.
+	sat_out: bool,
 	/// Backward passes this epoch whose kept forward saw an earlier inner step's weights.
 	stale: u32,
 }
@@ -298,6 +305,9 @@ impl Miner {
 					samples: 0,
 					steps: 0,
 					stale: 0,
+					hashes: Vec::new(),
+					reported: 0,
+					sat_out: false,
 				})
 			},
 		};

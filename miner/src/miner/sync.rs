@@ -69,6 +69,9 @@ impl Miner {
 			l.outer_start = self.stage.outer_state().cloned();
 			l.pending.clear();
 			(l.samples, l.steps, l.stale) = (0, 0, 0);
+			l.hashes = vec![self.stage.inner_state_hash()?];
+			l.reported = 0;
+			l.sat_out = false;
 		}
 		self.epoch = epoch;
 		self.acc.clear();
@@ -79,6 +82,42 @@ impl Miner {
 		self.metrics.epoch.set(i64::from(epoch));
 		self.phase = Phase::Training;
 		Ok(())
+	}
+
+	/// Local mode: send the orchestrator the state hashes it does not have yet, in order (docs/design.md
+	/// §10), before a pass at the current state or the pseudo-gradient is submitted. A refusal other than
+	/// `Unavailable` means the orchestrator holds another trajectory for this epoch (the miner restarted
+	/// mid-epoch): the miner sits the epoch out. No-op in sync mode.
+	///
+	/// # Errors
+	/// The report's transport error or refusal.
+	pub(super) async fn report_inner_states(&mut self) -> Result<()> {
+		let Some(l) = &self.local else { return Ok(()) };
+		let (epoch, from, todo) = (self.epoch, l.reported, l.hashes[l.reported..].to_vec());
+		for (i, h) in todo.into_iter().enumerate() {
+			let step = (from + i) as u32;
+			let report = InnerStepReport { epoch, step, state_hash: ContentHash(h) };
+			if let Err(e) = self.orch.report_inner_step(report).await {
+				if matches!(e, MinerError::Refused { .. })
+					&& e.code() != Some(ErrorCode::Unavailable)
+				{
+					if let Some(l) = &mut self.local {
+						l.sat_out = true;
+					}
+					tracing::warn!(stage = self.index, epoch, step, error = %e, "inner state refused; sitting this epoch out");
+				}
+				return Err(e);
+			}
+			if let Some(l) = &mut self.local {
+				l.reported = from + i + 1;
+			}
+		}
+		Ok(())
+	}
+
+	/// The inner step the replica's state is at (0 in sync mode).
+	pub(super) fn state_step(&self) -> u32 {
+		self.local.as_ref().map_or(0, |l| l.steps)
 	}
 
 	/// Count an accepted item's parameter gradient (`g`, summed over `n` micro-batches): into the merge
@@ -120,6 +159,7 @@ impl Miner {
 				.apply_gradient(&mean, &self.spec.step_options(self.epoch), n as usize)?;
 		l.samples += n;
 		l.steps += 1;
+		l.hashes.push(self.stage.inner_state_hash()?);
 		self.metrics.inner_steps.inc();
 		tracing::debug!(
 			stage = self.index,

@@ -22,6 +22,13 @@ impl Miner {
 				Ok(Outcome::Idle(Duration::from_millis(retry_after_ms.clamp(20, 5_000))))
 			},
 			Work::UploadGradient { epoch, output } => self.upload_gradient(epoch, output).await,
+			Work::Forward(ForwardWork { lease, .. })
+			| Work::Backward(BackwardWork { lease, .. })
+				if self.local.as_ref().is_some_and(|l| l.sat_out) =>
+			{
+				let _ = self.orch.release_lease(lease).await;
+				Ok(Outcome::Idle(Duration::from_secs(1)))
+			},
 			Work::Forward(f) => {
 				self.lease = Some(f.lease);
 				let r = self.forward(f).await;
@@ -200,8 +207,9 @@ impl Miner {
 			self.check_deadline(f.lease, f.expires_at_ms)?;
 			self.orch.report_loss(f.lease, loss).await?;
 			let out = self.upload_tensor(&grad_in, Kind::Gradient, &f.output).await?;
+			self.report_inner_states().await?;
 			self.check_deadline(f.lease, f.expires_at_ms)?;
-			self.orch.submit_activation(f.lease, Some(out)).await?;
+			self.orch.submit_activation(f.lease, Some(out), self.state_step()).await?;
 			self.add_gradient(&g, n)?;
 			self.stats.backwards += 1;
 			self.stats.loss_sum += f64::from(loss);
@@ -212,9 +220,10 @@ impl Miner {
 			let fwd = self.stage.forward(&input)?;
 			let out = self.perturb(fwd.output(), f.sample)?;
 			let r = self.upload_tensor(&out, Kind::Activation, &f.output).await?;
+			self.report_inner_states().await?;
 			self.check_deadline(f.lease, f.expires_at_ms)?;
-			self.orch.submit_activation(f.lease, Some(r)).await?;
-			let step = self.local.as_ref().map_or(0, |l| l.steps);
+			let step = self.state_step();
+			self.orch.submit_activation(f.lease, Some(r), step).await?;
 			self.kept.push_back((f.epoch, f.sample, step, fwd));
 			while self.kept.len() > self.cfg.max_kept {
 				self.kept.pop_front();
@@ -290,8 +299,9 @@ impl Miner {
 			},
 			(false, Some(_), None) => return Err(bad("no input gradient from a non-head stage")),
 		};
+		self.report_inner_states().await?;
 		self.check_deadline(b.lease, b.expires_at_ms)?;
-		self.orch.submit_activation(b.lease, output).await?;
+		self.orch.submit_activation(b.lease, output, self.state_step()).await?;
 		self.add_gradient(&g, n)?;
 		self.stats.backwards += 1;
 		self.metrics.samples.with_label_values(&["backward"]).inc();

@@ -182,6 +182,9 @@ pub struct MergeWorld {
 	pub round: u32,
 }
 
+/// A reported inner state: (epoch, hash).
+pub type ReportedState = (u32, ContentHash);
+
 #[derive(Default)]
 pub struct World {
 	pub io: Arc<MemIo>,
@@ -192,6 +195,10 @@ pub struct World {
 	pub codec: iota_miner::merge::MergeCodec,
 	/// The run spec's training mode (`sync` by default).
 	pub training: Training,
+	/// Local mode: each miner's reported states of its latest epoch, `(epoch, hash)` by step.
+	pub inner: Mutex<HashMap<[u8; 32], Vec<ReportedState>>>,
+	/// The inner step each submitted lease named.
+	pub steps: Mutex<HashMap<LeaseId, u32>>,
 }
 
 pub struct FakeOrch {
@@ -263,13 +270,44 @@ impl Orchestrator for FakeOrch {
 		&self,
 		lease: LeaseId,
 		output: Option<TensorRef>,
+		inner_step: u32,
 	) -> iota_miner::Result<Ack> {
 		if let Some(o) = &output {
 			let stored = self.world.io.get_obj(&o.key).expect("uploaded before submit");
 			assert_eq!(ContentHash::of(&stored), o.hash, "submitted hash is the stored object's");
 		}
+		{
+			let reported = self.world.inner.lock().unwrap();
+			let have = reported.get(&self.me.0).map_or(0, Vec::len);
+			if self.world.training.is_sync() {
+				assert_eq!(inner_step, 0, "sync mode passes are at inner step 0");
+			} else {
+				assert!(
+					(inner_step as usize) < have,
+					"a pass at state {inner_step}, {have} reported"
+				);
+			}
+			self.world.steps.lock().unwrap().insert(lease, inner_step);
+		}
 		self.world.record(&self.me, Call::Submit(lease, output));
 		Ok(Ack { backward_done: 0, backward_quota: 0 })
+	}
+	async fn report_inner_step(&self, r: InnerStepReport) -> iota_miner::Result<()> {
+		assert!(!self.world.training.is_sync(), "no inner steps in sync mode");
+		let mut all = self.world.inner.lock().unwrap();
+		let mine = all.entry(self.me.0).or_default();
+		// A new epoch starts a new trail at state 0.
+		if r.step == 0 && mine.last().is_some_and(|x| x.0 != r.epoch) {
+			mine.clear();
+		}
+		match mine.get(r.step as usize) {
+			Some(x) => assert_eq!(*x, (r.epoch, r.state_hash), "a reported state changed"),
+			None => {
+				assert_eq!(r.step as usize, mine.len(), "states are reported in order");
+				mine.push((r.epoch, r.state_hash));
+			},
+		}
+		Ok(())
 	}
 	async fn report_loss(&self, lease: LeaseId, loss: f32) -> iota_miner::Result<()> {
 		self.world.record(&self.me, Call::Loss(lease, loss));

@@ -122,19 +122,7 @@ impl Attested {
 }
 
 /// [`Stage::state_hash`] of flat parameters and the attested optimizer state's vectors and step.
-fn state_hash_of(params: &[f32], state: &[&[f32]], step: u64) -> [u8; 32] {
-	let mut h = blake3::Hasher::new();
-	let mut buf = Vec::with_capacity(4 * 16_384);
-	for v in std::iter::once(params).chain(state.iter().copied()) {
-		for chunk in v.chunks(16_384) {
-			buf.clear();
-			iota_protocol::f32le::extend(&mut buf, chunk);
-			h.update(&buf);
-		}
-	}
-	h.update(&step.to_le_bytes());
-	*h.finalize().as_bytes()
-}
+use iota_protocol::optim::state_hash as state_hash_of;
 
 fn hex(h: &[u8; 32]) -> String {
 	h.iter().map(|b| format!("{b:02x}")).collect()
@@ -258,6 +246,15 @@ impl Stage {
 		if !training.is_sync() {
 			self.use_outer_optimizer();
 		}
+	}
+
+	/// Local mode's per-inner-step state hash (docs/design.md §10): [`iota_protocol::optim::inner_state_hash`]
+	/// of the current (local) weights and the inner AdamW moments and step, whatever the mode.
+	///
+	/// # Errors
+	/// Candle errors reading the parameters only.
+	pub fn inner_state_hash(&self) -> Result<[u8; 32]> {
+		Ok(iota_protocol::optim::inner_state_hash(&self.flat_params()?, &self.adam))
 	}
 
 	/// Local mode's outer optimizer state (`None` in sync mode).

@@ -319,6 +319,7 @@ async fn run(a: RunArgs) -> Result<()> {
 		boundary_shape: spec.boundary_shape(),
 		param_counts,
 		merge_codec: spec.merge_codec,
+		accumulate: spec.training.accumulate(),
 	});
 	let db = Db::open(&a.db, &a.run)?;
 	let metrics = Metrics::new()?;

@@ -549,9 +549,10 @@ impl Orchestrator {
 		let nonce = self.authenticate(methods::SUBMIT_ACTIVATION, &req)?;
 		self.registry().miner(&req.account, None)?;
 		let max = boundary_max_bytes(&self.spec);
-		let (id, out) = (req.body.lease, req.body.output.as_ref());
-		let lease =
-			self.peek(&nonce, |st| st.check_submit(&req.account, id, out, now_ms(), max).cloned())?;
+		let (id, out, step) = (req.body.lease, req.body.output.as_ref(), req.body.inner_step);
+		let lease = self.peek(&nonce, |st| {
+			st.check_submit(&req.account, id, out, step, now_ms(), max).cloned()
+		})?;
 		let output = match out {
 			Some(t) => {
 				let bytes = self.fetch_checked(&t.key, &t.hash, t.size).await?;
@@ -576,9 +577,9 @@ impl Orchestrator {
 		};
 		let now = now_ms();
 		self.commit(nonce, |st| {
-			let l = st.check_submit(&req.account, id, out, now, max)?;
+			let l = st.check_submit(&req.account, id, out, step, now, max)?;
 			let stage = l.stage;
-			let ev = Event::LeaseCompleted { lease: id, output, now_ms: now };
+			let ev = Event::LeaseCompleted { lease: id, output, now_ms: now, inner_step: step };
 			let mut after = st.backward_done(stage);
 			after += u32::from(
 				l.kind == WorkKind::Backward
@@ -593,6 +594,16 @@ impl Orchestrator {
 		self.registry().miner(&req.account, None)?;
 		self.commit(nonce, |st| {
 			Ok((vec![st.check_loss(&req.account, req.body.lease, req.body.loss, now_ms())?], ()))
+		})
+	}
+
+	async fn report_inner_step(&self, req: Signed<InnerStepReport>) -> Result<(), Refusal> {
+		let nonce = self.authenticate(methods::REPORT_INNER_STEP, &req)?;
+		let stage = self.registry().miner(&req.account, None)?;
+		let b = &req.body;
+		self.commit(nonce, |st| {
+			let ev = st.check_inner_report(&req.account, stage, b.epoch, b.step, b.state_hash)?;
+			Ok((ev.into_iter().collect(), ()))
 		})
 	}
 
@@ -977,6 +988,11 @@ impl IotaApiServer for RpcImpl {
 	async fn report_loss(&self, req: Signed<ReportLoss>) -> RpcResult<()> {
 		let a = req.account.clone();
 		self.0.finish(methods::REPORT_LOSS, &a, self.0.report_loss(req).await)
+	}
+	async fn report_inner_step(&self, req: Signed<InnerStepReport>) -> RpcResult<()> {
+		let a = req.account.clone();
+		self.0
+			.finish(methods::REPORT_INNER_STEP, &a, self.0.report_inner_step(req).await)
 	}
 	async fn release_lease(&self, req: Signed<ReleaseLease>) -> RpcResult<()> {
 		let a = req.account.clone();

@@ -75,6 +75,7 @@ async fn world() -> World {
 		boundary_shape: spec.boundary_shape(),
 		param_counts: (0..3).map(|s| spec.model.stage_param_count(s).unwrap() as u64).collect(),
 		merge_codec: spec.merge_codec,
+		accumulate: spec.training.accumulate(),
 	});
 	let db = Db::open(&dir.path().join("o.db"), "srv").unwrap();
 	let json = String::from_utf8(spec.to_bytes()).unwrap();
@@ -331,7 +332,7 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 	let ok = sign(
 		&key("//Dave"),
 		methods::SUBMIT_ACTIVATION,
-		SubmitActivation { lease: f.lease, output: Some(tref.clone()) },
+		SubmitActivation { lease: f.lease, output: Some(tref.clone()), inner_step: 0 },
 		77,
 		now_ms(),
 	)

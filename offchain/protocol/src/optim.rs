@@ -74,6 +74,33 @@ impl AdamState {
 	}
 }
 
+/// BLAKE3 of a replica state: `params` as f32 little-endian, then each vector of `state` (f32 LE, in
+/// order), then `step` as u64 LE. The attested state of a merge (docs/design.md §3 step 6: weights with
+/// the AdamW moments and step in sync mode, with the outer momentum and step in local mode) and local
+/// mode's per-inner-step report ([`inner_state_hash`]) are both this hash, so a miner, a joiner and a
+/// validator checking a revealed state compute it the same way.
+pub fn state_hash(params: &[f32], state: &[&[f32]], step: u64) -> [u8; 32] {
+	let mut h = blake3::Hasher::new();
+	let mut buf = Vec::with_capacity(4 * 16_384);
+	for v in std::iter::once(params).chain(state.iter().copied()) {
+		for chunk in v.chunks(16_384) {
+			buf.clear();
+			crate::f32le::extend(&mut buf, chunk);
+			h.update(&buf);
+		}
+	}
+	h.update(&step.to_le_bytes());
+	*h.finalize().as_bytes()
+}
+
+/// Local mode's state after an inner step (docs/design.md §10): [`state_hash`] of the replica's local
+/// weights (`P` values, parameter order) with its inner AdamW moments `m`, `v` (`P` values each) and
+/// step count. What a miner reports with `iota_reportInnerStep` and a validator recomputes from a
+/// revealed state.
+pub fn inner_state_hash(weights: &[f32], adam: &AdamState) -> [u8; 32] {
+	state_hash(weights, &[&adam.m, &adam.v], adam.step)
+}
+
 /// L2 norm of `g`, summed in f64 in index order (deterministic).
 pub fn l2_norm(g: &[f32]) -> f64 {
 	g.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>().sqrt()
@@ -555,6 +582,30 @@ mod tests {
 			pseudo_gradient(&[f32::MAX], &[-f32::MAX], 1),
 			Err(OptimError::NonFinite { .. })
 		));
+	}
+
+	#[test]
+	fn state_hashes_cover_every_weight_moment_and_the_step() {
+		let w = vec![0.5f32, -1.0, 2.0];
+		let mut adam = AdamState::new(3);
+		adam.m[1] = 0.25;
+		let h = inner_state_hash(&w, &adam);
+		assert_eq!(h, state_hash(&w, &[&adam.m, &adam.v], 0));
+		assert_eq!(h, inner_state_hash(&w.clone(), &adam.clone()));
+		let mut w2 = w.clone();
+		w2[2] = f32::from_bits(w2[2].to_bits() + 1);
+		assert_ne!(h, inner_state_hash(&w2, &adam), "one ulp of a weight");
+		let mut a2 = adam.clone();
+		a2.v[0] = 1e-30;
+		assert_ne!(h, inner_state_hash(&w, &a2), "a second moment");
+		a2 = adam.clone();
+		a2.step = 1;
+		assert_ne!(h, inner_state_hash(&w, &a2), "the step");
+		// The byte stream is the f32 LE vectors then the step: a chunk boundary moves nothing.
+		let long: Vec<f32> = (0..40_000).map(|i| i as f32).collect();
+		let mut bytes = crate::f32le::to_bytes(&long);
+		bytes.extend_from_slice(&7u64.to_le_bytes());
+		assert_eq!(state_hash(&long, &[], 7), *blake3::hash(&bytes).as_bytes());
 	}
 
 	#[test]

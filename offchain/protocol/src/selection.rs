@@ -9,6 +9,8 @@ use iota_primitives::{Seed, SeededRng};
 pub const SPOT_CHECK_DOMAIN: &str = "iota-rs spot-check v1";
 /// Domain of the shard-audit draw.
 pub const SHARD_AUDIT_DOMAIN: &str = "iota-rs shard audit v1";
+/// Domain of local mode's inner-step challenge draw (docs/design.md §10).
+pub const INNER_STEP_DOMAIN: &str = "iota-rs inner-step challenge v1";
 /// Agreeing shards recomputed per stage and epoch (besides every shard whose copies disagreed).
 pub const SAMPLED_SHARDS: usize = 2;
 
@@ -69,6 +71,30 @@ pub fn audited_shards(
 	draw(&mut rng, &mut agreeing, SAMPLED_SHARDS).to_vec()
 }
 
+/// Local mode's challenges of one miner (docs/design.md §10): which of its inner steps of `epoch` at
+/// `stage` it must reveal. A miner that reported `reported` state hashes (states 0..reported) took
+/// `reported − 1` inner steps; step `k` is the move from state `k` to state `k + 1`, so the draw is
+/// `k.min(reported − 1)` distinct steps of `0..reported − 1`, in draw order, from
+/// `SeededRng(`[`INNER_STEP_DOMAIN`]`, challenge_seed, epoch u32 LE ‖ stage u16 LE ‖ account 32 B)`.
+/// `challenge_seed` must come from chain state drawn after every report of the epoch was made, so
+/// no miner knows its challenged steps while it trains.
+pub fn inner_step_challenges(
+	challenge_seed: &Seed,
+	epoch: u32,
+	stage: u16,
+	account: &[u8; 32],
+	reported: u32,
+	k: usize,
+) -> Vec<u32> {
+	let mut ctx = Vec::with_capacity(38);
+	ctx.extend_from_slice(&epoch.to_le_bytes());
+	ctx.extend_from_slice(&stage.to_le_bytes());
+	ctx.extend_from_slice(account);
+	let mut rng = SeededRng::new(INNER_STEP_DOMAIN, challenge_seed, &ctx);
+	let mut steps: Vec<u32> = (0..reported.saturating_sub(1)).collect();
+	draw(&mut rng, &mut steps, k).to_vec()
+}
+
 #[cfg(test)]
 mod tests {
 	use super::*;
@@ -90,6 +116,37 @@ mod tests {
 		assert_eq!(spot_checks(&[1; 32], 0, 0, &[0; 32], CheckKind::Forward, vec![7], 3), vec![7]);
 		assert_eq!(audited_shards(&[2; 32], 0, 0, vec![5, 6, 7]).len(), SAMPLED_SHARDS);
 		assert!(audited_shards(&[2; 32], 0, 0, vec![]).is_empty());
+	}
+
+	#[test]
+	fn inner_step_challenges_are_seeded_distinct_steps_between_reported_states() {
+		let c = inner_step_challenges(&[3; 32], 2, 1, &[7; 32], 6, 3);
+		assert_eq!(c.len(), 3);
+		assert!(c.iter().all(|&k| k < 5), "{c:?}: step k needs states k and k + 1");
+		assert_eq!(c.iter().collect::<std::collections::BTreeSet<_>>().len(), 3);
+		assert_eq!(c, inner_step_challenges(&[3; 32], 2, 1, &[7; 32], 6, 3));
+		assert_ne!(
+			(0..8u8)
+				.map(|s| inner_step_challenges(&[s; 32], 2, 1, &[7; 32], 40, 2))
+				.collect::<Vec<_>>(),
+			(0..8u8)
+				.map(|s| inner_step_challenges(&[s; 32], 2, 1, &[8; 32], 40, 2))
+				.collect::<Vec<_>>(),
+			"another miner draws other steps"
+		);
+		// Every step is asked when k covers them; nothing without two reported states.
+		let mut all = inner_step_challenges(&[1; 32], 0, 0, &[0; 32], 4, 10);
+		all.sort_unstable();
+		assert_eq!(all, vec![0, 1, 2]);
+		assert!(inner_step_challenges(&[1; 32], 0, 0, &[0; 32], 1, 4).is_empty());
+		assert!(inner_step_challenges(&[1; 32], 0, 0, &[0; 32], 0, 4).is_empty());
+		let mut seen = [false; 5];
+		for s in 0..64u8 {
+			for k in inner_step_challenges(&[s; 32], 1, 0, &[2; 32], 6, 1) {
+				seen[k as usize] = true;
+			}
+		}
+		assert!(seen.iter().all(|x| *x), "every step can be challenged");
 	}
 
 	#[test]

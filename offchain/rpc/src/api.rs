@@ -24,6 +24,8 @@ pub mod methods {
 	pub const SUBMIT_ACTIVATION: &str = "iota_submitActivation";
 	/// `iota_reportLoss`.
 	pub const REPORT_LOSS: &str = "iota_reportLoss";
+	/// `iota_reportInnerStep`.
+	pub const REPORT_INNER_STEP: &str = "iota_reportInnerStep";
 	/// `iota_releaseLease`.
 	pub const RELEASE_LEASE: &str = "iota_releaseLease";
 	/// `iota_submitGradient`.
@@ -59,7 +61,9 @@ pub trait IotaApi {
 	///
 	/// Errors: auth codes, `Unknown` lease, `LeaseExpired`, `Invalid` (not the caller's lease, wrong key),
 	/// `HashMismatch`, `ShapeMismatch`, `Oversize`, `WrongPhase` (the lease's stage left `Training` for
-	/// its merge, so the pass can no longer count; drop the item).
+	/// its merge, so the pass can no longer count; drop the item), `Invalid` (local mode: an inner step
+	/// whose state was not reported, or earlier than one already submitted; sync mode: a step other
+	/// than 0).
 	#[method(name = "submitActivation")]
 	async fn submit_activation(&self, req: Signed<SubmitActivation>) -> RpcResult<Ack>;
 
@@ -69,6 +73,16 @@ pub trait IotaApi {
 	/// (NaN/Inf or negative loss, reported twice).
 	#[method(name = "reportLoss")]
 	async fn report_loss(&self, req: Signed<ReportLoss>) -> RpcResult<()>;
+
+	/// Local mode: report the BLAKE3 of the caller's replica state after an inner step (docs/design.md
+	/// §10). The orchestrator records it with the passes that ran at that state; the pathway log carries
+	/// both, so a validator can later challenge any inner step.
+	///
+	/// Errors: auth codes, `NotRegistered`, `WrongPhase` (sync mode, another epoch, the stage left
+	/// `Training`, or the caller already submitted its pseudo-gradient), `Invalid` (a step out of order,
+	/// another hash for a step already reported, more steps than the epoch can hold).
+	#[method(name = "reportInnerStep")]
+	async fn report_inner_step(&self, req: Signed<InnerStepReport>) -> RpcResult<()>;
 
 	/// Hand a lease back (clean shutdown); the item is re-listed at once.
 	///

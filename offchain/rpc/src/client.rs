@@ -83,7 +83,23 @@ impl SignedClient {
 		lease: LeaseId,
 		output: Option<TensorRef>,
 	) -> Result<Ack, ClientError> {
-		self.call(methods::SUBMIT_ACTIVATION, SubmitActivation { lease, output }).await
+		self.submit_activation_at(lease, output, 0).await
+	}
+
+	/// `iota_submitActivation` of a pass that ran at local mode's inner step `inner_step`.
+	pub async fn submit_activation_at(
+		&self,
+		lease: LeaseId,
+		output: Option<TensorRef>,
+		inner_step: u32,
+	) -> Result<Ack, ClientError> {
+		self.call(methods::SUBMIT_ACTIVATION, SubmitActivation { lease, output, inner_step })
+			.await
+	}
+
+	/// `iota_reportInnerStep`.
+	pub async fn report_inner_step(&self, report: InnerStepReport) -> Result<(), ClientError> {
+		self.call(methods::REPORT_INNER_STEP, report).await
 	}
 
 	/// `iota_reportLoss`.

@@ -27,6 +27,28 @@ pub struct PathwayRecord {
 	pub backward_outputs: Vec<Option<ObjectEntry>>,
 	/// Mean next-token cross-entropy the tail reported, in nats.
 	pub loss: f32,
+	/// Local mode: per stage, the inner step (state index in that miner's
+	/// [`InnerStates::hashes`]) its accepted forward ran at. Empty in sync mode.
+	#[serde(default, skip_serializing_if = "Vec::is_empty")]
+	pub forward_steps: Vec<u32>,
+	/// Local mode: per stage, the inner step its accepted backward ran at; the backward's parameter
+	/// gradient went into that miner's inner step from state `k` to `k + 1`. Empty in sync mode.
+	#[serde(default, skip_serializing_if = "Vec::is_empty")]
+	pub backward_steps: Vec<u32>,
+}
+
+/// Local mode: the state hashes one miner reported for its replica of one stage in the epoch
+/// (`iota_reportInnerStep`, docs/design.md §10).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InnerStates {
+	/// Stage.
+	pub stage: u16,
+	/// The miner.
+	pub miner: AccountId,
+	/// `hashes[k]`: [`iota_protocol::optim::inner_state_hash`] of its state after `k` inner steps
+	/// (`hashes[0]`: the state it began the epoch with).
+	pub hashes: Vec<ContentHash>,
 }
 
 /// An object named in the log.
@@ -51,6 +73,10 @@ pub struct PathwayLog {
 	pub stages: u16,
 	/// Completed samples (head backward done), sorted by sample id.
 	pub records: Vec<PathwayRecord>,
+	/// Local mode: every (stage, miner)'s reported state hashes, sorted by stage then account. Empty in
+	/// sync mode.
+	#[serde(default, skip_serializing_if = "Vec::is_empty")]
+	pub inner_states: Vec<InnerStates>,
 }
 
 /// Why a pathway log is refused.
@@ -71,7 +97,8 @@ pub enum PathwayError {
 
 impl PathwayLog {
 	/// Parses and checks a stored log: every record has one entry per stage, a finite non-negative loss,
-	/// and sample ids strictly increase.
+	/// and sample ids strictly increase; in local mode (records with inner steps) every record names
+	/// steps at every stage, each a state its miner reported, and no (stage, miner) is listed twice.
 	///
 	/// # Errors
 	/// [`PathwayError`].
@@ -109,8 +136,53 @@ impl PathwayLog {
 				));
 			}
 			last = Some(r.sample);
+			let local = !r.forward_steps.is_empty() || !r.backward_steps.is_empty();
+			if local {
+				if r.forward_steps.len() != s || r.backward_steps.len() != s {
+					return bad(format!(
+						"expected {s} inner steps per stage, forward and backward"
+					));
+				}
+				for (stage, (who, step)) in r
+					.forward
+					.iter()
+					.zip(&r.forward_steps)
+					.chain(r.backward.iter().zip(&r.backward_steps))
+					.enumerate()
+					.map(|(i, x)| (i % s, x))
+				{
+					let reported = self.reported(stage as u16, who);
+					if *step as usize >= reported {
+						return bad(format!(
+							"stage {stage}: inner step {step} of {who}, who reported {reported} states"
+						));
+					}
+				}
+			}
+		}
+		let mut seen = std::collections::BTreeSet::new();
+		for t in &self.inner_states {
+			if usize::from(t.stage) >= s || !seen.insert((t.stage, t.miner.0)) {
+				return Err(PathwayError::Record {
+					index: self.records.len(),
+					reason: format!(
+						"inner states of stage {} and {} are out of range or listed twice",
+						t.stage, t.miner
+					),
+				});
+			}
 		}
 		Ok(())
+	}
+
+	/// How many state hashes `miner` reported for `stage` (0 if none, and always in sync mode).
+	pub fn reported(&self, stage: u16, miner: &AccountId) -> usize {
+		self.inner_states(stage, miner).map_or(0, |t| t.hashes.len())
+	}
+
+	/// The state hashes `miner` reported for `stage`, if any.
+	pub fn inner_states(&self, stage: u16, miner: &AccountId) -> Option<&InnerStates> {
+		self.inner_states.iter().find(|t| t.stage == stage && &t.miner == miner)
 	}
 
 	/// JSON bytes as stored.
@@ -136,7 +208,51 @@ mod tests {
 			forward_outputs: vec![e.clone(), e.clone()],
 			backward_outputs: vec![None, Some(e)],
 			loss,
+			forward_steps: vec![],
+			backward_steps: vec![],
 		}
+	}
+
+	#[test]
+	fn local_mode_records_name_reported_states() {
+		let h = ContentHash::of(b"s");
+		let mut log = PathwayLog {
+			run: "r".into(),
+			epoch: 1,
+			stages: 2,
+			records: vec![record(1, 2.5)],
+			inner_states: vec![
+				InnerStates { stage: 0, miner: acc(1), hashes: vec![h, h, h] },
+				InnerStates { stage: 1, miner: acc(2), hashes: vec![h] },
+			],
+		};
+		log.records[0].forward_steps = vec![2, 0];
+		log.records[0].backward_steps = vec![2, 0];
+		assert_eq!(PathwayLog::from_slice(&log.to_bytes()).unwrap(), log);
+		assert_eq!(log.reported(0, &acc(1)), 3);
+		assert_eq!(log.reported(1, &acc(1)), 0);
+		let mut bad = log.clone();
+		bad.records[0].backward_steps[1] = 1;
+		assert!(bad.validate().is_err(), "a state the miner never reported");
+		let mut bad = log.clone();
+		bad.records[0].forward_steps.pop();
+		assert!(bad.validate().is_err(), "steps missing for a stage");
+		let mut bad = log.clone();
+		bad.inner_states.push(bad.inner_states[0].clone());
+		assert!(bad.validate().is_err(), "listed twice");
+		let mut bad = log;
+		bad.inner_states[1].stage = 2;
+		assert!(bad.validate().is_err(), "no such stage");
+		// A sync-mode log does not mention inner steps at all.
+		let sync = PathwayLog {
+			run: "r".into(),
+			epoch: 0,
+			stages: 2,
+			records: vec![record(1, 2.5)],
+			inner_states: vec![],
+		};
+		let json = String::from_utf8(sync.to_bytes()).unwrap();
+		assert!(!json.contains("Steps") && !json.contains("innerStates"), "{json}");
 	}
 
 	#[test]
@@ -146,6 +262,7 @@ mod tests {
 			epoch: 3,
 			stages: 2,
 			records: vec![record(1, 2.5), record(4, 2.0)],
+			inner_states: vec![],
 		};
 		assert_eq!(PathwayLog::from_slice(&log.to_bytes()).unwrap(), log);
 		let mut bad = log.clone();

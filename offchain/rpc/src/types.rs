@@ -184,6 +184,26 @@ pub struct SubmitActivation {
 	/// The uploaded result: activation (forward), input gradient (backward, tail forward). `None` only
 	/// for the head's backward, which has nothing to send.
 	pub output: Option<TensorRef>,
+	/// Local mode: the inner step of the replica state the pass ran at (the number of inner steps the
+	/// miner had applied this epoch; its state hash must have been reported with
+	/// `iota_reportInnerStep` first, docs/design.md §10). Always 0 in sync mode.
+	#[serde(default)]
+	pub inner_step: u32,
+}
+
+/// Body of `iota_reportInnerStep` (local mode, docs/design.md §10): the BLAKE3 of the caller's replica
+/// state after `step` inner steps of `epoch` (`step` 0: the state the epoch began with). Reports come in
+/// order (0, 1, 2, ...), each before any pass that ran at that state is submitted and before the
+/// miner's pseudo-gradient; reporting the same hash again is accepted and changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InnerStepReport {
+	/// The epoch being trained.
+	pub epoch: u32,
+	/// Inner steps applied this epoch (0-based state index).
+	pub step: u32,
+	/// [`iota_protocol::inner_state_hash`] of the replica: weights, inner AdamW moments and step.
+	pub state_hash: ContentHash,
 }
 
 /// Answer of a submit call.

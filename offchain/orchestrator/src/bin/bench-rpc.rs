@@ -128,6 +128,7 @@ fn orchestrator(set: &Setup, name: &str, prefill: u64) -> Result<Arc<Orchestrato
 			.map(|s| spec.model.stage_param_count(s).map(|p| p as u64))
 			.collect::<Result<_, _>>()?,
 		merge_codec: spec.merge_codec,
+		accumulate: spec.training.accumulate(),
 	});
 	let db = Db::open(&set.dir.join(format!("{name}.db")), run)?;
 	let orch = Orchestrator::new(
@@ -192,7 +193,7 @@ fn orchestrator(set: &Setup, name: &str, prefill: u64) -> Result<Arc<Orchestrato
 			}
 			let output =
 				output_key.map(|key| Obj { hash: ContentHash::of(key.as_bytes()), key, size: 600 });
-			batch.push(Event::LeaseCompleted { lease: id, output, now_ms: now });
+			batch.push(Event::LeaseCompleted { lease: id, output, now_ms: now, inner_step: 0 });
 			id += 1;
 		}
 		if batch.len() >= 20_000 {
@@ -311,7 +312,7 @@ async fn main() -> Result<()> {
 	let probe = sign(
 		&keypairs[0],
 		methods::SUBMIT_ACTIVATION,
-		SubmitActivation { lease: 1, output: None },
+		SubmitActivation { lease: 1, output: None, inner_step: 0 },
 		1,
 		1,
 	)?;

@@ -7,6 +7,15 @@ impl State {
 	pub fn pathway_log(&self, epoch: u32) -> PathwayLog {
 		let s = usize::from(self.cfg.stages);
 		let empty = ObjectEntry { key: String::new(), hash: ContentHash::of(&[]) };
+		// Local mode: every record names the inner step of each stage's passes (0 where none was set).
+		let local = self.local_mode();
+		let steps = |v: &[u32]| -> Vec<u32> {
+			if local {
+				(0..s).map(|i| v.get(i).copied().unwrap_or(0)).collect()
+			} else {
+				Vec::new()
+			}
+		};
 		let records = self
 			.samples
 			.range(u64::from(epoch) * u64::from(self.cfg.backward_quota)..)
@@ -32,10 +41,19 @@ impl State {
 						.map(|(i, (_, o))| if i == 0 { None } else { o.as_ref().map(entry) })
 						.collect(),
 					loss: r.loss.unwrap_or_default(),
+					forward_steps: steps(&r.forward_steps),
+					backward_steps: steps(&r.backward_steps),
 				})
 			})
 			.collect();
-		PathwayLog { run: self.cfg.run.to_string(), epoch, stages: self.cfg.stages, records }
+		let inner_states = if local { self.inner_states(epoch) } else { Vec::new() };
+		PathwayLog {
+			run: self.cfg.run.to_string(),
+			epoch,
+			stages: self.cfg.stages,
+			records,
+			inner_states,
+		}
 	}
 
 	/// Epochs whose head merge is committed but whose pathway log is not written yet.

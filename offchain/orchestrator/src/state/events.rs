@@ -54,6 +54,22 @@ pub enum Event {
 		output: Option<Obj>,
 		/// When.
 		now_ms: u64,
+		/// Local mode: the inner step of the state the pass ran at (0 in sync mode).
+		#[serde(default)]
+		inner_step: u32,
+	},
+	/// Local mode: a miner reported the hash of its replica state after `step` inner steps.
+	InnerStepReported {
+		/// Stage.
+		stage: u16,
+		/// Epoch.
+		epoch: u32,
+		/// The miner.
+		miner: AccountId,
+		/// Inner steps applied (state index).
+		step: u32,
+		/// BLAKE3 of the state ([`iota_protocol::optim::inner_state_hash`]).
+		state_hash: ContentHash,
 	},
 	/// The tail reported the loss of a lease's sample.
 	LossReported {
@@ -235,9 +251,12 @@ impl State {
 				self.clock_ms = self.clock_ms.max(lease.granted_ms);
 				self.apply_grant(lease, *fresh)
 			},
-			Event::LeaseCompleted { lease, output, now_ms } => {
+			Event::LeaseCompleted { lease, output, now_ms, inner_step } => {
 				self.clock_ms = self.clock_ms.max(*now_ms);
-				self.apply_complete(*lease, output.clone(), *now_ms)
+				self.apply_complete(*lease, output.clone(), *now_ms, *inner_step)
+			},
+			Event::InnerStepReported { stage, epoch, miner, step, state_hash } => {
+				self.apply_inner_report(*stage, *epoch, miner, *step, *state_hash)
 			},
 			Event::LossReported { lease, loss } => {
 				if let Some(l) = self.leases.get(lease) {
@@ -268,6 +287,7 @@ impl State {
 						st.merge.submissions.insert(miner.0, (miner.clone(), sub));
 					}
 				}
+				self.close_trail(*stage, *epoch, miner);
 			},
 			Event::ShardAccepted { stage, epoch, round, shard, miner, object } => self.apply_shard(
 				*stage,
@@ -323,6 +343,7 @@ impl State {
 			},
 			Event::PathwayWritten { epoch, object } => {
 				self.audits.entry(*epoch).or_default().pathway_log = Some(object.clone());
+				self.drop_trails(*epoch);
 				// The records are in the log now; the samples of the epoch leave memory.
 				let q = u64::from(self.cfg.backward_quota);
 				let (lo, hi) = (u64::from(*epoch) * q, u64::from(*epoch + 1) * q);
@@ -384,8 +405,15 @@ impl State {
 		self.leases.insert(lease.id, lease.clone());
 	}
 
-	pub(super) fn apply_complete(&mut self, id: LeaseId, output: Option<Obj>, now_ms: u64) {
+	pub(super) fn apply_complete(
+		&mut self,
+		id: LeaseId,
+		output: Option<Obj>,
+		now_ms: u64,
+		inner_step: u32,
+	) {
 		let Some(l) = self.leases.remove(&id) else { return };
+		self.apply_pass_step(&l, inner_step);
 		let quota = self.cfg.backward_quota;
 		if let Some(st) = self.stages.get_mut(usize::from(l.stage)) {
 			if st.epoch == l.epoch {
@@ -408,13 +436,25 @@ impl State {
 			m.samples_epoch += 1;
 			m.samples_total += 1;
 		}
+		let local = self.cfg.accumulate.is_some();
+		let stages = usize::from(self.cfg.stages);
 		let Some(sample) = self.samples.get_mut(&l.sample) else { return };
+		if local {
+			sample.forward_steps.resize(stages, 0);
+			sample.backward_steps.resize(stages, 0);
+		}
 		let backward_at;
 		let next;
 		match l.kind {
 			WorkKind::Forward => {
 				sample.forward[s] = Some((l.miner.clone(), output.clone()));
+				if let Some(x) = sample.forward_steps.get_mut(s) {
+					*x = inner_step;
+				}
 				if l.stage == tail {
+					if let Some(x) = sample.backward_steps.get_mut(s) {
+						*x = inner_step;
+					}
 					if let Some((lid, loss)) = sample.pending_loss.take() {
 						if lid == id {
 							sample.loss = Some(loss);
@@ -430,6 +470,9 @@ impl State {
 			},
 			WorkKind::Backward => {
 				sample.backward[s] = Some((l.miner.clone(), output));
+				if let Some(x) = sample.backward_steps.get_mut(s) {
+					*x = inner_step;
+				}
 				backward_at = Some(l.stage);
 				next = l.stage.checked_sub(1).map(|p| (p, WorkKind::Backward));
 			},

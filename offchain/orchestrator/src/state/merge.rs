@@ -85,6 +85,7 @@ impl State {
 		if samples == 0 {
 			return refuse(ErrorCode::Invalid, "a gradient of zero samples");
 		}
+		self.check_trail_complete(miner, stage, epoch, samples)?;
 		let key = self.gradient_key(stage, epoch, miner);
 		if t.key != key {
 			return refuse(

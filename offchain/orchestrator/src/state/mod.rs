@@ -26,7 +26,7 @@
 //!
 //! Files, one concept each: `events` (the [`Event`] log and [`State::apply`], one path for live
 //! requests and replay), `work` (routing and leases), `merge` (merge bookkeeping), `audit` (the
-//! pathway log and audit records), `times` (where each stage's epoch goes), `views` (what `iota_status` and the dashboard read).
+//! pathway log and audit records), `inner` (local mode's inner-step trails), `times` (where each stage's epoch goes), `views` (what `iota_status` and the dashboard read).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -90,10 +90,14 @@ pub struct StateConfig {
 	/// Codec of merge vectors (the run spec's `merge_codec`): fixes a submission's byte length.
 	#[serde(default)]
 	pub merge_codec: iota_protocol::MergeCodec,
+	/// Local mode: backward passes per inner step (the spec's `accumulate`); `None` in sync mode.
+	#[serde(default)]
+	pub accumulate: Option<u32>,
 }
 
 mod audit;
 mod events;
+mod inner;
 mod merge;
 #[cfg(test)]
 mod tests;
@@ -104,6 +108,7 @@ mod work;
 use times::StageClock;
 
 pub use events::{Event, Lease, WorkKind};
+pub use inner::InnerTrail;
 pub use merge::phase_changes;
 
 /// A sample's accepted work.
@@ -115,6 +120,12 @@ pub struct SampleState {
 	pub forward: Vec<Option<(AccountId, Option<Obj>)>>,
 	/// Per stage: who ran the accepted backward and its output (head: none).
 	pub backward: Vec<Option<(AccountId, Option<Obj>)>>,
+	/// Local mode: per stage, the inner step the accepted forward ran at (empty until one is).
+	#[serde(default)]
+	pub forward_steps: Vec<u32>,
+	/// Local mode: per stage, the inner step the accepted backward ran at.
+	#[serde(default)]
+	pub backward_steps: Vec<u32>,
 	/// The tail's loss.
 	pub loss: Option<f32>,
 	/// Loss reported on a tail lease not yet completed: (lease, loss).
@@ -332,6 +343,8 @@ pub struct State {
 	committed: BTreeMap<(u16, u32), ContentHash>,
 	/// Epoch seeds seen.
 	seeds: BTreeMap<u32, [u8; 32]>,
+	/// Local mode's inner-step trails, until the epoch's pathway log is written.
+	inner: BTreeMap<inner::TrailKey, InnerTrail>,
 	last_loss: Option<f32>,
 	leases_expired_total: u64,
 	/// The latest instant an event carried (ms): the time of events that carry none.
@@ -362,6 +375,7 @@ impl State {
 			heldout: BTreeMap::new(),
 			committed: BTreeMap::new(),
 			seeds: BTreeMap::new(),
+			inner: BTreeMap::new(),
 			last_loss: None,
 			leases_expired_total: 0,
 			clock_ms: 0,

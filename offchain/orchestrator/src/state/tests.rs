@@ -21,6 +21,7 @@ fn cfg(quota: u32, max_leases: u32) -> StateConfig {
 		boundary_shape: SHAPE,
 		param_counts: vec![10, 20, 30],
 		merge_codec: Default::default(),
+		accumulate: None,
 	}
 }
 
@@ -82,11 +83,12 @@ impl World {
 	}
 	fn submit(&mut self, l: &Lease, now: u64) {
 		let out = self.output(l);
-		self.st.check_submit(&l.miner, l.id, out.as_ref(), now, 1 << 20).unwrap();
+		self.st.check_submit(&l.miner, l.id, out.as_ref(), 0, now, 1 << 20).unwrap();
 		self.apply(Event::LeaseCompleted {
 			lease: l.id,
 			output: out.as_ref().map(TensorRef::object),
 			now_ms: now,
+			inner_step: 0,
 		});
 	}
 	fn loss(&mut self, l: &Lease, loss: f32, now: u64) {
@@ -166,31 +168,31 @@ fn bad_submissions_are_refused_with_distinct_codes() {
 	let good = w.output(&l).unwrap();
 	let now = 5;
 	assert_eq!(
-		code(w.st.check_submit(&acc(1), 999, Some(&good), now, 1 << 20)),
+		code(w.st.check_submit(&acc(1), 999, Some(&good), 0, now, 1 << 20)),
 		ErrorCode::Unknown
 	);
 	assert_eq!(
-		code(w.st.check_submit(&acc(2), l.id, Some(&good), now, 1 << 20)),
+		code(w.st.check_submit(&acc(2), l.id, Some(&good), 0, now, 1 << 20)),
 		ErrorCode::Invalid
 	);
 	let other_key = TensorRef { key: "v1/runs/run/x".into(), ..good.clone() };
 	assert_eq!(
-		code(w.st.check_submit(&acc(1), l.id, Some(&other_key), now, 1 << 20)),
+		code(w.st.check_submit(&acc(1), l.id, Some(&other_key), 0, now, 1 << 20)),
 		ErrorCode::Invalid
 	);
 	let bad_shape = TensorRef { shape: vec![2, 4, 9], ..good.clone() };
 	assert_eq!(
-		code(w.st.check_submit(&acc(1), l.id, Some(&bad_shape), now, 1 << 20)),
+		code(w.st.check_submit(&acc(1), l.id, Some(&bad_shape), 0, now, 1 << 20)),
 		ErrorCode::ShapeMismatch
 	);
 	let too_big = TensorRef { size: 2 << 20, ..good.clone() };
 	assert_eq!(
-		code(w.st.check_submit(&acc(1), l.id, Some(&too_big), now, 1 << 20)),
+		code(w.st.check_submit(&acc(1), l.id, Some(&too_big), 0, now, 1 << 20)),
 		ErrorCode::ShapeMismatch
 	);
-	assert_eq!(code(w.st.check_submit(&acc(1), l.id, None, now, 1 << 20)), ErrorCode::Invalid);
+	assert_eq!(code(w.st.check_submit(&acc(1), l.id, None, 0, now, 1 << 20)), ErrorCode::Invalid);
 	assert_eq!(
-		code(w.st.check_submit(&acc(1), l.id, Some(&good), LEASE + 1, 1 << 20)),
+		code(w.st.check_submit(&acc(1), l.id, Some(&good), 0, LEASE + 1, 1 << 20)),
 		ErrorCode::LeaseExpired
 	);
 	assert_eq!(
@@ -204,7 +206,7 @@ fn bad_submissions_are_refused_with_distinct_codes() {
 	let t = w.lease(3, 2, now);
 	let tout = w.output(&t).unwrap();
 	assert_eq!(
-		code(w.st.check_submit(&acc(3), t.id, Some(&tout), now, 1 << 20)),
+		code(w.st.check_submit(&acc(3), t.id, Some(&tout), 0, now, 1 << 20)),
 		ErrorCode::Invalid,
 		"loss first"
 	);
@@ -232,7 +234,7 @@ fn an_expired_lease_is_relisted_and_its_holder_refused() {
 	assert_eq!(w.st.leases_expired_total(), 1);
 	let out = w.output(&l);
 	assert_eq!(
-		code(w.st.check_submit(&acc(1), l.id, out.as_ref(), LEASE + 2, 1 << 20)),
+		code(w.st.check_submit(&acc(1), l.id, out.as_ref(), 0, LEASE + 2, 1 << 20)),
 		ErrorCode::LeaseExpired
 	);
 	let again = w.lease(4, 0, LEASE + 2);
@@ -290,7 +292,7 @@ fn items_of_a_later_epoch_wait_and_stale_ones_are_dropped() {
 	w.chain(0, 1, Phase::WeightsUploading, 0, &[1], 14);
 	let out = w.output(&late);
 	assert_eq!(
-		code(w.st.check_submit(&acc(1), late.id, out.as_ref(), 15, 1 << 20)),
+		code(w.st.check_submit(&acc(1), late.id, out.as_ref(), 0, 15, 1 << 20)),
 		ErrorCode::WrongPhase
 	);
 	assert_eq!(w.lease(2, 1, 12).sample, 2);
@@ -561,12 +563,13 @@ proptest::proptest! {
 					Some(lease) => {
 						let out = w.output(&lease);
 						w.st
-							.check_submit(&acc(miners[m]), lease.id, out.as_ref(), now, 1 << 20)
+							.check_submit(&acc(miners[m]), lease.id, out.as_ref(), 0, now, 1 << 20)
 							.map(|_| {
 								vec![Event::LeaseCompleted {
 									lease: lease.id,
 									output: out.as_ref().map(TensorRef::object),
 									now_ms: now,
+									inner_step: 0,
 								}]
 							})
 					},
@@ -825,7 +828,10 @@ fn a_predicted_commit_moves_the_stage_on_before_its_block() {
 	assert_eq!((l.epoch, l.sample), (1, 1), "epoch 1's first sample");
 	// The block holds it: the chain's view equals the prediction and changes nothing.
 	w.chain(0, 1, Phase::Training, 0, &[7, 6], 1_200);
-	assert!(w.st.check_submit(&acc(7), l.id, w.output(&l).as_ref(), 1_300, 1 << 20).is_ok());
+	assert!(w
+		.st
+		.check_submit(&acc(7), l.id, w.output(&l).as_ref(), 0, 1_300, 1 << 20)
+		.is_ok());
 	// Epoch 1: each predicted change waited 40 ms; the extrinsics took 900 ms each to their blocks,
 	// which the released stage is not charged for.
 	w.submit(&l, 1_300);
@@ -879,7 +885,7 @@ fn a_predicted_commit_that_never_lands_is_reverted_to_the_chain() {
 		"no longer reads committed"
 	);
 	assert_eq!(
-		code(w.st.check_submit(&acc(7), l.id, w.output(&l).as_ref(), 500, 1 << 20)),
+		code(w.st.check_submit(&acc(7), l.id, w.output(&l).as_ref(), 0, 500, 1 << 20)),
 		ErrorCode::LeaseExpired,
 		"epoch 1's lease is void"
 	);
@@ -901,4 +907,145 @@ fn a_predicted_commit_that_never_lands_is_reverted_to_the_chain() {
 		now_ms: 600,
 	});
 	assert_eq!(w.st.stage(1).unwrap().phase, Phase::WeightsUploading);
+}
+
+impl World {
+	/// Local mode: 3 stages, `accumulate` backward passes per inner step.
+	fn local(quota: u32, accumulate: u32, members: &[&[u8]]) -> Self {
+		let mut w = World {
+			st: State::new(StateConfig { accumulate: Some(accumulate), ..cfg(quota, 8) }),
+			log: Vec::new(),
+		};
+		for (s, m) in members.iter().enumerate() {
+			w.chain(s as u16, 0, Phase::Training, 0, m, 0);
+		}
+		w
+	}
+	fn report(&mut self, miner: u8, stage: u16, step: u32, h: u8) -> Result<(), Refusal> {
+		if let Some(e) =
+			self.st.check_inner_report(&acc(miner), stage, 0, step, ContentHash([h; 32]))?
+		{
+			self.apply(e);
+		}
+		Ok(())
+	}
+	fn submit_at(&mut self, l: &Lease, step: u32, now: u64) -> Result<(), Refusal> {
+		let out = self.output(l);
+		self.st.check_submit(&l.miner, l.id, out.as_ref(), step, now, 1 << 20)?;
+		self.apply(Event::LeaseCompleted {
+			lease: l.id,
+			output: out.as_ref().map(TensorRef::object),
+			now_ms: now,
+			inner_step: step,
+		});
+		Ok(())
+	}
+	/// One sample through miners (1, 2, 3), each stage's passes at inner step `k[stage]`.
+	fn local_sample(&mut self, k: [u32; 3], now: u64) -> Result<u64, Refusal> {
+		let h = self.lease(1, 0, now);
+		self.submit_at(&h, k[0], now)?;
+		let f1 = self.lease(2, 1, now);
+		self.submit_at(&f1, k[1], now)?;
+		let t = self.lease(3, 2, now);
+		self.loss(&t, 2.5, now);
+		self.submit_at(&t, k[2], now)?;
+		let b1 = self.lease(2, 1, now);
+		self.submit_at(&b1, k[1], now)?;
+		let b0 = self.lease(1, 0, now);
+		self.submit_at(&b0, k[0], now)?;
+		Ok(h.sample)
+	}
+}
+
+#[test]
+fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
+	let mut w = World::local(3, 2, &[&[1], &[2], &[3]]);
+	let h = w.lease(1, 0, 1);
+	assert_eq!(code(w.submit_at(&h, 0, 1)), ErrorCode::Invalid, "state 0 not reported yet");
+	for (m, s) in [(1, 0), (2, 1), (3, 2)] {
+		w.report(m, s, 0, 10 * m).unwrap();
+	}
+	assert_eq!(w.report(1, 0, 0, 10), Ok(()), "the same hash again is a no-op");
+	let events = w.log.len();
+	assert_eq!(code(w.report(1, 0, 0, 11)), ErrorCode::Invalid, "another hash for state 0");
+	assert_eq!(code(w.report(1, 0, 2, 12)), ErrorCode::Invalid, "out of order");
+	assert_eq!(code(w.report(1, 0, 1, 12)), ErrorCode::Invalid, "no backward at state 0 yet");
+	assert_eq!(
+		code(w.st.check_inner_report(&acc(1), 0, 1, 0, ContentHash([1; 32]))),
+		ErrorCode::WrongPhase
+	);
+	assert_eq!(w.log.len(), events, "refusals record nothing");
+	w.submit_at(&h, 0, 1).unwrap();
+	// Finish sample 0 by hand (its head forward is in), then sample 1, both at state 0.
+	let f1 = w.lease(2, 1, 2);
+	w.submit_at(&f1, 0, 2).unwrap();
+	let t = w.lease(3, 2, 2);
+	w.loss(&t, 2.5, 2);
+	w.submit_at(&t, 0, 2).unwrap();
+	let b1 = w.lease(2, 1, 2);
+	w.submit_at(&b1, 0, 2).unwrap();
+	let b0 = w.lease(1, 0, 2);
+	w.submit_at(&b0, 0, 2).unwrap();
+	w.local_sample([0, 0, 0], 3).unwrap();
+	// Every stage has run `accumulate` = 2 backward passes at state 0: a third one there is refused.
+	let h2 = w.lease(1, 0, 4);
+	w.submit_at(&h2, 0, 4).unwrap();
+	let f2 = w.lease(2, 1, 4);
+	w.submit_at(&f2, 0, 4).unwrap(); // a forward adds no gradient
+	let t2 = w.lease(3, 2, 4);
+	w.loss(&t2, 2.0, 4);
+	assert_eq!(code(w.submit_at(&t2, 0, 4)), ErrorCode::Invalid, "a third backward at state 0");
+	assert_eq!(code(w.submit_at(&t2, 1, 4)), ErrorCode::Invalid, "state 1 not reported");
+	w.report(3, 2, 1, 31).unwrap();
+	w.submit_at(&t2, 1, 4).unwrap();
+	w.report(2, 1, 1, 21).unwrap();
+	let b12 = w.lease(2, 1, 5);
+	w.submit_at(&b12, 1, 5).unwrap();
+	w.report(1, 0, 1, 11).unwrap();
+	let b02 = w.lease(1, 0, 5);
+	w.submit_at(&b02, 1, 5).unwrap();
+	// A pass at an earlier state than one already in is refused (the middle stage is at state 1 now).
+	assert_eq!(code(w.st.check_pass_step(&b12, 0)), ErrorCode::Invalid);
+	// The pseudo-gradient waits for the state after the last backward pass, for exactly its samples.
+	assert_eq!(code(w.st.check_trail_complete(&acc(3), 2, 0, 3)), ErrorCode::Invalid);
+	w.report(3, 2, 2, 32).unwrap();
+	assert_eq!(code(w.st.check_trail_complete(&acc(3), 2, 0, 2)), ErrorCode::Invalid);
+	w.st.check_trail_complete(&acc(3), 2, 0, 3).unwrap();
+	assert_eq!(code(w.st.check_trail_complete(&acc(4), 2, 0, 3)), ErrorCode::Invalid, "no trail");
+
+	let log = w.st.pathway_log(0);
+	log.validate().unwrap();
+	assert_eq!(log.records.len(), 3);
+	assert_eq!(log.records[0].forward_steps, vec![0, 0, 0]);
+	assert_eq!(log.records[2].forward_steps, vec![0, 0, 1]);
+	assert_eq!(log.records[2].backward_steps, vec![1, 1, 1]);
+	assert_eq!(log.reported(2, &acc(3)), 3);
+	assert_eq!(log.inner_states.len(), 3);
+	assert_eq!(
+		log.inner_states(0, &acc(1)).unwrap().hashes,
+		vec![ContentHash([10; 32]), ContentHash([11; 32])]
+	);
+	// The trail replays from the events, and leaves memory with the written log.
+	let mut again = State::new(w.st.config().clone());
+	for e in &w.log {
+		again.apply(e);
+	}
+	assert_eq!(again, w.st);
+	w.apply(Event::PathwayWritten {
+		epoch: 0,
+		object: Obj { key: "log".into(), hash: ContentHash::of(b"l"), size: 1 },
+	});
+	assert!(w.st.inner_trail(0, 2, &acc(3)).is_none());
+}
+
+#[test]
+fn sync_mode_has_no_inner_steps() {
+	let mut w = World::new(2, 4, &[&[1], &[2], &[3]]);
+	assert_eq!(code(w.report(1, 0, 0, 1)), ErrorCode::WrongPhase);
+	let h = w.lease(1, 0, 1);
+	assert_eq!(code(w.submit_at(&h, 1, 1)), ErrorCode::Invalid);
+	w.submit_at(&h, 0, 1).unwrap();
+	w.st.check_trail_complete(&acc(1), 0, 0, 5).unwrap();
+	let log = w.st.pathway_log(0);
+	assert!(log.inner_states.is_empty());
 }

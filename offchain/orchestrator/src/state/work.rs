@@ -124,16 +124,19 @@ impl State {
 	///
 	/// Errors: as [`check_lease`](Self::check_lease); `WrongPhase` (the stage left `Training`: its
 	/// gradients are being merged, so a late pass could not count); `Invalid` (output missing, unexpected,
-	/// other key, tail without a reported loss); `ShapeMismatch` (shape or size not `[B, T, width]`).
+	/// other key, tail without a reported loss; local mode's inner-step rules, `inner`); `ShapeMismatch`
+	/// (shape or size not `[B, T, width]`).
 	pub fn check_submit(
 		&self,
 		miner: &AccountId,
 		id: LeaseId,
 		output: Option<&TensorRef>,
+		inner_step: u32,
 		now_ms: u64,
 		max_bytes: u64,
 	) -> Result<&Lease, Refusal> {
 		let l = self.check_lease(miner, id, now_ms)?;
+		self.check_pass_step(l, inner_step)?;
 		if self
 			.stages
 			.get(usize::from(l.stage))
