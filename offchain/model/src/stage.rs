@@ -16,9 +16,7 @@ use candle_nn::{VarBuilder, VarMap};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::llama::{init_tensor, param_specs, ParamSpec, StageModules};
-use crate::optim::{
-	adamw_step, clip_in_place, nesterov_step, stage_clip_norm, AdamState, OuterSgd, OuterState,
-};
+use crate::optim::{nesterov_step, AdamState, OuterSgd, OuterState};
 
 pub use iota_protocol::optim::StepOptions;
 
@@ -227,6 +225,27 @@ impl Stage {
 	/// AdamW state.
 	pub fn adam_state(&self) -> &AdamState {
 		&self.adam
+	}
+
+	/// Per-parameter weight-decay flags in flattening order (`P` values), as the optimizer step uses them.
+	pub fn decay_mask(&self) -> &[bool] {
+		&self.decay
+	}
+
+	/// Parameters of the whole model (every stage): the clipping budget's denominator.
+	pub fn total_params(&self) -> usize {
+		self.total_params
+	}
+
+	/// The replica's local-mode state (docs/design.md §10): current weights and AdamW state.
+	///
+	/// # Errors
+	/// Candle errors reading the parameters only.
+	pub fn inner_state(&self) -> Result<iota_protocol::optim::InnerState> {
+		Ok(iota_protocol::optim::InnerState {
+			weights: self.flat_params()?,
+			adam: self.adam.clone(),
+		})
 	}
 
 	/// Switch the stage to local mode (docs/design.md §3): merges then apply [`apply_outer`](Self::apply_outer)
@@ -601,14 +620,15 @@ impl Stage {
 		if let Some(index) = mean_grad.iter().position(|x| !x.is_finite()) {
 			return Err(Error::NonFinite { what: "flat gradient".into(), index });
 		}
-		let mut g = mean_grad.to_vec();
-		let clip_threshold = match opts.max_norm {
-			Some(m) => stage_clip_norm(m, self.param_count(), self.total_params),
-			None => f32::INFINITY,
-		};
-		let grad_norm = clip_in_place(&mut g, clip_threshold);
 		let mut p = self.flat_params()?;
-		adamw_step(&mut p, &g, &self.decay, &mut self.adam, &opts.adamw)?;
+		let (grad_norm, clip_threshold) = iota_protocol::optim::apply_step(
+			&mut p,
+			mean_grad,
+			&self.decay,
+			&mut self.adam,
+			opts,
+			self.total_params,
+		)?;
 		self.set_flat_params(&p)?;
 		Ok(StepReport { grad_norm, clip_threshold, samples })
 	}

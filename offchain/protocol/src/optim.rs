@@ -185,6 +185,117 @@ impl Default for StepOptions {
 	}
 }
 
+/// One optimizer step of a stage on an averaged flat gradient: `mean_grad` is checked (length `P`,
+/// finite), copied, clipped at [`stage_clip_norm`]`(max_norm, p.len(), total_params)` (no clipping for
+/// `max_norm: None`) and applied by [`adamw_step`] to `p` with `decay` and `st`. Returns `(norm before
+/// clipping, threshold)`. The step every replica applies in sync mode and a local-mode miner applies at
+/// each inner step, and what a validator replays on a revealed state (docs/design.md §10): plain f32 in
+/// index order, so equal inputs give bit-identical results.
+///
+/// # Errors
+/// [`OptimError::Length`] / [`OptimError::NonFinite`] for a bad gradient or state; nothing changes then.
+pub fn apply_step(
+	p: &mut [f32],
+	mean_grad: &[f32],
+	decay: &[bool],
+	st: &mut AdamState,
+	opts: &StepOptions,
+	total_params: usize,
+) -> Result<(f64, f32)> {
+	if mean_grad.len() != p.len() {
+		return Err(OptimError::Length {
+			what: "flat gradient".into(),
+			expected: p.len(),
+			got: mean_grad.len(),
+		});
+	}
+	if let Some(index) = mean_grad.iter().position(|x| !x.is_finite()) {
+		return Err(OptimError::NonFinite { what: "flat gradient".into(), index });
+	}
+	let mut g = mean_grad.to_vec();
+	let threshold = match opts.max_norm {
+		Some(m) => stage_clip_norm(m, p.len(), total_params),
+		None => f32::INFINITY,
+	};
+	let norm = clip_in_place(&mut g, threshold);
+	adamw_step(p, &g, decay, st, &opts.adamw)?;
+	Ok((norm, threshold))
+}
+
+/// A local-mode replica's state between inner steps (docs/design.md §10): its weights and inner AdamW
+/// state, `P` values each. [`hash`](Self::hash) is what the miner reports; [`to_bytes`](Self::to_bytes)
+/// is what it reveals when challenged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InnerState {
+	/// Weights in parameter order.
+	pub weights: Vec<f32>,
+	/// Inner AdamW moments and step.
+	pub adam: AdamState,
+}
+
+impl InnerState {
+	/// [`inner_state_hash`] of the state.
+	pub fn hash(&self) -> [u8; 32] {
+		inner_state_hash(&self.weights, &self.adam)
+	}
+
+	/// One inner step ([`apply_step`]) on `mean_grad`.
+	///
+	/// # Errors
+	/// As [`apply_step`]; nothing changes on error.
+	pub fn step(
+		&mut self,
+		mean_grad: &[f32],
+		decay: &[bool],
+		opts: &StepOptions,
+		total_params: usize,
+	) -> Result<(f64, f32)> {
+		apply_step(&mut self.weights, mean_grad, decay, &mut self.adam, opts, total_params)
+	}
+
+	/// Reveal bytes: the AdamW step (u64 LE), then weights, `m` and `v` (f32 LE, `P` each):
+	/// `8 + 12·P` bytes.
+	pub fn to_bytes(&self) -> Vec<u8> {
+		let p = self.weights.len();
+		let mut out = Vec::with_capacity(8 + 12 * p);
+		out.extend_from_slice(&self.adam.step.to_le_bytes());
+		for v in [&self.weights, &self.adam.m, &self.adam.v] {
+			crate::f32le::extend(&mut out, v);
+		}
+		out
+	}
+
+	/// Parse [`to_bytes`](Self::to_bytes) of a stage of `p` parameters.
+	///
+	/// # Errors
+	/// [`OptimError::Length`] for another byte length; [`OptimError::NonFinite`] for a NaN/Inf value.
+	pub fn from_bytes(bytes: &[u8], p: usize) -> Result<Self> {
+		let want = 8 + 12 * p;
+		if bytes.len() != want {
+			return Err(OptimError::Length {
+				what: "revealed state bytes".into(),
+				expected: want,
+				got: bytes.len(),
+			});
+		}
+		let mut step = [0u8; 8];
+		step.copy_from_slice(&bytes[..8]);
+		let vec = |i: usize| -> Result<Vec<f32>> {
+			let v = crate::f32le::from_bytes(&bytes[8 + 4 * p * i..8 + 4 * p * (i + 1)]).map_err(
+				|_| OptimError::Length { what: "revealed vector".into(), expected: p, got: 0 },
+			)?;
+			match v.iter().position(|x| !x.is_finite()) {
+				Some(index) => Err(OptimError::NonFinite { what: "revealed state".into(), index }),
+				None => Ok(v),
+			}
+		};
+		Ok(InnerState {
+			weights: vec(0)?,
+			adam: AdamState { m: vec(1)?, v: vec(2)?, step: u64::from_le_bytes(step) },
+		})
+	}
+}
+
 /// How replicas train between merges (docs/design.md §3). Serialised in the run spec as
 /// `{"mode": "sync"}` or `{"mode": "local", "accumulate": 4, "outerLr": 0.7, "outerMomentum": 0.9}`
 /// (through a flat struct, not serde's internally tagged enums, which buffer numbers and then refuse
@@ -606,6 +717,41 @@ mod tests {
 		let mut bytes = crate::f32le::to_bytes(&long);
 		bytes.extend_from_slice(&7u64.to_le_bytes());
 		assert_eq!(state_hash(&long, &[], 7), *blake3::hash(&bytes).as_bytes());
+	}
+
+	#[test]
+	fn a_replayed_inner_step_is_bit_identical_and_reveal_bytes_round_trip() {
+		let n = 1000;
+		let mut a = InnerState {
+			weights: (0..n).map(|i| (i as f32 * 0.37).sin()).collect(),
+			adam: AdamState::new(n),
+		};
+		let decay: Vec<bool> = (0..n).map(|i| i % 3 != 0).collect();
+		let opts = StepOptions::default();
+		let g: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos() * 3.0).collect();
+		let mut b = a.clone();
+		let (norm, thr) = a.step(&g, &decay, &opts, 4 * n).unwrap();
+		assert!(norm > f64::from(thr), "the gradient was clipped");
+		b.step(&g, &decay, &opts, 4 * n).unwrap();
+		assert_eq!(a.hash(), b.hash(), "the same step twice is bit-identical");
+		assert_eq!(a.adam.step, 1);
+		let bytes = a.to_bytes();
+		assert_eq!(bytes.len(), 8 + 12 * n);
+		assert_eq!(InnerState::from_bytes(&bytes, n).unwrap(), a);
+		assert!(matches!(InnerState::from_bytes(&bytes, n + 1), Err(OptimError::Length { .. })));
+		assert!(matches!(InnerState::from_bytes(&bytes[1..], n), Err(OptimError::Length { .. })));
+		let mut nan = bytes.clone();
+		nan[8 + 4 * n + 4..8 + 4 * n + 8].copy_from_slice(&f32::NAN.to_le_bytes());
+		assert!(matches!(
+			InnerState::from_bytes(&nan, n),
+			Err(OptimError::NonFinite { index: 1, .. })
+		));
+		let before = a.clone();
+		assert!(a.step(&g[1..], &decay, &opts, n).is_err());
+		let mut inf = g.clone();
+		inf[5] = f32::INFINITY;
+		assert!(a.step(&inf, &decay, &opts, n).is_err());
+		assert_eq!(a, before, "a refused step changes nothing");
 	}
 
 	#[test]
