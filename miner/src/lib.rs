@@ -83,6 +83,7 @@ pub mod merge;
 pub mod metrics;
 pub mod miner;
 pub mod orchestrator;
+pub mod reveal;
 pub mod transfer;
 
 pub use chain::{ChainView, Committed};

@@ -732,6 +732,13 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 		assert_eq!(states[0], (0, h0), "replica {k} began at the seed weights");
 		let distinct: std::collections::BTreeSet<_> = states.iter().map(|s| s.1).collect();
 		assert_eq!(distinct.len(), states.len(), "every inner step moved the state");
+		// The miner's inner-step log rebuilds each reported state bit for bit (what a challenge
+		// reveals), though the replica has since applied the outer step and moved to epoch 1.
+		for (j, (_, h)) in states.iter().enumerate() {
+			let s = miners[k].inner_state_at(0, j as u32).unwrap();
+			assert_eq!(ContentHash(s.hash()), *h, "replica {k}: state {j} rebuilt");
+		}
+		assert!(miners[k].inner_state_at(0, states.len() as u32).is_err(), "no such state");
 	}
 	assert!(!world.steps.lock().unwrap().is_empty());
 	// The submissions are the pseudo-gradients, replica k's scaled by its k + 1 samples.

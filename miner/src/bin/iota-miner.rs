@@ -48,6 +48,14 @@ struct Cli {
 	/// Cache data shards here.
 	#[arg(long, env = "IOTA_CACHE_DIR")]
 	cache_dir: Option<PathBuf>,
+	/// Local mode: keep the inner-step log (what answers challenges) here; default `<cache-dir>/inner-s<stage>`,
+	/// else a folder in the temporary directory.
+	#[arg(long, env = "IOTA_REVEAL_DIR")]
+	reveal_dir: Option<PathBuf>,
+	/// Local mode: most disk the inner-step log may use, in MiB (the current and the previous epoch:
+	/// `12·P + 8` bytes per epoch start and `4·P` per inner step).
+	#[arg(long, env = "IOTA_REVEAL_MAX_MIB", default_value_t = 2048)]
+	reveal_max_mib: u64,
 	/// Largest object moved, in MiB.
 	#[arg(long, env = "IOTA_MAX_OBJECT_MIB", default_value_t = 1024)]
 	max_object_mib: u64,
@@ -129,7 +137,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 		tracing::info!(%addr, "metrics at /metrics");
 	}
 	#[allow(unused_mut)]
-	let mut cfg = MinerConfig { device, cache_dir: cli.cache_dir.clone(), ..MinerConfig::default() };
+	let mut cfg = MinerConfig {
+		device,
+		cache_dir: cli.cache_dir.clone(),
+		reveal_dir: cli.reveal_dir.clone(),
+		reveal_max_bytes: cli.reveal_max_mib << 20,
+		..MinerConfig::default()
+	};
 	#[cfg(feature = "fault-injection")]
 	{
 		cfg.fault = cli.fault;

@@ -44,6 +44,7 @@ use crate::error::{MinerError, Result};
 use crate::merge::{ErrorFeedback, ShardInput, SpanInput};
 use crate::metrics::Metrics;
 use crate::orchestrator::Orchestrator;
+use crate::reveal::InnerLog;
 use crate::transfer::ObjectIo;
 
 mod merge;
@@ -88,6 +89,11 @@ pub struct MinerConfig {
 	pub resync_wait: Duration,
 	/// A fault to inject (tests only; honoured only with the `fault-injection` feature).
 	pub fault: Option<Fault>,
+	/// Local mode: where the inner-step log that answers challenges lives ([`crate::reveal`]; `None`:
+	/// `<cache_dir>/inner`, else a folder of its own in the system's temporary directory).
+	pub reveal_dir: Option<PathBuf>,
+	/// Local mode: most bytes the inner-step log may use on disk (two epochs' worth).
+	pub reveal_max_bytes: u64,
 }
 
 impl Default for MinerConfig {
@@ -100,6 +106,8 @@ impl Default for MinerConfig {
 			merge_poll: Duration::from_millis(300),
 			resync_wait: Duration::from_secs(3),
 			fault: None,
+			reveal_dir: None,
+			reveal_max_bytes: 2 << 30,
 		}
 	}
 }
@@ -235,6 +243,8 @@ pub struct Miner {
 	acc: Accumulator,
 	/// Local mode's inner steps (`None` in sync mode).
 	local: Option<LocalSteps>,
+	/// Local mode: the kept trajectories that rebuild any reported state ([`crate::reveal`]).
+	inner_log: Option<InnerLog>,
 	/// What a lossy merge codec dropped from the submissions merged so far (error feedback).
 	feedback: ErrorFeedback,
 	/// The feedback after this epoch's submission, kept once its merge is committed.
@@ -312,6 +322,20 @@ impl Miner {
 			},
 		};
 		let me = orch.account();
+		let inner_log = match &local {
+			None => None,
+			Some(_) => {
+				let dir = cfg.reveal_dir.clone().unwrap_or_else(|| match &cfg.cache_dir {
+					Some(c) => c.join(format!("inner-s{index}")),
+					None => std::env::temp_dir().join(format!(
+						"iota-inner-{}-s{index}-{}",
+						std::process::id(),
+						&me.to_string()[..8]
+					)),
+				});
+				Some(InnerLog::new(dir, cfg.reveal_max_bytes)?)
+			},
+		};
 		Ok(Miner {
 			orch,
 			io,
@@ -327,6 +351,7 @@ impl Miner {
 			data: DataCache::new(cfg.cache_dir.clone()),
 			acc: Accumulator::default(),
 			local,
+			inner_log,
 			feedback: ErrorFeedback::default(),
 			feedback_next: None,
 			lease: None,
@@ -369,6 +394,22 @@ impl Miner {
 	/// Local mode: inner steps taken this epoch (`None` in sync mode).
 	pub fn inner_steps(&self) -> Option<u32> {
 		self.local.as_ref().map(|l| l.steps)
+	}
+
+	/// Local mode: the replica's state after `k` inner steps of `epoch` (the current epoch or the one
+	/// before), rebuilt from the inner-step log; its hash is the one reported for step `k`.
+	///
+	/// # Errors
+	/// [`MinerError::BadInput`] in sync mode or for a state not kept ([`crate::reveal::InnerLog::state_at`]).
+	pub fn inner_state_at(&self, epoch: u32, k: u32) -> Result<iota_protocol::optim::InnerState> {
+		let log = self.inner_log.as_ref().ok_or_else(|| bad("sync mode keeps no inner steps"))?;
+		log.state_at(
+			epoch,
+			k,
+			self.stage.decay_mask(),
+			&self.spec.step_options(epoch),
+			self.stage.total_params(),
+		)
 	}
 
 	/// One step of the loop (module docs). Item-level failures release the item's lease and are

@@ -69,9 +69,15 @@ impl Miner {
 			l.outer_start = self.stage.outer_state().cloned();
 			l.pending.clear();
 			(l.samples, l.steps, l.stale) = (0, 0, 0);
-			l.hashes = vec![self.stage.inner_state_hash()?];
+			let start = self.stage.inner_state()?;
+			l.hashes = vec![start.hash()];
 			l.reported = 0;
 			l.sat_out = false;
+			if let Some(log) = &mut self.inner_log {
+				if let Err(e) = log.begin(epoch, &start) {
+					tracing::warn!(epoch, error = %e, "inner-step log: epoch not kept");
+				}
+			}
 		}
 		self.epoch = epoch;
 		self.acc.clear();
@@ -157,6 +163,11 @@ impl Miner {
 		let report =
 			self.stage
 				.apply_gradient(&mean, &self.spec.step_options(self.epoch), n as usize)?;
+		if let Some(log) = &mut self.inner_log {
+			if let Err(e) = log.record(self.epoch, l.steps, &mean) {
+				tracing::warn!(epoch = self.epoch, step = l.steps, error = %e, "inner-step log: step not kept");
+			}
+		}
 		l.samples += n;
 		l.steps += 1;
 		l.hashes.push(self.stage.inner_state_hash()?);

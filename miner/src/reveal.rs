@@ -1,0 +1,225 @@
+//! What a local-mode miner keeps to answer inner-step challenges (docs/design.md §10): per epoch, the
+//! state it began with and the mean gradient of every inner step, on disk. Any reported state `k` is
+//! then rebuilt exactly by replaying `k` steps ([`iota_protocol::optim::InnerState::step`], plain f32 in
+//! a fixed order), so the miner needs `12·P + 8` bytes for the start and `4·P` bytes per inner step
+//! instead of a full `12·P`-byte state per step.
+//!
+//! The disk used is bounded: [`InnerLog::new`]'s `max_bytes` over every epoch kept (the current one and
+//! the one before it, whose challenges come after it ends). An inner step that would pass the bound is
+//! not kept, and nor is any later one of its epoch: states after it cannot be rebuilt, so their
+//! challenges go unanswered (a `Fail`, the miner's choice of disk against risk).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use iota_protocol::optim::{InnerState, StepOptions};
+
+use crate::error::{MinerError, Result};
+
+/// One epoch's kept trajectory.
+#[derive(Debug)]
+struct Trail {
+	/// Inner steps whose mean gradient is on disk (steps `0..kept`).
+	kept: u32,
+	/// An inner step was dropped by the bound: nothing after it is kept.
+	truncated: bool,
+	/// Bytes on disk.
+	bytes: u64,
+}
+
+/// The per-epoch trajectories of one stage replica (module docs).
+#[derive(Debug)]
+pub struct InnerLog {
+	dir: PathBuf,
+	max_bytes: u64,
+	epochs: BTreeMap<u32, Trail>,
+}
+
+fn io_err(what: &str, path: &std::path::Path, e: std::io::Error) -> MinerError {
+	MinerError::BadInput(format!("inner-step log: {what} {}: {e}", path.display()))
+}
+
+impl InnerLog {
+	/// A log under `dir` (created; files of earlier runs in it are removed) using at most `max_bytes`.
+	///
+	/// # Errors
+	/// [`MinerError::BadInput`] if the directory cannot be created or cleared.
+	pub fn new(dir: PathBuf, max_bytes: u64) -> Result<Self> {
+		if dir.exists() {
+			std::fs::remove_dir_all(&dir).map_err(|e| io_err("clearing", &dir, e))?;
+		}
+		std::fs::create_dir_all(&dir).map_err(|e| io_err("creating", &dir, e))?;
+		Ok(InnerLog { dir, max_bytes, epochs: BTreeMap::new() })
+	}
+
+	fn start_path(&self, epoch: u32) -> PathBuf {
+		self.dir.join(format!("e{epoch}-start.bin"))
+	}
+
+	fn grad_path(&self, epoch: u32, step: u32) -> PathBuf {
+		self.dir.join(format!("e{epoch}-g{step}.f32"))
+	}
+
+	/// Bytes on disk over every kept epoch.
+	pub fn bytes(&self) -> u64 {
+		self.epochs.values().map(|t| t.bytes).sum()
+	}
+
+	/// Epoch `epoch` begins at `start`: keep it, and drop every epoch before `epoch − 1`.
+	///
+	/// # Errors
+	/// [`MinerError::BadInput`] for a failed write. The epoch is then not kept (its challenges go
+	/// unanswered); training goes on.
+	pub fn begin(&mut self, epoch: u32, start: &InnerState) -> Result<()> {
+		let old: Vec<u32> =
+			self.epochs.keys().copied().filter(|e| *e + 1 < epoch || *e >= epoch).collect();
+		for e in old {
+			self.forget(e);
+		}
+		let bytes = start.to_bytes();
+		let len = bytes.len() as u64;
+		if self.bytes() + len > self.max_bytes {
+			tracing::warn!(
+				epoch,
+				bytes = len,
+				max = self.max_bytes,
+				"inner-step log full: epoch not kept"
+			);
+			return Ok(());
+		}
+		let path = self.start_path(epoch);
+		std::fs::write(&path, bytes).map_err(|e| io_err("writing", &path, e))?;
+		self.epochs.insert(epoch, Trail { kept: 0, truncated: false, bytes: len });
+		Ok(())
+	}
+
+	/// Inner step `step` of `epoch` applies `mean_grad` (the mean before clipping, as the step takes it).
+	///
+	/// # Errors
+	/// [`MinerError::BadInput`] for a failed write (the epoch's later steps are then not kept).
+	pub fn record(&mut self, epoch: u32, step: u32, mean_grad: &[f32]) -> Result<()> {
+		let total = self.bytes();
+		let max = self.max_bytes;
+		let Some(t) = self.epochs.get_mut(&epoch) else { return Ok(()) };
+		if t.truncated || t.kept != step {
+			t.truncated = true;
+			return Ok(());
+		}
+		let len = 4 * mean_grad.len() as u64;
+		if total + len > max {
+			t.truncated = true;
+			tracing::warn!(
+				epoch,
+				step,
+				max,
+				"inner-step log full: later states of the epoch cannot be revealed"
+			);
+			return Ok(());
+		}
+		let path = self.dir.join(format!("e{epoch}-g{step}.f32"));
+		if let Err(e) = std::fs::write(&path, iota_protocol::f32le::to_bytes(mean_grad)) {
+			t.truncated = true;
+			return Err(io_err("writing", &path, e));
+		}
+		t.kept += 1;
+		t.bytes += len;
+		Ok(())
+	}
+
+	/// The state after `k` inner steps of `epoch`, rebuilt from the kept start by replaying `k` steps
+	/// with the stage's `decay` mask, the epoch's step options and the model's `total_params`.
+	///
+	/// # Errors
+	/// [`MinerError::BadInput`] when the state is not kept (another epoch, past the bound) or a file
+	/// cannot be read; [`MinerError::Model`] if a replayed step is refused.
+	pub fn state_at(
+		&self,
+		epoch: u32,
+		k: u32,
+		decay: &[bool],
+		opts: &StepOptions,
+		total_params: usize,
+	) -> Result<InnerState> {
+		let t = self.epochs.get(&epoch).ok_or_else(|| {
+			MinerError::BadInput(format!("epoch {epoch}'s inner steps are not kept"))
+		})?;
+		if k > t.kept {
+			return Err(MinerError::BadInput(format!(
+				"state {k} of epoch {epoch} is past the {} inner steps kept",
+				t.kept
+			)));
+		}
+		let p = decay.len();
+		let path = self.start_path(epoch);
+		let bytes = std::fs::read(&path).map_err(|e| io_err("reading", &path, e))?;
+		let mut s = InnerState::from_bytes(&bytes, p).map_err(iota_model::Error::from)?;
+		for i in 0..k {
+			let path = self.grad_path(epoch, i);
+			let bytes = std::fs::read(&path).map_err(|e| io_err("reading", &path, e))?;
+			let g = iota_protocol::f32le::from_bytes(&bytes)
+				.map_err(|e| MinerError::BadInput(format!("{}: {e}", path.display())))?;
+			s.step(&g, decay, opts, total_params).map_err(iota_model::Error::from)?;
+		}
+		Ok(s)
+	}
+
+	fn forget(&mut self, epoch: u32) {
+		if let Some(t) = self.epochs.remove(&epoch) {
+			let _ = std::fs::remove_file(self.start_path(epoch));
+			for i in 0..t.kept {
+				let _ = std::fs::remove_file(self.grad_path(epoch, i));
+			}
+		}
+	}
+}
+
+impl Drop for InnerLog {
+	fn drop(&mut self) {
+		let _ = std::fs::remove_dir_all(&self.dir);
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use iota_protocol::optim::AdamState;
+
+	fn state(p: usize) -> InnerState {
+		InnerState { weights: (0..p).map(|i| i as f32 * 0.01).collect(), adam: AdamState::new(p) }
+	}
+
+	#[test]
+	fn replay_rebuilds_every_kept_state_bit_for_bit_within_the_bound() {
+		let p = 64;
+		let dir = std::env::temp_dir().join(format!("iota-inner-test-{}", std::process::id()));
+		// Room for the start and two steps only.
+		let mut log = InnerLog::new(dir.clone(), (8 + 12 * p + 2 * 4 * p) as u64).unwrap();
+		let decay = vec![true; p];
+		let opts = StepOptions::default();
+		let mut live = state(p);
+		log.begin(3, &live).unwrap();
+		let mut hashes = vec![live.hash()];
+		for k in 0..3u32 {
+			let g: Vec<f32> = (0..p).map(|i| ((i as u32 + k) as f32).sin()).collect();
+			log.record(3, k, &g).unwrap();
+			live.step(&g, &decay, &opts, 4 * p).unwrap();
+			hashes.push(live.hash());
+		}
+		for k in 0..3u32 {
+			let s = log.state_at(3, k, &decay, &opts, 4 * p).unwrap();
+			assert_eq!(s.hash(), hashes[k as usize], "state {k}");
+		}
+		assert!(
+			log.state_at(3, 3, &decay, &opts, 4 * p).is_err(),
+			"the third step passed the bound"
+		);
+		assert!(log.state_at(2, 0, &decay, &opts, 4 * p).is_err(), "another epoch");
+		assert!(log.bytes() <= (8 + 12 * p + 2 * 4 * p) as u64);
+		// The next epoch keeps this one (challenges come after it); the one after drops it.
+		log.begin(4, &live).unwrap_or(());
+		log.begin(5, &live).unwrap_or(());
+		assert!(log.state_at(3, 0, &decay, &opts, 4 * p).is_err());
+		drop(log);
+		assert!(!dir.exists(), "the log's files go with it");
+	}
+}
