@@ -63,6 +63,7 @@
 
 pub mod clasp;
 pub mod daemon;
+pub mod inner_step;
 pub mod metrics;
 pub mod objects;
 pub mod recompute;
