@@ -35,6 +35,8 @@ pub trait Orchestrator: Send + Sync {
 	) -> Result<Ack>;
 	/// `iota_reportInnerStep` (local mode).
 	async fn report_inner_step(&self, report: InnerStepReport) -> Result<()>;
+	/// `iota_getChallenges` (local mode).
+	async fn get_challenges(&self, epoch: u32) -> Result<Challenges>;
 	/// `iota_reportLoss`.
 	async fn report_loss(&self, lease: LeaseId, loss: f32) -> Result<()>;
 	/// `iota_releaseLease`.
@@ -169,6 +171,10 @@ impl Orchestrator for RpcOrchestrator {
 			async move { c.submit_activation_at(lease, output, inner_step).await }
 		})
 		.await
+	}
+	async fn get_challenges(&self, epoch: u32) -> Result<Challenges> {
+		self.with("iota_getChallenges", |c| async move { c.get_challenges(epoch).await })
+			.await
 	}
 	async fn report_inner_step(&self, report: InnerStepReport) -> Result<()> {
 		self.with("iota_reportInnerStep", |c| {

@@ -5,7 +5,8 @@
 //! instead of a full `12·P`-byte state per step.
 //!
 //! The disk used is bounded: [`InnerLog::new`]'s `max_bytes` over every epoch kept (the current one and
-//! the one before it, whose challenges come after it ends). An inner step that would pass the bound is
+//! the [`KEPT_EPOCHS`]` − 1` before it, whose challenges come once each has completed and its block is
+//! final, which with short epochs can be two epochs later). An inner step that would pass the bound is
 //! not kept, and nor is any later one of its epoch: states after it cannot be rebuilt, so their
 //! challenges go unanswered (a `Fail`, the miner's choice of disk against risk).
 
@@ -15,6 +16,9 @@ use std::path::PathBuf;
 use iota_protocol::optim::{InnerState, StepOptions};
 
 use crate::error::{MinerError, Result};
+
+/// Epochs kept: the one being trained and the ones before it that may still be challenged.
+pub const KEPT_EPOCHS: u32 = 3;
 
 /// One epoch's kept trajectory.
 #[derive(Debug)]
@@ -65,14 +69,18 @@ impl InnerLog {
 		self.epochs.values().map(|t| t.bytes).sum()
 	}
 
-	/// Epoch `epoch` begins at `start`: keep it, and drop every epoch before `epoch − 1`.
+	/// Epoch `epoch` begins at `start`: keep it, and drop every epoch [`KEPT_EPOCHS`] or more before it.
 	///
 	/// # Errors
 	/// [`MinerError::BadInput`] for a failed write. The epoch is then not kept (its challenges go
 	/// unanswered); training goes on.
 	pub fn begin(&mut self, epoch: u32, start: &InnerState) -> Result<()> {
-		let old: Vec<u32> =
-			self.epochs.keys().copied().filter(|e| *e + 1 < epoch || *e >= epoch).collect();
+		let old: Vec<u32> = self
+			.epochs
+			.keys()
+			.copied()
+			.filter(|e| *e + KEPT_EPOCHS <= epoch || *e >= epoch)
+			.collect();
 		for e in old {
 			self.forget(e);
 		}
@@ -215,9 +223,12 @@ mod tests {
 		);
 		assert!(log.state_at(2, 0, &decay, &opts, 4 * p).is_err(), "another epoch");
 		assert!(log.bytes() <= (8 + 12 * p + 2 * 4 * p) as u64);
-		// The next epoch keeps this one (challenges come after it); the one after drops it.
-		log.begin(4, &live).unwrap_or(());
-		log.begin(5, &live).unwrap_or(());
+		// The next epochs keep this one (challenges come after it) until KEPT_EPOCHS later.
+		for e in 4..3 + KEPT_EPOCHS {
+			log.begin(e, &live).unwrap();
+			assert!(log.state_at(3, 1, &decay, &opts, 4 * p).is_ok(), "kept in epoch {e}");
+		}
+		log.begin(3 + KEPT_EPOCHS, &live).unwrap();
 		assert!(log.state_at(3, 0, &decay, &opts, 4 * p).is_err());
 		drop(log);
 		assert!(!dir.exists(), "the log's files go with it");

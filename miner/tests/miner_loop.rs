@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use candle_core::{DType, Device};
 use common::*;
@@ -704,8 +704,20 @@ async fn compressed_merges_end_bit_identical_on_the_decoded_mean() {
 #[tokio::test]
 async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
-	let world = Arc::new(World { training, ..World::default() });
-	let (miners, who, p, _) = merge_three(&world, false, &[]).await;
+	let world = Arc::new(World { training, challenge: Mutex::new(Some(0)), ..World::default() });
+	let (mut miners, who, p, _) = merge_three(&world, false, &[]).await;
+	// Challenged on inner step 0 of epoch 0: the next step of each replica uploads states 0 and 1,
+	// rebuilt from its inner-step log, each hashing to the state it reported.
+	for m in &mut miners {
+		m.step().await.unwrap();
+	}
+	for a in &who {
+		let states = world.inner.lock().unwrap().get(&a.0).cloned().unwrap();
+		for (j, (_, reported)) in states.iter().enumerate().take(2) {
+			let bytes = world.io.get_obj(&format!("inner/{a}/0/{j}")).expect("revealed state");
+			assert_eq!(ContentHash::of(&bytes), *reported, "{a}: state {j}");
+		}
+	}
 	assert!(miners.iter().all(|m| m.epoch() == 1 && m.phase() == &Phase::Training), "{miners:?}");
 	let hashes: Vec<_> = miners.iter().map(|m| m.stage().state_hash().unwrap()).collect();
 	assert!(hashes.iter().all(|h| h == &hashes[0]), "replicas diverged");

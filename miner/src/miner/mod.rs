@@ -92,7 +92,7 @@ pub struct MinerConfig {
 	/// Local mode: where the inner-step log that answers challenges lives ([`crate::reveal`]; `None`:
 	/// `<cache_dir>/inner`, else a folder of its own in the system's temporary directory).
 	pub reveal_dir: Option<PathBuf>,
-	/// Local mode: most bytes the inner-step log may use on disk (two epochs' worth).
+	/// Local mode: most bytes the inner-step log may use on disk ([`crate::reveal::KEPT_EPOCHS`] epochs).
 	pub reveal_max_bytes: u64,
 }
 
@@ -245,6 +245,8 @@ pub struct Miner {
 	local: Option<LocalSteps>,
 	/// Local mode: the kept trajectories that rebuild any reported state ([`crate::reveal`]).
 	inner_log: Option<InnerLog>,
+	/// Local mode: epochs trained whose challenges are not answered yet, and when to ask next.
+	reveal_due: std::collections::BTreeMap<u32, Instant>,
 	/// What a lossy merge codec dropped from the submissions merged so far (error feedback).
 	feedback: ErrorFeedback,
 	/// The feedback after this epoch's submission, kept once its merge is committed.
@@ -327,11 +329,14 @@ impl Miner {
 			Some(_) => {
 				let dir = cfg.reveal_dir.clone().unwrap_or_else(|| match &cfg.cache_dir {
 					Some(c) => c.join(format!("inner-s{index}")),
-					None => std::env::temp_dir().join(format!(
-						"iota-inner-{}-s{index}-{}",
-						std::process::id(),
-						&me.to_string()[..8]
-					)),
+					None => {
+						// One folder per miner instance, even for several in one process.
+						static NEXT: std::sync::atomic::AtomicU64 =
+							std::sync::atomic::AtomicU64::new(0);
+						let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+						std::env::temp_dir()
+							.join(format!("iota-inner-{}-{n}-s{index}", std::process::id()))
+					},
 				});
 				Some(InnerLog::new(dir, cfg.reveal_max_bytes)?)
 			},
@@ -352,6 +357,7 @@ impl Miner {
 			acc: Accumulator::default(),
 			local,
 			inner_log,
+			reveal_due: Default::default(),
 			feedback: ErrorFeedback::default(),
 			feedback_next: None,
 			lease: None,
@@ -396,8 +402,8 @@ impl Miner {
 		self.local.as_ref().map(|l| l.steps)
 	}
 
-	/// Local mode: the replica's state after `k` inner steps of `epoch` (the current epoch or the one
-	/// before), rebuilt from the inner-step log; its hash is the one reported for step `k`.
+	/// Local mode: the replica's state after `k` inner steps of `epoch` (one the inner-step log still
+	/// keeps), rebuilt from the log; its hash is the one reported for step `k`.
 	///
 	/// # Errors
 	/// [`MinerError::BadInput`] in sync mode or for a state not kept ([`crate::reveal::InnerLog::state_at`]).

@@ -65,6 +65,10 @@ impl Miner {
 	/// Reading the weights (local mode keeps them as the epoch's global weights) fails.
 	pub(super) fn enter_training(&mut self, epoch: u32) -> Result<()> {
 		if let Some(l) = &mut self.local {
+			// The epoch just trained is challenged once it completes: answer it while training this one.
+			if l.reported > 0 && self.epoch + 1 == epoch {
+				self.reveal_due.insert(self.epoch, Instant::now());
+			}
 			l.global = self.stage.flat_params()?;
 			l.outer_start = self.stage.outer_state().cloned();
 			l.pending.clear();
@@ -119,6 +123,73 @@ impl Miner {
 			}
 		}
 		Ok(())
+	}
+
+	/// Local mode: answer the challenges of the epochs trained before this one that are due and that the
+	/// orchestrator has drawn: rebuild states `k` and `k + 1` of each challenged step from the inner-step
+	/// log and upload them to the presigned PUTs (docs/design.md §10). Not seeded yet, or a failure: ask
+	/// again in a second. Given up once the log no longer keeps the epoch.
+	pub(super) async fn answer_challenges(&mut self) {
+		let now = Instant::now();
+		let due: Vec<u32> =
+			self.reveal_due.iter().filter(|(_, at)| **at <= now).map(|(e, _)| *e).collect();
+		for epoch in due {
+			if epoch + crate::reveal::KEPT_EPOCHS <= self.epoch {
+				tracing::warn!(
+					stage = self.index,
+					epoch,
+					"challenges never came; the epoch is no longer kept"
+				);
+				self.reveal_due.remove(&epoch);
+				continue;
+			}
+			match self.reveal(epoch).await {
+				Ok(true) => {
+					self.reveal_due.remove(&epoch);
+				},
+				Ok(false) => {
+					self.reveal_due.insert(epoch, now + Duration::from_secs(1));
+				},
+				Err(e) => {
+					tracing::warn!(stage = self.index, epoch, error = %e, "answering challenges");
+					self.reveal_due.insert(epoch, now + Duration::from_secs(1));
+				},
+			}
+		}
+	}
+
+	/// One attempt of [`answer_challenges`](Self::answer_challenges): `Ok(true)` once every reveal is up.
+	async fn reveal(&mut self, epoch: u32) -> Result<bool> {
+		let c = self.orch.get_challenges(epoch).await?;
+		if !c.seeded {
+			return Ok(false);
+		}
+		for r in &c.reveals {
+			for (k, put, want) in
+				[(r.step, &r.before, r.before_hash), (r.step + 1, &r.after, r.after_hash)]
+			{
+				let bytes = self.inner_state_at(epoch, k)?.to_bytes();
+				let got = ContentHash::of(&bytes);
+				if got != want {
+					return Err(bad(format!(
+						"state {k} of epoch {epoch} rebuilds to {got}, reported {want}"
+					)));
+				}
+				let size = bytes.len() as u64;
+				self.io
+					.put(&put.put, Bytes::from(bytes))
+					.await
+					.map_err(|e| MinerError::storage("revealed state", e))?;
+				self.metrics.bytes_up.inc_by(size);
+			}
+			tracing::info!(
+				stage = self.index,
+				epoch,
+				step = r.step,
+				"revealed a challenged inner step"
+			);
+		}
+		Ok(true)
 	}
 
 	/// The inner step the replica's state is at (0 in sync mode).

@@ -5,6 +5,7 @@ use super::*;
 
 impl Miner {
 	pub(super) async fn train_step(&mut self) -> Result<Outcome> {
+		self.answer_challenges().await;
 		let work = self.orch.get_work(self.index).await?;
 		match work {
 			Work::Idle { reason, retry_after_ms } => {

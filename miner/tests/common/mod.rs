@@ -199,6 +199,8 @@ pub struct World {
 	pub inner: Mutex<HashMap<[u8; 32], Vec<ReportedState>>>,
 	/// The inner step each submitted lease named.
 	pub steps: Mutex<HashMap<LeaseId, u32>>,
+	/// Local mode: the inner step every miner is challenged on (`None`: never seeded).
+	pub challenge: Mutex<Option<u32>>,
 }
 
 pub struct FakeOrch {
@@ -291,6 +293,24 @@ impl Orchestrator for FakeOrch {
 		}
 		self.world.record(&self.me, Call::Submit(lease, output));
 		Ok(Ack { backward_done: 0, backward_quota: 0 })
+	}
+	async fn get_challenges(&self, epoch: u32) -> iota_miner::Result<Challenges> {
+		let Some(k) = *self.world.challenge.lock().unwrap() else {
+			return Ok(Challenges { epoch, seeded: false, reveals: Vec::new() });
+		};
+		let states = self.world.inner.lock().unwrap().get(&self.me.0).cloned().unwrap_or_default();
+		let hash = |j: u32| states.get(j as usize).filter(|s| s.0 == epoch).map(|s| s.1);
+		let reveals = match (hash(k), hash(k + 1)) {
+			(Some(before_hash), Some(after_hash)) => vec![Reveal {
+				step: k,
+				before: put(format!("inner/{}/{epoch}/{k}", self.me)),
+				before_hash,
+				after: put(format!("inner/{}/{epoch}/{}", self.me, k + 1)),
+				after_hash,
+			}],
+			_ => Vec::new(),
+		};
+		Ok(Challenges { epoch, seeded: true, reveals })
 	}
 	async fn report_inner_step(&self, r: InnerStepReport) -> iota_miner::Result<()> {
 		assert!(!self.world.training.is_sync(), "no inner steps in sync mode");

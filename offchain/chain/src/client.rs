@@ -596,6 +596,20 @@ impl IotaClient {
 		self.fetch(&runtime::storage().iota().epoch_completed_at(epoch)).await
 	}
 
+	/// The seed of `epoch`'s inner-step challenges ([`iota_protocol::selection::challenge_seed`] of the
+	/// hash of the finalized block at which the epoch completed), once that block is finalized.
+	pub async fn challenge_seed(&self, epoch: Epoch) -> Result<Option<[u8; 32]>, Error> {
+		let Some(at) = self.epoch_completed_at(epoch).await? else { return Ok(None) };
+		if self.finalized_number().await? < at {
+			return Ok(None);
+		}
+		let hash = LegacyRpcMethods::<ChainConfig>::new(self.rpc.clone())
+			.chain_get_block_hash(Some(at.into()))
+			.await
+			.map_err(subxt::Error::from)?;
+		Ok(hash.map(|h| iota_protocol::selection::challenge_seed(epoch, &h.0)))
+	}
+
 	/// The next epoch `finalize_epoch` will pay out.
 	pub async fn next_epoch_to_finalize(&self) -> Result<Epoch, Error> {
 		self.fetch_or_default(&runtime::storage().iota().next_epoch_to_finalize()).await

@@ -208,6 +208,16 @@ impl ChainDriver {
 		if !self.unsettled(0, block) && !self.commits.contains_key(&0) {
 			write_pathways(&self.orch).await?;
 		}
+		// Local mode: an epoch's inner-step challenges are drawn once its completion block is final.
+		let mut seeds = Vec::new();
+		for epoch in self.orch.with_state(|st| st.challenge_seeds_due()) {
+			if let Some(seed) = chain.challenge_seed(epoch).await? {
+				seeds.push(Event::ChallengeSeed { epoch, seed });
+			}
+		}
+		if !seeds.is_empty() {
+			self.orch.record(seeds)?;
+		}
 		self.drive(&chain, block).await
 	}
 

@@ -754,6 +754,31 @@ impl Orchestrator {
 		})
 	}
 
+	async fn get_challenges(&self, req: Signed<ChallengeQuery>) -> Result<Challenges, Refusal> {
+		let nonce = self.authenticate(methods::GET_CHALLENGES, &req)?;
+		let stage = self.registry().miner(&req.account, None)?;
+		let epoch = req.body.epoch;
+		let drawn =
+			self.commit(nonce, |st| Ok((vec![], st.challenges_of(&req.account, stage, epoch)?)))?;
+		let Some(drawn) = drawn else {
+			return Ok(Challenges { epoch, seeded: false, reveals: Vec::new() });
+		};
+		let run = self.with_state(|st| st.config().run.clone());
+		let me = crate::state::miner_id(&req.account);
+		let mut reveals = Vec::with_capacity(drawn.len());
+		for (step, before_hash, after_hash) in drawn {
+			let key = |k: u32| keys::inner_state(&run, u64::from(epoch), u32::from(stage), k, &me);
+			reveals.push(Reveal {
+				step,
+				before: self.put_of(&key(step)).await?,
+				before_hash,
+				after: self.put_of(&key(step + 1)).await?,
+				after_hash,
+			});
+		}
+		Ok(Challenges { epoch, seeded: true, reveals })
+	}
+
 	async fn submit_state_hash(&self, req: Signed<SubmitStateHash>) -> Result<(), Refusal> {
 		if let Some(t) = &req.body.checkpoint {
 			limits(t)?;
@@ -988,6 +1013,10 @@ impl IotaApiServer for RpcImpl {
 	async fn report_loss(&self, req: Signed<ReportLoss>) -> RpcResult<()> {
 		let a = req.account.clone();
 		self.0.finish(methods::REPORT_LOSS, &a, self.0.report_loss(req).await)
+	}
+	async fn get_challenges(&self, req: Signed<ChallengeQuery>) -> RpcResult<Challenges> {
+		let a = req.account.clone();
+		self.0.finish(methods::GET_CHALLENGES, &a, self.0.get_challenges(req).await)
 	}
 	async fn report_inner_step(&self, req: Signed<InnerStepReport>) -> RpcResult<()> {
 		let a = req.account.clone();

@@ -253,15 +253,16 @@ impl InnerState {
 		apply_step(&mut self.weights, mean_grad, decay, &mut self.adam, opts, total_params)
 	}
 
-	/// Reveal bytes: the AdamW step (u64 LE), then weights, `m` and `v` (f32 LE, `P` each):
-	/// `8 + 12·P` bytes.
+	/// Reveal bytes: weights, `m` and `v` (f32 LE, `P` each), then the AdamW step (u64 LE): `12·P + 8`
+	/// bytes, exactly the byte stream [`state_hash`] hashes, so the BLAKE3 of a revealed object *is* the
+	/// state hash the miner reported.
 	pub fn to_bytes(&self) -> Vec<u8> {
 		let p = self.weights.len();
 		let mut out = Vec::with_capacity(8 + 12 * p);
-		out.extend_from_slice(&self.adam.step.to_le_bytes());
 		for v in [&self.weights, &self.adam.m, &self.adam.v] {
 			crate::f32le::extend(&mut out, v);
 		}
+		out.extend_from_slice(&self.adam.step.to_le_bytes());
 		out
 	}
 
@@ -279,11 +280,11 @@ impl InnerState {
 			});
 		}
 		let mut step = [0u8; 8];
-		step.copy_from_slice(&bytes[..8]);
+		step.copy_from_slice(&bytes[12 * p..]);
 		let vec = |i: usize| -> Result<Vec<f32>> {
-			let v = crate::f32le::from_bytes(&bytes[8 + 4 * p * i..8 + 4 * p * (i + 1)]).map_err(
-				|_| OptimError::Length { what: "revealed vector".into(), expected: p, got: 0 },
-			)?;
+			let v = crate::f32le::from_bytes(&bytes[4 * p * i..4 * p * (i + 1)]).map_err(|_| {
+				OptimError::Length { what: "revealed vector".into(), expected: p, got: 0 }
+			})?;
 			match v.iter().position(|x| !x.is_finite()) {
 				Some(index) => Err(OptimError::NonFinite { what: "revealed state".into(), index }),
 				None => Ok(v),
@@ -737,11 +738,16 @@ mod tests {
 		assert_eq!(a.adam.step, 1);
 		let bytes = a.to_bytes();
 		assert_eq!(bytes.len(), 8 + 12 * n);
+		assert_eq!(
+			*blake3::hash(&bytes).as_bytes(),
+			a.hash(),
+			"the object's hash is the state hash"
+		);
 		assert_eq!(InnerState::from_bytes(&bytes, n).unwrap(), a);
 		assert!(matches!(InnerState::from_bytes(&bytes, n + 1), Err(OptimError::Length { .. })));
 		assert!(matches!(InnerState::from_bytes(&bytes[1..], n), Err(OptimError::Length { .. })));
 		let mut nan = bytes.clone();
-		nan[8 + 4 * n + 4..8 + 4 * n + 8].copy_from_slice(&f32::NAN.to_le_bytes());
+		nan[4 * n + 4..4 * n + 8].copy_from_slice(&f32::NAN.to_le_bytes());
 		assert!(matches!(
 			InnerState::from_bytes(&nan, n),
 			Err(OptimError::NonFinite { index: 1, .. })

@@ -71,6 +71,23 @@ pub fn audited_shards(
 	draw(&mut rng, &mut agreeing, SAMPLED_SHARDS).to_vec()
 }
 
+/// Inner steps of each miner (stage replica) challenged per epoch in local mode: the `k` of
+/// [`inner_step_challenges`] the orchestrator asks reveals for and validators check.
+pub const INNER_CHALLENGES: usize = 2;
+
+/// Domain of the challenge seed.
+pub const CHALLENGE_SEED_DOMAIN: &str = "iota-rs inner-step challenge seed v1";
+
+/// The seed of epoch `epoch`'s inner-step challenges (docs/design.md §10): derived from the hash of the
+/// block at which the epoch completed (`EpochCompletedAt(epoch)`, every stage committed; read once that
+/// block is finalized), `derive_seed(`[`CHALLENGE_SEED_DOMAIN`]`, block_hash, epoch u32 LE)`. Every report
+/// of the epoch is older than that block (a report is refused once its stage has left the epoch), so no
+/// miner can know its challenges while it trains; the block's author could grind the hash, which the
+/// devnet's trusted authorities do not.
+pub fn challenge_seed(epoch: u32, completion_block_hash: &[u8; 32]) -> Seed {
+	iota_primitives::derive_seed(CHALLENGE_SEED_DOMAIN, completion_block_hash, &epoch.to_le_bytes())
+}
+
 /// Local mode's challenges of one miner (docs/design.md §10): which of its inner steps of `epoch` at
 /// `stage` it must reveal. A miner that reported `reported` state hashes (states 0..reported) took
 /// `reported − 1` inner steps; step `k` is the move from state `k` to state `k + 1`, so the draw is

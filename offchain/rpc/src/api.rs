@@ -26,6 +26,8 @@ pub mod methods {
 	pub const REPORT_LOSS: &str = "iota_reportLoss";
 	/// `iota_reportInnerStep`.
 	pub const REPORT_INNER_STEP: &str = "iota_reportInnerStep";
+	/// `iota_getChallenges`.
+	pub const GET_CHALLENGES: &str = "iota_getChallenges";
 	/// `iota_releaseLease`.
 	pub const RELEASE_LEASE: &str = "iota_releaseLease";
 	/// `iota_submitGradient`.
@@ -83,6 +85,16 @@ pub trait IotaApi {
 	/// another hash for a step already reported, more steps than the epoch can hold).
 	#[method(name = "reportInnerStep")]
 	async fn report_inner_step(&self, req: Signed<InnerStepReport>) -> RpcResult<()>;
+
+	/// Local mode: the caller's challenged inner steps of an epoch it trained (docs/design.md §10), with
+	/// presigned PUTs for the states before and after each. Not seeded until the epoch completed and its
+	/// block is finalized; the draw is `iota_protocol::selection::inner_step_challenges` with
+	/// `INNER_CHALLENGES` per miner, so validators know which reveals to expect.
+	///
+	/// Errors: auth codes, `NotRegistered`, `WrongPhase` (sync mode), `Unknown` (no states of the caller
+	/// in that epoch, or the epoch's challenges are no longer kept).
+	#[method(name = "getChallenges")]
+	async fn get_challenges(&self, req: Signed<ChallengeQuery>) -> RpcResult<Challenges>;
 
 	/// Hand a lease back (clean shutdown); the item is re-listed at once.
 	///

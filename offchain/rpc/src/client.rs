@@ -97,6 +97,11 @@ impl SignedClient {
 			.await
 	}
 
+	/// `iota_getChallenges`.
+	pub async fn get_challenges(&self, epoch: u32) -> Result<Challenges, ClientError> {
+		self.call(methods::GET_CHALLENGES, ChallengeQuery { epoch }).await
+	}
+
 	/// `iota_reportInnerStep`.
 	pub async fn report_inner_step(&self, report: InnerStepReport) -> Result<(), ClientError> {
 		self.call(methods::REPORT_INNER_STEP, report).await

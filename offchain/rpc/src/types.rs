@@ -191,6 +191,45 @@ pub struct SubmitActivation {
 	pub inner_step: u32,
 }
 
+/// Body of `iota_getChallenges` (local mode): which of the caller's inner steps of `epoch` it must
+/// reveal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChallengeQuery {
+	/// The epoch trained.
+	pub epoch: u32,
+}
+
+/// One challenged inner step: upload the states before and after it (`InnerState::to_bytes`, whose
+/// BLAKE3 must be the hash reported for that state) to the presigned PUTs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reveal {
+	/// The inner step `k` (from state `k` to state `k + 1`).
+	pub step: u32,
+	/// Where state `k` goes.
+	pub before: ObjectPut,
+	/// The hash reported for state `k`.
+	pub before_hash: ContentHash,
+	/// Where state `k + 1` goes.
+	pub after: ObjectPut,
+	/// The hash reported for state `k + 1`.
+	pub after_hash: ContentHash,
+}
+
+/// Answer of `iota_getChallenges`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Challenges {
+	/// The epoch.
+	pub epoch: u32,
+	/// Whether the challenge seed is known yet (the epoch completed and its block is finalized); until
+	/// then `reveals` is empty and the caller asks again later.
+	pub seeded: bool,
+	/// The challenged steps (empty once seeded if the caller took fewer than one inner step).
+	pub reveals: Vec<Reveal>,
+}
+
 /// Body of `iota_reportInnerStep` (local mode, docs/design.md §10): the BLAKE3 of the caller's replica
 /// state after `step` inner steps of `epoch` (`step` 0: the state the epoch began with). Reports come in
 /// order (0, 1, 2, ...), each before any pass that ran at that state is submitted and before the

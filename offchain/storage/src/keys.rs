@@ -183,6 +183,20 @@ pub enum ObjectKey {
 		/// Writer.
 		miner: Id,
 	},
+	/// Local mode: a miner's revealed replica state after `step` inner steps of an epoch
+	/// (`InnerState::to_bytes`; its BLAKE3 is the state hash the miner reported), uploaded when challenged.
+	InnerState {
+		/// Training run.
+		run: Id,
+		/// Epoch.
+		epoch: u64,
+		/// Stage.
+		stage: u32,
+		/// Inner step (state index).
+		step: u32,
+		/// Writer.
+		miner: Id,
+	},
 	/// The orchestrator's pathway log of one epoch: `(sample_id, miner per stage, loss)`.
 	PathwayLog {
 		/// Training run.
@@ -281,6 +295,11 @@ pub fn stage_checkpoint(run: &Id, epoch: u64, stage: u32, miner: &Id) -> String 
 	format!("{}checkpoint", stage_dir(run, miner, epoch, stage))
 }
 
+/// Key of `miner`'s revealed state after `step` inner steps of `(epoch, stage)` (local mode).
+pub fn inner_state(run: &Id, epoch: u64, stage: u32, step: u32, miner: &Id) -> String {
+	format!("{}inner/{step:06}", stage_dir(run, miner, epoch, stage))
+}
+
 /// Key of the orchestrator's pathway log for `epoch`.
 pub fn pathway_log(run: &Id, epoch: u64) -> String {
 	format!("{}orchestrator/epochs/{epoch:08}/pathways", run_prefix(run))
@@ -337,6 +356,9 @@ impl ObjectKey {
 			ObjectKey::StageCheckpoint { run, epoch, stage, miner } => {
 				stage_checkpoint(run, *epoch, *stage, miner)
 			},
+			ObjectKey::InnerState { run, epoch, stage, step, miner } => {
+				inner_state(run, *epoch, *stage, *step, miner)
+			},
 			ObjectKey::PathwayLog { run, epoch } => pathway_log(run, *epoch),
 			ObjectKey::RunSpec { run } => run_spec(run),
 			ObjectKey::Tokenizer { run } => tokenizer(run),
@@ -355,7 +377,8 @@ impl ObjectKey {
 			ObjectKey::Activation { miner, .. }
 			| ObjectKey::GradientSubmission { miner, .. }
 			| ObjectKey::ReducedShard { miner, .. }
-			| ObjectKey::StageCheckpoint { miner, .. } => Writer::Miner(miner.clone()),
+			| ObjectKey::StageCheckpoint { miner, .. }
+			| ObjectKey::InnerState { miner, .. } => Writer::Miner(miner.clone()),
 			ObjectKey::Evidence { validator, .. } => Writer::Validator(validator.clone()),
 			ObjectKey::PathwayLog { .. }
 			| ObjectKey::RunReport { .. }
@@ -409,6 +432,9 @@ pub fn parse(key: &str) -> Result<ObjectKey, KeyError> {
 							miner,
 						},
 						["checkpoint"] => ObjectKey::StageCheckpoint { run, epoch, stage, miner },
+						["inner", step] => {
+							ObjectKey::InnerState { run, epoch, stage, step: num32(step)?, miner }
+						},
 						_ => return Err(bad("unknown object under a miner's stage")),
 					}
 				},
@@ -490,7 +516,13 @@ mod tests {
 				shard: 7,
 				miner: miner.clone(),
 			},
-			ObjectKey::StageCheckpoint { run: run.clone(), epoch: 3, stage: 1, miner },
+			ObjectKey::StageCheckpoint {
+				run: run.clone(),
+				epoch: 3,
+				stage: 1,
+				miner: miner.clone(),
+			},
+			ObjectKey::InnerState { run: run.clone(), epoch: 3, stage: 1, step: 12, miner },
 			ObjectKey::PathwayLog { run: run.clone(), epoch: 3 },
 			ObjectKey::RunSpec { run: run.clone() },
 			ObjectKey::Evidence {

@@ -226,6 +226,14 @@ pub enum Event {
 		/// `EpochSeeds(epoch)`.
 		epoch_seed: [u8; 32],
 	},
+	/// Local mode: the seed of an epoch's inner-step challenges
+	/// ([`iota_protocol::selection::challenge_seed`]) is known; every miner's challenged steps follow.
+	ChallengeSeed {
+		/// Epoch.
+		epoch: u32,
+		/// The seed.
+		seed: [u8; 32],
+	},
 	/// The pathway log of an epoch was written.
 	PathwayWritten {
 		/// Epoch.
@@ -341,9 +349,10 @@ impl State {
 				self.seeds.insert(*epoch, *epoch_seed);
 				self.make_plan(*stage, *epoch, *round, epoch_seed);
 			},
+			Event::ChallengeSeed { epoch, seed } => self.apply_challenge_seed(*epoch, *seed),
 			Event::PathwayWritten { epoch, object } => {
 				self.audits.entry(*epoch).or_default().pathway_log = Some(object.clone());
-				self.drop_trails(*epoch);
+				self.drop_trails_if_done(*epoch);
 				// The records are in the log now; the samples of the epoch leave memory.
 				let q = u64::from(self.cfg.backward_quota);
 				let (lo, hi) = (u64::from(*epoch) * q, u64::from(*epoch + 1) * q);

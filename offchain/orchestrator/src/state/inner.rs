@@ -11,7 +11,15 @@
 //! - the pseudo-gradient is accepted only once the state after the last backward pass is reported, for
 //!   exactly the backward passes accepted; after it the trail is closed.
 
+use iota_protocol::selection::INNER_CHALLENGES;
+
 use super::*;
+
+/// One challenged inner step: `(k, hash of state k, hash of state k + 1)`.
+pub type Challenge = (u32, ContentHash, ContentHash);
+
+/// Epochs of challenges (and seeds) kept before the newest seeded one.
+const KEPT_CHALLENGE_EPOCHS: u32 = 4;
 
 /// One miner's inner steps at one stage in one epoch.
 #[derive(Clone, Debug, PartialEq)]
@@ -241,8 +249,89 @@ impl State {
 			.collect()
 	}
 
-	/// Forget the trails of `epoch` (its pathway log is written).
-	pub(super) fn drop_trails(&mut self, epoch: u32) {
+	/// Epochs whose challenge seed the driver should look for: local mode, trails kept, no seed yet,
+	/// and every stage past the epoch (it can only have completed then).
+	pub fn challenge_seeds_due(&self) -> Vec<u32> {
+		if !self.local_mode() {
+			return Vec::new();
+		}
+		let oldest = self.stages.iter().map(|s| s.epoch).min().unwrap_or(0);
+		let epochs: BTreeSet<u32> = self.inner.keys().map(|k| k.0).collect();
+		epochs
+			.into_iter()
+			.filter(|e| *e < oldest && !self.challenge_seeds.contains_key(e))
+			.collect()
+	}
+
+	/// The challenged steps of `miner` at `stage` in `epoch` as `(k, hash of state k, hash of state
+	/// k + 1)`: `Ok(None)` while the seed is unknown.
+	///
+	/// Errors: `WrongPhase` (sync mode), `Unknown` (no states of the miner there, or no longer kept).
+	pub fn challenges_of(
+		&self,
+		miner: &AccountId,
+		stage: u16,
+		epoch: u32,
+	) -> Result<Option<Vec<Challenge>>, Refusal> {
+		if !self.local_mode() {
+			return refuse(ErrorCode::WrongPhase, "sync mode has no inner-step challenges");
+		}
+		if let Some(c) = self.challenges.get(&(epoch, stage, miner.0)) {
+			return Ok(Some(c.clone()));
+		}
+		if self.challenge_seeds.contains_key(&epoch)
+			|| self.inner_trail(epoch, stage, miner).is_none()
+		{
+			return refuse(
+				ErrorCode::Unknown,
+				format!("no inner states of yours at stage {stage} in epoch {epoch} are kept"),
+			);
+		}
+		Ok(None)
+	}
+
+	/// The challenge seed of `epoch` is known: draw every kept trail's challenges
+	/// ([`iota_protocol::selection::inner_step_challenges`], [`INNER_CHALLENGES`] each).
+	pub(super) fn apply_challenge_seed(&mut self, epoch: u32, seed: [u8; 32]) {
+		self.challenge_seeds.insert(epoch, seed);
+		let drawn: Vec<(TrailKey, Vec<Challenge>)> = self
+			.inner
+			.range((epoch, 0, [0; 32])..=(epoch, u16::MAX, [u8::MAX; 32]))
+			.map(|(key, t)| {
+				let steps = iota_protocol::selection::inner_step_challenges(
+					&seed,
+					epoch,
+					key.1,
+					&key.2,
+					t.hashes.len() as u32,
+					INNER_CHALLENGES,
+				);
+				let c = steps
+					.into_iter()
+					.map(|k| (k, t.hashes[k as usize], t.hashes[k as usize + 1]))
+					.collect();
+				(*key, c)
+			})
+			.collect();
+		self.challenges.extend(drawn);
+		// Challenges and seeds of the last few epochs only.
+		let keep_from = epoch.saturating_sub(KEPT_CHALLENGE_EPOCHS);
+		self.challenges.retain(|k, _| k.0 >= keep_from);
+		self.challenge_seeds.retain(|e, _| *e >= keep_from);
+		if self.audits.get(&epoch).is_some_and(|a| a.pathway_log.is_some()) {
+			self.drop_trails(epoch);
+		}
+	}
+
+	/// Forget the trails of `epoch` once they are in its pathway log and its challenges are drawn.
+	pub(super) fn drop_trails_if_done(&mut self, epoch: u32) {
+		if self.challenge_seeds.contains_key(&epoch) {
+			self.drop_trails(epoch);
+		}
+	}
+
+	/// Forget the trails of `epoch`.
+	fn drop_trails(&mut self, epoch: u32) {
 		let keys: Vec<TrailKey> = self
 			.inner
 			.range((epoch, 0, [0; 32])..=(epoch, u16::MAX, [u8::MAX; 32]))

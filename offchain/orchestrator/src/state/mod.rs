@@ -343,8 +343,12 @@ pub struct State {
 	committed: BTreeMap<(u16, u32), ContentHash>,
 	/// Epoch seeds seen.
 	seeds: BTreeMap<u32, [u8; 32]>,
-	/// Local mode's inner-step trails, until the epoch's pathway log is written.
+	/// Local mode's inner-step trails, until the epoch's pathway log is written and its challenges drawn.
 	inner: BTreeMap<inner::TrailKey, InnerTrail>,
+	/// Local mode: challenge seeds of recent epochs.
+	challenge_seeds: BTreeMap<u32, [u8; 32]>,
+	/// Local mode: each trail's challenged steps `(k, hash k, hash k + 1)`, recent epochs.
+	challenges: BTreeMap<inner::TrailKey, Vec<inner::Challenge>>,
 	last_loss: Option<f32>,
 	leases_expired_total: u64,
 	/// The latest instant an event carried (ms): the time of events that carry none.
@@ -376,6 +380,8 @@ impl State {
 			committed: BTreeMap::new(),
 			seeds: BTreeMap::new(),
 			inner: BTreeMap::new(),
+			challenge_seeds: BTreeMap::new(),
+			challenges: BTreeMap::new(),
 			last_loss: None,
 			leases_expired_total: 0,
 			clock_ms: 0,

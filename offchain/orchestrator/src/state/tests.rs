@@ -1031,11 +1031,32 @@ fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
 		again.apply(e);
 	}
 	assert_eq!(again, w.st);
+	// Challenges: none before the seed (and no seed is due while the stages are in epoch 0), then
+	// INNER_CHALLENGES distinct steps of each trail, named with the reported hashes around them.
+	assert_eq!(w.st.challenges_of(&acc(3), 2, 0), Ok(None));
+	assert!(w.st.challenge_seeds_due().is_empty(), "the epoch has not completed");
+	w.apply(Event::ChallengeSeed { epoch: 0, seed: [5; 32] });
+	let c = w.st.challenges_of(&acc(3), 2, 0).unwrap().unwrap();
+	let hashes = [ContentHash([30; 32]), ContentHash([31; 32]), ContentHash([32; 32])];
+	assert_eq!(c.len(), 2, "{c:?}");
+	assert_ne!(c[0].0, c[1].0);
+	for (k, before, after) in &c {
+		assert_eq!((*before, *after), (hashes[*k as usize], hashes[*k as usize + 1]));
+	}
+	let head = w.st.challenges_of(&acc(1), 0, 0).unwrap().unwrap();
+	assert_eq!(head.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0], "one step, one challenge");
+	assert_eq!(code(w.st.challenges_of(&acc(9), 2, 0)), ErrorCode::Unknown);
+	assert!(w.st.inner_trail(0, 2, &acc(3)).is_some(), "kept until the log is written");
 	w.apply(Event::PathwayWritten {
 		epoch: 0,
 		object: Obj { key: "log".into(), hash: ContentHash::of(b"l"), size: 1 },
 	});
 	assert!(w.st.inner_trail(0, 2, &acc(3)).is_none());
+	assert_eq!(
+		w.st.challenges_of(&acc(3), 2, 0).unwrap().unwrap(),
+		c,
+		"challenges outlive the trail"
+	);
 }
 
 #[test]
@@ -1048,4 +1069,6 @@ fn sync_mode_has_no_inner_steps() {
 	w.st.check_trail_complete(&acc(1), 0, 0, 5).unwrap();
 	let log = w.st.pathway_log(0);
 	assert!(log.inner_states.is_empty());
+	assert_eq!(code(w.st.challenges_of(&acc(1), 0, 0)), ErrorCode::WrongPhase);
+	assert!(w.st.challenge_seeds_due().is_empty());
 }
