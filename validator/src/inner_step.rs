@@ -185,7 +185,7 @@ pub fn judge_inner_step(
 			reason: format!("states or gradient not of {p} parameters"),
 		});
 	}
-	if after.adam.step != before.adam.step + 1 {
+	if before.adam.step.checked_add(1) != Some(after.adam.step) {
 		return fail(StepFault::Shape {
 			reason: format!("AdamW step {} after {}", after.adam.step, before.adam.step),
 		});

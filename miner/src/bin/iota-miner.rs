@@ -48,8 +48,9 @@ struct Cli {
 	/// Cache data shards here.
 	#[arg(long, env = "IOTA_CACHE_DIR")]
 	cache_dir: Option<PathBuf>,
-	/// Local mode: keep the inner-step log (what answers challenges) here; default `<cache-dir>/inner-s<stage>`,
-	/// else a folder in the temporary directory.
+	/// Local mode: keep the inner-step log (what answers challenges) in this folder, which it owns (emptied
+	/// at start, removed at exit); default `<cache-dir>/inner-s<stage>-<account>`, else a folder in the
+	/// temporary directory.
 	#[arg(long, env = "IOTA_REVEAL_DIR")]
 	reveal_dir: Option<PathBuf>,
 	/// Local mode: most disk the inner-step log may use, in MiB (the current epoch and the two before it:

@@ -90,7 +90,8 @@ pub struct MinerConfig {
 	/// A fault to inject (tests only; honoured only with the `fault-injection` feature).
 	pub fault: Option<Fault>,
 	/// Local mode: where the inner-step log that answers challenges lives ([`crate::reveal`]; `None`:
-	/// `<cache_dir>/inner`, else a folder of its own in the system's temporary directory).
+	/// `<cache_dir>/inner-s<stage>-<account>`, else a folder of its own in the system's temporary
+	/// directory). The folder is the log's own: it is emptied at start and removed at exit.
 	pub reveal_dir: Option<PathBuf>,
 	/// Local mode: most bytes the inner-step log may use on disk ([`crate::reveal::KEPT_EPOCHS`] epochs).
 	pub reveal_max_bytes: u64,
@@ -203,7 +204,7 @@ struct LocalSteps {
 	/// How many of `hashes` the orchestrator has (`iota_reportInnerStep`).
 	reported: usize,
 	/// The orchestrator refused this epoch's states (a restart mid-epoch began another trajectory):
-	/// the miner hands its items back until the next epoch.
+	/// the miner takes no work until its stage has moved to the next epoch.
 	sat_out: bool,
 	/// Backward passes this epoch whose kept forward saw an earlier inner step's weights.
 	stale: u32,
@@ -328,7 +329,7 @@ impl Miner {
 			None => None,
 			Some(_) => {
 				let dir = cfg.reveal_dir.clone().unwrap_or_else(|| match &cfg.cache_dir {
-					Some(c) => c.join(format!("inner-s{index}")),
+					Some(c) => c.join(format!("inner-s{index}-{me}")),
 					None => {
 						// One folder per miner instance, even for several in one process.
 						static NEXT: std::sync::atomic::AtomicU64 =

@@ -97,7 +97,8 @@ impl Miner {
 	/// Local mode: send the orchestrator the state hashes it does not have yet, in order (docs/design.md
 	/// §10), before a pass at the current state or the pseudo-gradient is submitted. A refusal other than
 	/// `Unavailable` means the orchestrator holds another trajectory for this epoch (the miner restarted
-	/// mid-epoch): the miner sits the epoch out. No-op in sync mode.
+	/// mid-epoch): the miner sits the epoch out, taking no work until its stage moves on. No-op in sync
+	/// mode.
 	///
 	/// # Errors
 	/// The report's transport error or refusal.
@@ -149,6 +150,12 @@ impl Miner {
 				},
 				Ok(false) => {
 					self.reveal_due.insert(epoch, now + Duration::from_secs(1));
+				},
+				Err(e @ MinerError::BadInput(_)) => {
+					// The log cannot rebuild the state (not kept, or past its bound): asking again will
+					// not help.
+					tracing::warn!(stage = self.index, epoch, error = %e, "cannot answer the challenges");
+					self.reveal_due.remove(&epoch);
 				},
 				Err(e) => {
 					tracing::warn!(stage = self.index, epoch, error = %e, "answering challenges");

@@ -6,6 +6,15 @@ use super::*;
 impl Miner {
 	pub(super) async fn train_step(&mut self) -> Result<Outcome> {
 		self.answer_challenges().await;
+		if self.local.as_ref().is_some_and(|l| l.sat_out) {
+			// The orchestrator holds another trajectory of this epoch for this miner: take no work (its
+			// items would come back to it and stall), and resynchronise once the stage has moved on.
+			if self.chain.stage_epoch(self.index).await? > self.epoch {
+				self.phase = Phase::Unsynced;
+				return Ok(Outcome::Worked);
+			}
+			return Ok(Outcome::Idle(Duration::from_secs(1)));
+		}
 		let work = self.orch.get_work(self.index).await?;
 		match work {
 			Work::Idle { reason, retry_after_ms } => {
@@ -23,13 +32,6 @@ impl Miner {
 				Ok(Outcome::Idle(Duration::from_millis(retry_after_ms.clamp(20, 5_000))))
 			},
 			Work::UploadGradient { epoch, output } => self.upload_gradient(epoch, output).await,
-			Work::Forward(ForwardWork { lease, .. })
-			| Work::Backward(BackwardWork { lease, .. })
-				if self.local.as_ref().is_some_and(|l| l.sat_out) =>
-			{
-				let _ = self.orch.release_lease(lease).await;
-				Ok(Outcome::Idle(Duration::from_secs(1)))
-			},
 			Work::Forward(f) => {
 				self.lease = Some(f.lease);
 				let r = self.forward(f).await;

@@ -80,9 +80,10 @@ pub trait IotaApi {
 	/// §10). The orchestrator records it with the passes that ran at that state; the pathway log carries
 	/// both, so a validator can later challenge any inner step.
 	///
-	/// Errors: auth codes, `NotRegistered`, `WrongPhase` (sync mode, another epoch, the stage left
-	/// `Training`, or the caller already submitted its pseudo-gradient), `Invalid` (a step out of order,
-	/// another hash for a step already reported, more steps than the epoch can hold).
+	/// Errors: auth codes, `NotRegistered`, `WrongPhase` (sync mode, the stage is not in that epoch, or
+	/// the caller already submitted its pseudo-gradient), `Invalid` (a step out of order, a step with no
+	/// backward pass at the state before it or fewer than `accumulate` before the merge, another hash for
+	/// a reported step).
 	#[method(name = "reportInnerStep")]
 	async fn report_inner_step(&self, req: Signed<InnerStepReport>) -> RpcResult<()>;
 

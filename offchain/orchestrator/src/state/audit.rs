@@ -56,9 +56,14 @@ impl State {
 		}
 	}
 
-	/// Epochs whose head merge is committed but whose pathway log is not written yet.
+	/// Epochs whose head merge is committed but whose pathway log is not written yet. In local mode,
+	/// once every stage has left the epoch: its inner-step trails are final only then.
 	pub fn pathway_due(&self) -> Vec<u32> {
-		let head = self.stages.first().map_or(0, |s| s.epoch);
+		let head = if self.local_mode() {
+			self.stages.iter().map(|s| s.epoch).min().unwrap_or(0)
+		} else {
+			self.stages.first().map_or(0, |s| s.epoch)
+		};
 		self.audits
 			.iter()
 			.filter(|(e, a)| **e < head && a.pathway_log.is_none())

@@ -731,6 +731,8 @@ impl State {
 		// go back to its queues (while it still is in that epoch), to be served when it gets there again.
 		let later = |n: u64| n / q > u64::from(epoch);
 		let head = stage == 0;
+		// Local mode: the trails of those epochs describe trajectories that will be trained again.
+		self.inner.retain(|k, _| k.0 <= epoch || (!head && k.1 != stage));
 		let stale: Vec<LeaseId> = self
 			.leases
 			.values()

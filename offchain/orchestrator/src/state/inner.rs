@@ -4,12 +4,13 @@
 //!
 //! Rules (each a refusal of the request, never a change of state):
 //! - reports of (epoch, stage, miner) come in order: state 0 (what the epoch began with), then one per
-//!   inner step; state `k + 1` only after at least one backward pass ran at state `k`; repeating a
-//!   reported hash is accepted and records nothing, another hash for a reported step is refused;
+//!   inner step; state `k + 1` only after `accumulate` backward passes ran at state `k` (at least one
+//!   for the last step, flushed once the merge's uploads are open); repeating a reported hash is
+//!   accepted and records nothing, another hash for a reported step is refused;
 //! - a pass names the state it ran at: one already reported, never earlier than a pass the miner
 //!   submitted before, and at most `accumulate` backward passes (tail forwards included) per state;
 //! - the pseudo-gradient is accepted only once the state after the last backward pass is reported, for
-//!   exactly the backward passes accepted; after it the trail is closed.
+//!   at most the backward passes accepted; after it the trail is closed.
 
 use iota_protocol::selection::INNER_CHALLENGES;
 
@@ -57,7 +58,7 @@ impl State {
 	///
 	/// Errors: `WrongPhase` (sync mode; the stage is not in `epoch`; the trail is closed by the
 	/// pseudo-gradient); `Invalid` (a step out of order, a step without a backward pass at the state
-	/// before it, another hash for a reported step).
+	/// before it or with fewer than `accumulate` before the merge, another hash for a reported step).
 	pub fn check_inner_report(
 		&self,
 		miner: &AccountId,
@@ -109,6 +110,20 @@ impl State {
 				format!("inner step {step}: no backward pass ran at state {}", step - 1),
 			);
 		}
+		// An inner step takes `accumulate` backward passes; only the last one, flushed when the merge
+		// begins (uploads open), may take fewer.
+		let accumulate = self.cfg.accumulate.unwrap_or(1);
+		if step > 0
+			&& trail.is_some_and(|t| t.backwards_at_last < accumulate)
+			&& !self.uploads_open(st)
+		{
+			return refuse(
+				ErrorCode::Invalid,
+				format!(
+					"inner step {step} took fewer than {accumulate} backward passes before the merge"
+				),
+			);
+		}
 		Ok(Some(Event::InnerStepReported { stage, epoch, miner: miner.clone(), step, state_hash }))
 	}
 
@@ -154,7 +169,7 @@ impl State {
 	/// pass of the miner and its `samples`.
 	///
 	/// Errors: `Invalid` (no states reported, the state after the last backward pass not reported,
-	/// `samples` not the backward passes accepted).
+	/// `samples` above the backward passes accepted).
 	pub(super) fn check_trail_complete(
 		&self,
 		miner: &AccountId,
@@ -175,7 +190,9 @@ impl State {
 				format!("report the state after inner step {} first", t.last_step),
 			);
 		}
-		if samples != t.backwards {
+		// More samples than accepted passes would weigh the miner's vector above its work; fewer can be
+		// honest (a pass accepted whose answer the miner never got).
+		if samples > t.backwards {
 			return refuse(
 				ErrorCode::Invalid,
 				format!(

@@ -986,6 +986,8 @@ fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
 	w.submit_at(&b1, 0, 2).unwrap();
 	let b0 = w.lease(1, 0, 2);
 	w.submit_at(&b0, 0, 2).unwrap();
+	// Before the merge an inner step takes `accumulate` = 2 backward passes: one is not enough.
+	assert_eq!(code(w.report(1, 0, 1, 11)), ErrorCode::Invalid, "a short step before the merge");
 	w.local_sample([0, 0, 0], 3).unwrap();
 	// Every stage has run `accumulate` = 2 backward passes at state 0: a third one there is refused.
 	let h2 = w.lease(1, 0, 4);
@@ -1009,8 +1011,13 @@ fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
 	// The pseudo-gradient waits for the state after the last backward pass, for exactly its samples.
 	assert_eq!(code(w.st.check_trail_complete(&acc(3), 2, 0, 3)), ErrorCode::Invalid);
 	w.report(3, 2, 2, 32).unwrap();
-	assert_eq!(code(w.st.check_trail_complete(&acc(3), 2, 0, 2)), ErrorCode::Invalid);
+	assert_eq!(
+		code(w.st.check_trail_complete(&acc(3), 2, 0, 4)),
+		ErrorCode::Invalid,
+		"more samples than accepted passes"
+	);
 	w.st.check_trail_complete(&acc(3), 2, 0, 3).unwrap();
+	w.st.check_trail_complete(&acc(3), 2, 0, 2).unwrap();
 	assert_eq!(code(w.st.check_trail_complete(&acc(4), 2, 0, 3)), ErrorCode::Invalid, "no trail");
 
 	let log = w.st.pathway_log(0);
