@@ -19,7 +19,7 @@ use iota_model::StepOptions;
 use iota_primitives::ContentHash;
 use serde::{Deserialize, Serialize};
 
-use crate::recompute::{RecomputeError, StageInput};
+use crate::recompute::{to_tensor, RecomputeError, StageInput};
 
 /// Relative tolerance on a replayed update (of its norm).
 pub const STEP_RTOL: f64 = 0.05;
@@ -100,36 +100,19 @@ fn accumulate(
 	stage: &mut Stage,
 	passes: &[(StageInput, StageInput)],
 ) -> Result<(), RecomputeError> {
-	let device = stage.device().clone();
+	let (dtype, device) = (stage.dtype(), stage.device().clone());
 	for (input, back) in passes {
-		let x = tensor(input, stage, &device)?;
+		let x = to_tensor(input, dtype, &device)?;
 		if stage.is_last() {
-			let y = tensor(back, stage, &device)?;
+			let y = to_tensor(back, dtype, &device)?;
 			let lf = stage.forward_loss(&x, &y)?;
 			stage.backward_loss(lf)?;
 		} else {
-			let g = tensor(back, stage, &device)?;
+			let g = to_tensor(back, dtype, &device)?;
 			stage.backward_from_input(&x, &g)?;
 		}
 	}
 	Ok(())
-}
-
-fn tensor(
-	input: &StageInput,
-	stage: &Stage,
-	device: &candle_core::Device,
-) -> Result<candle_core::Tensor, RecomputeError> {
-	Ok(match input {
-		StageInput::Tokens { ids, rows } => {
-			let rows = (*rows).max(1);
-			candle_core::Tensor::from_slice(ids, (rows, ids.len() / rows), device)?
-		},
-		StageInput::Activation { values, shape } => {
-			candle_core::Tensor::from_slice(values, shape.as_slice(), device)?
-				.to_dtype(stage.dtype())?
-		},
-	})
 }
 
 /// `‖(a1 − a0) − (b1 − a0)‖₂ / (rtol·‖b1 − a0‖₂ + atol·rms(a0)·√n)` over f64 (0 when equal).

@@ -72,7 +72,12 @@ pub enum RecomputeError {
 	},
 }
 
-fn to_tensor(input: &StageInput, dtype: DType, device: &Device) -> Result<Tensor, RecomputeError> {
+/// A stage input as a tensor of the stage's `dtype` (token ids stay u32).
+pub(crate) fn to_tensor(
+	input: &StageInput,
+	dtype: DType,
+	device: &Device,
+) -> Result<Tensor, RecomputeError> {
 	Ok(match input {
 		StageInput::Tokens { ids, rows } => {
 			let rows = (*rows).max(1);

@@ -610,16 +610,7 @@ impl Stage {
 		opts: &StepOptions,
 		samples: usize,
 	) -> Result<StepReport> {
-		if mean_grad.len() != self.param_count() {
-			return Err(Error::Length {
-				what: "flat gradient".into(),
-				expected: self.param_count(),
-				got: mean_grad.len(),
-			});
-		}
-		if let Some(index) = mean_grad.iter().position(|x| !x.is_finite()) {
-			return Err(Error::NonFinite { what: "flat gradient".into(), index });
-		}
+		// `apply_step` refuses a gradient of the wrong length or with NaN/Inf before changing anything.
 		let mut p = self.flat_params()?;
 		let (grad_norm, clip_threshold) = iota_protocol::optim::apply_step(
 			&mut p,

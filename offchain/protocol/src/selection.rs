@@ -25,6 +25,16 @@ pub fn draw<'a, T>(rng: &mut SeededRng, pool: &'a mut [T], k: usize) -> &'a [T] 
 	&pool[..k]
 }
 
+/// The context of a per-miner draw: `epoch u32 LE ‖ stage u16 LE ‖ account 32 B` (38 bytes, room for a
+/// kind byte).
+fn miner_context(epoch: u32, stage: u16, account: &[u8; 32]) -> Vec<u8> {
+	let mut ctx = Vec::with_capacity(39);
+	ctx.extend_from_slice(&epoch.to_le_bytes());
+	ctx.extend_from_slice(&stage.to_le_bytes());
+	ctx.extend_from_slice(account);
+	ctx
+}
+
 /// The kind of a spot-checked work item (its byte in the draw's context).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CheckKind {
@@ -46,10 +56,7 @@ pub fn spot_checks(
 	mut candidates: Vec<usize>,
 	k: usize,
 ) -> Vec<usize> {
-	let mut ctx = Vec::with_capacity(39);
-	ctx.extend_from_slice(&epoch.to_le_bytes());
-	ctx.extend_from_slice(&stage.to_le_bytes());
-	ctx.extend_from_slice(account);
+	let mut ctx = miner_context(epoch, stage, account);
 	ctx.push(kind as u8);
 	let mut rng = SeededRng::new(SPOT_CHECK_DOMAIN, epoch_seed, &ctx);
 	draw(&mut rng, &mut candidates, k).to_vec()
@@ -103,10 +110,7 @@ pub fn inner_step_challenges(
 	reported: u32,
 	k: usize,
 ) -> Vec<u32> {
-	let mut ctx = Vec::with_capacity(38);
-	ctx.extend_from_slice(&epoch.to_le_bytes());
-	ctx.extend_from_slice(&stage.to_le_bytes());
-	ctx.extend_from_slice(account);
+	let ctx = miner_context(epoch, stage, account);
 	let mut rng = SeededRng::new(INNER_STEP_DOMAIN, challenge_seed, &ctx);
 	let mut steps: Vec<u32> = (0..reported.saturating_sub(1)).collect();
 	draw(&mut rng, &mut steps, k).to_vec()

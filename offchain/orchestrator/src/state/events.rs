@@ -445,7 +445,7 @@ impl State {
 			m.samples_epoch += 1;
 			m.samples_total += 1;
 		}
-		let local = self.cfg.accumulate.is_some();
+		let local = self.local_mode();
 		let stages = usize::from(self.cfg.stages);
 		let Some(sample) = self.samples.get_mut(&l.sample) else { return };
 		if local {
