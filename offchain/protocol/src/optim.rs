@@ -568,6 +568,92 @@ pub fn pseudo_gradient(global: &[f32], local: &[f32], samples: u32) -> Result<Ve
 	Ok(out)
 }
 
+/// Largest relative distance ([`pseudo_gradient_deviation`]) between a submitted int8 merge vector and
+/// the pseudo-gradient of the miner's revealed states: int8 rounds each entry to half a step of its
+/// chunk's scale (about 1 % of the vector's norm for bell-shaped chunks) and error feedback adds the
+/// previous submission's rounding, so 10 % leaves an honest miner a wide margin while a vector that is
+/// not the miner's own delta (another direction, another scale) is far outside it. A first setting,
+/// not yet calibrated over long runs.
+pub const PSEUDO_GRADIENT_RTOL: f64 = 0.1;
+
+/// How a submitted merge vector compares with the pseudo-gradient its miner's reported states imply.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "finding")]
+pub enum PseudoGradientFinding {
+	/// Within the codec's limit: `ratio = ‖submitted − expected‖ / ‖expected‖`.
+	Matches {
+		/// The relative distance.
+		ratio: f64,
+	},
+	/// Outside it (for `f32`, any difference at all: the vector is exact).
+	Differs {
+		/// The relative distance (`inf` when the expected vector is zero and the submitted one not).
+		ratio: f64,
+		/// The codec's limit.
+		limit: f64,
+	},
+	/// Top-k keeps a few entries and carries the rest in the miner's error feedback, which never
+	/// travels: the submitted vector says too little about this epoch's delta to be judged.
+	Unverifiable,
+}
+
+/// Local mode's pseudo-gradient check (docs/design.md §10): the merge vector a miner submitted,
+/// decoded (`submitted`, `P` values), against `pseudo_gradient(global, last, samples)`, the delta from
+/// the epoch's global weights to the miner's last reported state with the sample count it submitted.
+/// `f32` must match bit for bit (no feedback, no rounding); `int8` within [`PSEUDO_GRADIENT_RTOL`] of the
+/// expected norm; top-k is [`PseudoGradientFinding::Unverifiable`].
+///
+/// # Errors
+/// [`OptimError::Length`] when the three vectors differ in length; [`OptimError::NonFinite`] when the
+/// expected pseudo-gradient is not finite (not a state an honest replica reaches).
+pub fn pseudo_gradient_deviation(
+	codec: crate::codec::MergeCodec,
+	submitted: &[f32],
+	global: &[f32],
+	last: &[f32],
+	samples: u32,
+) -> Result<PseudoGradientFinding> {
+	use crate::codec::MergeCodec;
+	let expected = pseudo_gradient(global, last, samples)?;
+	if submitted.len() != expected.len() {
+		return Err(OptimError::Length {
+			what: "submitted merge vector".into(),
+			expected: expected.len(),
+			got: submitted.len(),
+		});
+	}
+	let limit = match codec {
+		MergeCodec::TopK { .. } => return Ok(PseudoGradientFinding::Unverifiable),
+		MergeCodec::F32 => 0.0,
+		MergeCodec::Int8 => PSEUDO_GRADIENT_RTOL,
+	};
+	let diff: f64 = submitted
+		.iter()
+		.zip(&expected)
+		.map(|(a, b)| {
+			let d = f64::from(*a) - f64::from(*b);
+			d * d
+		})
+		.sum::<f64>()
+		.sqrt();
+	let norm = l2_norm(&expected);
+	let ratio = if diff == 0.0 {
+		0.0
+	} else if norm > 0.0 {
+		diff / norm
+	} else {
+		f64::INFINITY
+	};
+	// NaN in `submitted` makes `ratio` NaN, which is never within the limit.
+	let exact = codec == MergeCodec::F32
+		&& submitted.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits());
+	Ok(if exact || (limit > 0.0 && ratio <= limit) {
+		PseudoGradientFinding::Matches { ratio }
+	} else {
+		PseudoGradientFinding::Differs { ratio, limit }
+	})
+}
+
 /// Cosine learning-rate schedule with linear warm-up: `peak · s / warmup` for `s < warmup`, then
 /// cosine from `peak` to `peak · min_ratio` at `total` steps (constant after).
 pub fn cosine_lr(step: usize, total: usize, warmup: usize, peak: f32, min_ratio: f32) -> f32 {
@@ -787,5 +873,83 @@ mod tests {
 			assert!(serde_json::from_str::<Training>(bad).is_err(), "{bad}");
 		}
 		assert!(Training::Sync.is_sync() && Training::Sync.outer().is_none());
+	}
+
+	#[test]
+	fn a_submitted_pseudo_gradient_is_judged_against_the_revealed_last_state() {
+		use crate::chunks::gradient_chunk_elems;
+		use crate::codec::{ErrorFeedback, MergeCodec};
+		let n = 3000;
+		let global: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.01).collect();
+		let step = |e: usize| -> Vec<f32> {
+			global
+				.iter()
+				.enumerate()
+				.map(|(i, g)| g - 1e-3 * (((i * 13 + e * 7) % 17) as f32 - 8.0))
+				.collect()
+		};
+		let (last, samples) = (step(1), 8);
+		let honest = pseudo_gradient(&global, &last, samples).unwrap();
+		let chunk = gradient_chunk_elems(n as u64);
+		let decoded = |codec: MergeCodec, fb: &ErrorFeedback, x: &[f32]| {
+			let (bytes, next) = fb.encode(codec, x, chunk).unwrap();
+			(codec.decode(&bytes, n as u64, chunk).unwrap(), next)
+		};
+		let judge = |codec, sub: &[f32]| {
+			pseudo_gradient_deviation(codec, sub, &global, &last, samples).unwrap()
+		};
+
+		// f32: exact, and a single flipped bit is a difference.
+		let (f, _) = decoded(MergeCodec::F32, &ErrorFeedback::default(), &honest);
+		assert_eq!(judge(MergeCodec::F32, &f), PseudoGradientFinding::Matches { ratio: 0.0 });
+		let mut off = f.clone();
+		off[17] = f32::from_bits(off[17].to_bits() ^ 1);
+		assert!(matches!(judge(MergeCodec::F32, &off), PseudoGradientFinding::Differs { .. }));
+
+		// int8 with error feedback carried over from an earlier epoch's vector: within the limit.
+		let earlier = pseudo_gradient(&global, &step(2), samples).unwrap();
+		let (_, fb) = decoded(MergeCodec::Int8, &ErrorFeedback::default(), &earlier);
+		let (q, _) = decoded(MergeCodec::Int8, &fb, &honest);
+		match judge(MergeCodec::Int8, &q) {
+			PseudoGradientFinding::Matches { ratio } => {
+				assert!(ratio > 0.0 && ratio < 0.05, "{ratio}")
+			},
+			other => panic!("honest int8 vector judged {other:?}"),
+		}
+		// Another delta, a rescaled one, a wrong sample count and a NaN are not the miner's own.
+		for bad in [
+			decoded(MergeCodec::Int8, &ErrorFeedback::default(), &earlier).0,
+			honest.iter().map(|x| x * 1.5).collect(),
+			pseudo_gradient(&global, &last, samples * 2).unwrap(),
+			{
+				let mut v = q.clone();
+				v[3] = f32::NAN;
+				v
+			},
+		] {
+			assert!(
+				matches!(judge(MergeCodec::Int8, &bad), PseudoGradientFinding::Differs { .. }),
+				"{:?}",
+				judge(MergeCodec::Int8, &bad)
+			);
+		}
+		assert_eq!(
+			judge(MergeCodec::TopK { per_mille: 16 }, &q),
+			PseudoGradientFinding::Unverifiable
+		);
+		assert!(matches!(
+			pseudo_gradient_deviation(MergeCodec::F32, &f[1..], &global, &last, samples),
+			Err(OptimError::Length { .. })
+		));
+		// A zero delta submitted as zero matches; anything else against it is infinitely off.
+		let zero = vec![0.0; n];
+		assert!(matches!(
+			pseudo_gradient_deviation(MergeCodec::Int8, &zero, &global, &global, samples),
+			Ok(PseudoGradientFinding::Matches { .. })
+		));
+		assert!(matches!(
+			pseudo_gradient_deviation(MergeCodec::Int8, &q, &global, &global, samples),
+			Ok(PseudoGradientFinding::Differs { ratio, .. }) if ratio.is_infinite()
+		));
 	}
 }

@@ -97,11 +97,14 @@ pub fn challenge_seed(epoch: u32, completion_block_hash: &[u8; 32]) -> Seed {
 
 /// Local mode's challenges of one miner (docs/design.md §10): which of its inner steps of `epoch` at
 /// `stage` it must reveal. A miner that reported `reported` state hashes (states 0..reported) took
-/// `reported − 1` inner steps; step `k` is the move from state `k` to state `k + 1`, so the draw is
-/// `k.min(reported − 1)` distinct steps of `0..reported − 1`, in draw order, from
+/// `reported − 1` inner steps; step `k` is the move from state `k` to state `k + 1`. The **last** step
+/// (`reported − 2`) is always challenged, because its state `k + 1` is the one the miner's
+/// pseudo-gradient must come from ([`crate::optim::pseudo_gradient_deviation`]); besides it, `k` distinct
+/// steps of the earlier ones (`0..reported − 2`, all of them when there are at most `k`) are drawn from
 /// `SeededRng(`[`INNER_STEP_DOMAIN`]`, challenge_seed, epoch u32 LE ‖ stage u16 LE ‖ account 32 B)`.
+/// Returned in order: the drawn steps in draw order, then the last. Nothing without two reported states.
 /// `challenge_seed` must come from chain state drawn after every report of the epoch was made, so
-/// no miner knows its challenged steps while it trains.
+/// no miner knows its drawn steps while it trains.
 pub fn inner_step_challenges(
 	challenge_seed: &Seed,
 	epoch: u32,
@@ -110,10 +113,21 @@ pub fn inner_step_challenges(
 	reported: u32,
 	k: usize,
 ) -> Vec<u32> {
+	let Some(last) = reported.checked_sub(2) else { return Vec::new() };
 	let ctx = miner_context(epoch, stage, account);
 	let mut rng = SeededRng::new(INNER_STEP_DOMAIN, challenge_seed, &ctx);
-	let mut steps: Vec<u32> = (0..reported.saturating_sub(1)).collect();
-	draw(&mut rng, &mut steps, k).to_vec()
+	let mut steps: Vec<u32> = (0..last).collect();
+	let mut out = draw(&mut rng, &mut steps, k).to_vec();
+	out.push(last);
+	out
+}
+
+/// The last block at which a challenged miner's reveals of `epoch` count (docs/design.md §10): half
+/// the scoring window after the epoch's completion block `completed_at` (the block whose hash seeds
+/// the challenges), the same half a validator waits for the epoch's pathway log. A state not in the
+/// bucket when a validator's finalized head has passed it is a `Fail`. Blocks; saturating.
+pub fn reveal_deadline(completed_at: u32, scoring_window: u32) -> u32 {
+	completed_at.saturating_add(scoring_window / 2)
 }
 
 #[cfg(test)]
@@ -140,11 +154,12 @@ mod tests {
 	}
 
 	#[test]
-	fn inner_step_challenges_are_seeded_distinct_steps_between_reported_states() {
+	fn inner_step_challenges_are_seeded_distinct_steps_between_reported_states_and_the_last() {
 		let c = inner_step_challenges(&[3; 32], 2, 1, &[7; 32], 6, 3);
-		assert_eq!(c.len(), 3);
-		assert!(c.iter().all(|&k| k < 5), "{c:?}: step k needs states k and k + 1");
-		assert_eq!(c.iter().collect::<std::collections::BTreeSet<_>>().len(), 3);
+		assert_eq!(c.len(), 4, "{c:?}: three drawn and the last");
+		assert_eq!(c.last(), Some(&4), "the last step (states 4 and 5) is always asked");
+		assert!(c[..3].iter().all(|&k| k < 4), "{c:?}: drawn among the earlier steps");
+		assert_eq!(c.iter().collect::<std::collections::BTreeSet<_>>().len(), 4);
 		assert_eq!(c, inner_step_challenges(&[3; 32], 2, 1, &[7; 32], 6, 3));
 		assert_ne!(
 			(0..8u8)
@@ -155,10 +170,11 @@ mod tests {
 				.collect::<Vec<_>>(),
 			"another miner draws other steps"
 		);
-		// Every step is asked when k covers them; nothing without two reported states.
+		// Every step is asked when k covers them; the last alone with two states; nothing with fewer.
 		let mut all = inner_step_challenges(&[1; 32], 0, 0, &[0; 32], 4, 10);
 		all.sort_unstable();
 		assert_eq!(all, vec![0, 1, 2]);
+		assert_eq!(inner_step_challenges(&[1; 32], 0, 0, &[0; 32], 2, 4), vec![0]);
 		assert!(inner_step_challenges(&[1; 32], 0, 0, &[0; 32], 1, 4).is_empty());
 		assert!(inner_step_challenges(&[1; 32], 0, 0, &[0; 32], 0, 4).is_empty());
 		let mut seen = [false; 5];
@@ -168,6 +184,13 @@ mod tests {
 			}
 		}
 		assert!(seen.iter().all(|x| *x), "every step can be challenged");
+	}
+
+	#[test]
+	fn reveals_are_due_half_a_scoring_window_after_the_completion_block() {
+		assert_eq!(reveal_deadline(100, 90), 145);
+		assert_eq!(reveal_deadline(100, 1), 100);
+		assert_eq!(reveal_deadline(u32::MAX - 1, 90), u32::MAX);
 	}
 
 	#[test]

@@ -89,8 +89,9 @@ pub trait IotaApi {
 
 	/// Local mode: the caller's challenged inner steps of an epoch it trained (docs/design.md §10), with
 	/// presigned PUTs for the states before and after each. Not seeded until the epoch completed and its
-	/// block is finalized; the draw is `iota_protocol::selection::inner_step_challenges` with
-	/// `INNER_CHALLENGES` per miner, so validators know which reveals to expect.
+	/// block is finalized; the draw is `iota_protocol::selection::inner_step_challenges` (the last step
+	/// and `INNER_CHALLENGES` drawn ones per miner), so validators know which reveals to expect. They
+	/// count until `iota_protocol::selection::reveal_deadline`.
 	///
 	/// Errors: auth codes, `NotRegistered`, `WrongPhase` (sync mode), `Unknown` (no states of the caller
 	/// in that epoch, or the epoch's challenges are no longer kept).

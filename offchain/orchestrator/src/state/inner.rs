@@ -308,7 +308,8 @@ impl State {
 	}
 
 	/// The challenge seed of `epoch` is known: draw every kept trail's challenges
-	/// ([`iota_protocol::selection::inner_step_challenges`], [`INNER_CHALLENGES`] each).
+	/// ([`iota_protocol::selection::inner_step_challenges`]: the last step and [`INNER_CHALLENGES`]
+	/// drawn ones each).
 	pub(super) fn apply_challenge_seed(&mut self, epoch: u32, seed: [u8; 32]) {
 		self.challenge_seeds.insert(epoch, seed);
 		let drawn: Vec<(TrailKey, Vec<Challenge>)> = self
