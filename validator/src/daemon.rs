@@ -5,8 +5,15 @@
 //!
 //! 1. `EpochSeeds(e)` from the chain; `iota_epochRecord(e)` from the orchestrator; the pathway log it
 //!    names (hash-checked, [`PathwayLog::from_slice`], run/epoch/stage count checked against the spec).
-//! 2. Spot-checks drawn with [`spot_check::select`] and run with [`spot_check::Checker`]; stage weights of
-//!    `e` from the chain's manifest of `e − 1` ([`ChainWeights`]).
+//! 2. Sync mode: spot-checks drawn with [`spot_check::select`] and run with [`spot_check::Checker`];
+//!    stage weights of `e` from the chain's manifest of `e − 1` ([`ChainWeights`]).
+//!    Local mode (docs/design.md §10): with the challenge seed of `e` (`IotaClient::challenge_seed`),
+//!    every challenged inner step ([`challenged_steps`]) is judged from its revealed states
+//!    ([`Checker::check_inner_step`]); until the reveal deadline
+//!    ([`reveal_deadline`]) a missing state makes the epoch wait (retried on later ticks, judged steps
+//!    kept), after it the state's miner fails. Then spot-checks of passes at the revealed states they
+//!    ran at ([`revealed_spot_checks`]) and each submitted pseudo-gradient against the miner's revealed
+//!    last state ([`Checker::check_pseudo_gradient`]).
 //! 3. The shard audit ([`shard_audit::audit_epoch`]) against the chain's manifests of `e`.
 //! 4. Per judged miner one evidence bundle, PUT through `iota_presignPut`
 //!    (`keys::evidence(run, validator, e, miner)`), for `submit_spot_check(e, miner, verdict, BLAKE3)`.
@@ -32,13 +39,20 @@ use iota_rpc::{AccountId, PathwayLog, RunSpec, SignedClient};
 use iota_storage::keys::{self, Id};
 use iota_storage::{PresignedHttp, RetryPolicy};
 
+use iota_protocol::selection::reveal_deadline;
+use iota_rpc::ObjectEntry;
+
 use crate::clasp::{self, CheckStatus};
+use crate::inner_step::{
+	challenged_steps, not_revealed, reveal_key, revealed_spot_checks, RevealedStates,
+	RevealedWeights, StepOutcome, StepTarget,
+};
 use crate::metrics::Metrics;
 use crate::objects::{FetchError, Objects, OrchestratorObjects};
-use crate::shard_audit::{self, ShardEvidence};
+use crate::shard_audit;
 use crate::spot_check::{
-	self, CheckEvidence, CheckOutcome, Checker, EvidenceBundle, WeightsError, WeightsRef,
-	WeightsSource,
+	self, CheckOutcome, CheckTarget, Checker, EvidenceBundle, Findings, Inconclusive, WeightsError,
+	WeightsRef, WeightsSource,
 };
 use crate::weights;
 
@@ -93,6 +107,9 @@ pub enum DaemonError {
 	/// Local setup failed (HTTP client, metrics).
 	#[error("setup: {0}")]
 	Setup(String),
+	/// Local mode: challenged states are not revealed yet and the reveal deadline has not passed.
+	#[error("reveals pending: {0}")]
+	RevealsPending(String),
 }
 
 impl DaemonError {
@@ -105,6 +122,7 @@ impl DaemonError {
 			DaemonError::Spec(_) => "spec",
 			DaemonError::PathwayLog(_) => "pathway_log",
 			DaemonError::Setup(_) => "setup",
+			DaemonError::RevealsPending(_) => "reveals_pending",
 		}
 	}
 }
@@ -165,6 +183,9 @@ pub struct Daemon {
 	metrics: Metrics,
 	next_epoch: Option<u32>,
 	pending_weights: BTreeMap<u32, Vec<(AccountId, u16)>>,
+	/// Local mode: inner-step outcomes of the epoch being processed (epoch, stage, miner, step), kept
+	/// while its process is retried for reveals still to come, so no step is recomputed.
+	inner_done: BTreeMap<(u32, u16, AccountId, u32), StepOutcome>,
 }
 
 impl Daemon {
@@ -200,6 +221,7 @@ impl Daemon {
 			metrics,
 			next_epoch: None,
 			pending_weights: BTreeMap::new(),
+			inner_done: BTreeMap::new(),
 		})
 	}
 
@@ -296,7 +318,9 @@ impl Daemon {
 			// The pathway log is written just after the head's merge (the epoch's last): wait for it during
 			// the first half of the scoring window, then audit without it.
 			let wait_for_log = now < done_at.saturating_add(run.scoring_window / 2);
-			let summary = self.process_epoch(epoch, &run, wait_for_log).await?;
+			// Local mode: challenged miners reveal until the deadline; a state missing then fails.
+			let reveals_closed = now >= reveal_deadline(done_at, run.scoring_window);
+			let summary = self.process_epoch(epoch, &run, wait_for_log, reveals_closed).await?;
 			tracing::info!(
 				epoch,
 				verdicts = summary.verdicts.len(),
@@ -307,6 +331,7 @@ impl Daemon {
 			if let Some(c) = self.checker.as_mut() {
 				c.forget_before(epoch);
 			}
+			self.inner_done.retain(|k, _| k.0 > epoch);
 			self.next_epoch = Some(epoch + 1);
 		}
 		if self.cfg.finalize {
@@ -466,6 +491,7 @@ impl Daemon {
 		epoch: u32,
 		run: &iota_chain::RunConfig,
 		wait_for_log: bool,
+		reveals_closed: bool,
 	) -> Result<EpochSummary, DaemonError> {
 		let seed = self
 			.chain
@@ -540,33 +566,153 @@ impl Daemon {
 
 		// Spot-checks.
 		let weights_src = ChainWeights { chain: &self.chain };
-		let mut checks: BTreeMap<AccountId, Vec<CheckEvidence>> = BTreeMap::new();
-		// Local mode: a miner's weights change at every inner step, so recomputing its work at the epoch's
-		// global weights would fail honest miners. Its inner steps are checked by challenge and reveal
-		// (docs/design.md §10), which this validator does not run yet: no spot-check verdicts then, only
-		// the shard audit (the merge arithmetic is the same in both modes).
-		let spot_checks = checker.spec().training.is_sync();
-		if !spot_checks {
-			tracing::info!(epoch, training = %checker.spec().training, "local mode: spot-checks at the global weights do not apply; auditing shards only");
-		}
-		if let Some(log) = log.as_ref().filter(|_| spot_checks) {
-			let targets =
-				spot_check::select(log, &seed, self.cfg.forward_checks, self.cfg.backward_checks);
-			for t in &targets {
-				match checker.check(log, t, &weights_src, &objects).await {
-					CheckOutcome::Judged(ev) => {
+		let mut found: BTreeMap<AccountId, Findings> = BTreeMap::new();
+		if checker.spec().training.is_sync() {
+			if let Some(log) = &log {
+				let targets = spot_check::select(
+					log,
+					&seed,
+					self.cfg.forward_checks,
+					self.cfg.backward_checks,
+				);
+				for t in &targets {
+					let outcome = checker.check(log, t, &weights_src, &objects).await;
+					record_check(&self.metrics, &mut found, epoch, t, outcome);
+				}
+			}
+		} else if let Some(log) = &log {
+			// Local mode (docs/design.md §10): a miner's weights change at every inner step, so its
+			// work is checked at the states it revealed when challenged, never at the global weights.
+			let cseed = self.chain.challenge_seed(epoch).await?.ok_or_else(|| {
+				DaemonError::NotReady(format!(
+					"no challenge seed for epoch {epoch} (its completion block is not final)"
+				))
+			})?;
+			let mut revealed: RevealedStates = BTreeMap::new();
+			let mut missing: Vec<(StepTarget, String)> = Vec::new();
+			let mut outcomes = Vec::new();
+			for t in challenged_steps(log, &cseed) {
+				let key = (epoch, t.stage, t.miner.clone(), t.step);
+				let outcome = match self.inner_done.get(&key) {
+					Some(o) => o.clone(),
+					None => checker.check_inner_step(log, &t, &weights_src, &objects).await,
+				};
+				match &outcome {
+					StepOutcome::NotRevealed { key } => missing.push((t, key.clone())),
+					// An unreachable store is asked again on the next try of the epoch.
+					StepOutcome::Inconclusive(Inconclusive::Unavailable(_)) => {
+						outcomes.push((t, outcome))
+					},
+					_ => {
+						self.inner_done.insert(key, outcome.clone());
+						outcomes.push((t, outcome));
+					},
+				}
+			}
+			if !reveals_closed {
+				if let Some((t, key)) = missing.first() {
+					return Err(DaemonError::RevealsPending(format!(
+						"epoch {epoch}: {} challenged steps not revealed yet (first: {key} of {} at stage {})",
+						missing.len(),
+						t.miner,
+						t.stage
+					)));
+				}
+			}
+			for (t, key) in &missing {
+				self.metrics.checks.with_label_values(&["fail"]).inc();
+				self.metrics.failures.with_label_values(&["inner_step"]).inc();
+				tracing::warn!(epoch, miner = %t.miner, stage = t.stage, step = t.step, %key, "challenged state not revealed by the deadline");
+				found
+					.entry(t.miner.clone())
+					.or_default()
+					.inner_steps
+					.push(not_revealed(t, &spec_run, epoch));
+			}
+			for (t, outcome) in outcomes {
+				let usable = match &outcome {
+					StepOutcome::Judged(ev) => ev.judgement.is_some(),
+					StepOutcome::Inconclusive(i) => matches!(i, Inconclusive::Stale(_)),
+					StepOutcome::NotRevealed { .. } => false,
+				};
+				if usable {
+					let states = revealed.entry((t.stage, t.miner.clone())).or_default();
+					for (i, hash) in t.hashes.iter().enumerate() {
+						let step = t.step + i as u32;
+						let key = reveal_key(&spec_run, epoch, t.stage, step, &t.miner)
+							.map_err(|e| DaemonError::Spec(e.to_string()))?;
+						states.insert(step, ObjectEntry { key, hash: *hash });
+					}
+				}
+				match outcome {
+					StepOutcome::Judged(ev) => {
 						let label = if ev.verdict == Verdict::Pass { "pass" } else { "fail" };
 						self.metrics.checks.with_label_values(&[label]).inc();
 						if ev.verdict == Verdict::Fail {
-							self.metrics.failures.with_label_values(&["spot_check"]).inc();
-							tracing::warn!(epoch, miner = %t.miner, stage = t.stage, sample = t.sample, kind = ?t.kind, reason = ?ev.reason, "spot-check failed");
+							self.metrics.failures.with_label_values(&["inner_step"]).inc();
+							tracing::warn!(epoch, miner = %t.miner, stage = t.stage, step = t.step, reason = ?ev.reason, "inner step failed");
 						}
-						checks.entry(t.miner.clone()).or_default().push(*ev);
+						found.entry(t.miner.clone()).or_default().inner_steps.push(*ev);
 					},
-					CheckOutcome::Inconclusive(i) => {
+					StepOutcome::Inconclusive(i) => {
 						self.metrics.checks.with_label_values(&["inconclusive"]).inc();
 						self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();
-						tracing::warn!(epoch, miner = %t.miner, stage = t.stage, sample = t.sample, reason = %i, "spot-check inconclusive");
+						tracing::warn!(epoch, miner = %t.miner, stage = t.stage, step = t.step, reason = %i, "inner-step check inconclusive");
+					},
+					StepOutcome::NotRevealed { .. } => {},
+				}
+			}
+			// The passes at the revealed states, each recomputed at the state it ran at (grouped by
+			// state, so each revealed state is loaded once).
+			let mut targets = revealed_spot_checks(
+				log,
+				&cseed,
+				&revealed,
+				self.cfg.forward_checks,
+				self.cfg.backward_checks,
+			);
+			targets.sort_by(|a, b| {
+				let state = |w: &WeightsRef| match w {
+					WeightsRef::Revealed { key, .. } => key.clone(),
+					_ => String::new(),
+				};
+				(a.0.stage, state(&a.1)).cmp(&(b.0.stage, state(&b.1)))
+			});
+			for (t, w) in &targets {
+				let outcome = checker.check(log, t, &RevealedWeights(w.clone()), &objects).await;
+				record_check(&self.metrics, &mut found, epoch, t, outcome);
+			}
+			// Each submitted pseudo-gradient against the miner's last reported state, revealed
+			// (its last step is always challenged).
+			for trail in &log.inner_states {
+				let Some(last) = (trail.hashes.len() as u32).checked_sub(1) else { continue };
+				let Some(state) =
+					revealed.get(&(trail.stage, trail.miner.clone())).and_then(|m| m.get(&last))
+				else {
+					continue;
+				};
+				let Some(sub) = record
+					.submissions
+					.iter()
+					.find(|x| x.stage == trail.stage && x.source.miner == trail.miner)
+				else {
+					continue;
+				};
+				match checker.check_pseudo_gradient(epoch, sub, state, &weights_src, &objects).await
+				{
+					Ok(ev) => {
+						let label = if ev.verdict == Verdict::Pass { "pass" } else { "fail" };
+						self.metrics.checks.with_label_values(&[label]).inc();
+						if ev.verdict == Verdict::Fail {
+							self.metrics.failures.with_label_values(&["pseudo_gradient"]).inc();
+							tracing::warn!(epoch, miner = %trail.miner, stage = trail.stage, reason = ?ev.reason, "pseudo-gradient check failed");
+						}
+						found.entry(trail.miner.clone()).or_default().pseudo_gradients.push(ev);
+					},
+					Err(i) => {
+						self.metrics.checks.with_label_values(&["inconclusive"]).inc();
+						self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();
+						tracing::warn!(epoch, miner = %trail.miner, stage = trail.stage, reason = %i, "pseudo-gradient check inconclusive");
 					},
 				}
 			}
@@ -586,13 +732,12 @@ impl Daemon {
 			self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();
 			tracing::warn!(epoch, reason = %i, "shard audit inconclusive");
 		}
-		let mut shards: BTreeMap<AccountId, Vec<ShardEvidence>> = BTreeMap::new();
 		for f in audit.findings {
 			if f.evidence.verdict == Verdict::Fail {
 				self.metrics.failures.with_label_values(&["shard_audit"]).inc();
 				tracing::warn!(epoch, miner = %f.miner, shard = f.evidence.shard, reason = ?f.evidence.reason, "shard copy wrong");
 			}
-			shards.entry(f.miner).or_default().push(f.evidence);
+			found.entry(f.miner).or_default().shards.push(f.evidence);
 		}
 
 		// Evidence bundles (one per judged miner) and the spot-check statuses CLASP needs.
@@ -600,16 +745,8 @@ impl Daemon {
 		let mut weights = None;
 		let mut statuses: BTreeMap<AccountId, CheckStatus> = BTreeMap::new();
 		let mut bundles: Vec<EvidenceBundle> = Vec::new();
-		let miners: BTreeSet<AccountId> = checks.keys().chain(shards.keys()).cloned().collect();
-		for miner in miners {
-			if let Some(bundle) = EvidenceBundle::new(
-				&spec_run,
-				epoch,
-				&me,
-				&miner,
-				checks.remove(&miner).unwrap_or_default(),
-				shards.remove(&miner).unwrap_or_default(),
-			) {
+		for (miner, findings) in found {
+			if let Some(bundle) = EvidenceBundle::new(&spec_run, epoch, &me, &miner, findings) {
 				let failed = bundle.verdict == Verdict::Fail;
 				statuses
 					.insert(miner, if failed { CheckStatus::Failed } else { CheckStatus::Passed });
@@ -661,6 +798,32 @@ impl Daemon {
 			self.pending_weights.insert(epoch, w);
 		}
 		Ok(summary)
+	}
+}
+
+/// Counts and logs one spot-check's outcome and keeps a conclusive one with its miner's findings.
+fn record_check(
+	metrics: &Metrics,
+	found: &mut BTreeMap<AccountId, Findings>,
+	epoch: u32,
+	t: &CheckTarget,
+	outcome: CheckOutcome,
+) {
+	match outcome {
+		CheckOutcome::Judged(ev) => {
+			let label = if ev.verdict == Verdict::Pass { "pass" } else { "fail" };
+			metrics.checks.with_label_values(&[label]).inc();
+			if ev.verdict == Verdict::Fail {
+				metrics.failures.with_label_values(&["spot_check"]).inc();
+				tracing::warn!(epoch, miner = %t.miner, stage = t.stage, sample = t.sample, kind = ?t.kind, reason = ?ev.reason, "spot-check failed");
+			}
+			found.entry(t.miner.clone()).or_default().checks.push(*ev);
+		},
+		CheckOutcome::Inconclusive(i) => {
+			metrics.checks.with_label_values(&["inconclusive"]).inc();
+			metrics.inconclusive.with_label_values(&[i.kind()]).inc();
+			tracing::warn!(epoch, miner = %t.miner, stage = t.stage, sample = t.sample, reason = %i, "spot-check inconclusive");
+		},
 	}
 }
 

@@ -44,6 +44,7 @@ use iota_protocol::selection::{spot_checks, CheckKind};
 use iota_rpc::{AccountId, ObjectEntry, PathwayLog, PathwayRecord, RunSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::inner_step::{InnerStepEvidence, PseudoGradientEvidence};
 use crate::objects::{FetchError, Objects};
 use crate::recompute::{self, StageInput};
 use crate::shard_audit::ShardEvidence;
@@ -164,6 +165,17 @@ pub enum WeightsRef {
 		/// The stage state hash every replica attested, from the chain.
 		state_hash: ContentHash,
 	},
+	/// Local mode: the weights of a miner's revealed inner state (docs/design.md §10), an
+	/// `InnerState` object the miner uploaded to its own key, used only if it hashes to the state hash
+	/// the miner reported for `step`.
+	Revealed {
+		/// Object key (`keys::inner_state`).
+		key: String,
+		/// The state hash the miner reported (the object's BLAKE3).
+		hash: ContentHash,
+		/// The inner step `k` whose state it is.
+		step: u32,
+	},
 }
 
 /// Why the weights of a stage cannot be used.
@@ -223,6 +235,13 @@ pub enum Inconclusive {
 	/// No trustworthy stage weights.
 	#[error("weights: {0}")]
 	Weights(String),
+	/// Local mode: an inner step's replay is off, but some of its passes may have run through a
+	/// forward kept from an earlier inner step (`crate::inner_step`).
+	#[error("stale passes: {0}")]
+	Stale(String),
+	/// Local mode: the run's merge codec leaves the pseudo-gradient check nothing to compare.
+	#[error("unverifiable: {0}")]
+	Unverifiable(String),
 }
 
 impl Inconclusive {
@@ -234,6 +253,8 @@ impl Inconclusive {
 			Inconclusive::BadInput(_) => "bad_input",
 			Inconclusive::MalformedLog(_) => "malformed_log",
 			Inconclusive::Weights(_) => "weights",
+			Inconclusive::Stale(_) => "stale_passes",
+			Inconclusive::Unverifiable(_) => "unverifiable",
 		}
 	}
 }
@@ -289,24 +310,60 @@ pub struct EvidenceBundle {
 	/// The shard audits of copies this miner reduced ([`crate::shard_audit`]).
 	#[serde(default)]
 	pub shards: Vec<ShardEvidence>,
+	/// Local mode: the challenged inner steps judged ([`crate::inner_step`]).
+	#[serde(default, skip_serializing_if = "Vec::is_empty")]
+	pub inner_steps: Vec<InnerStepEvidence>,
+	/// Local mode: the submitted pseudo-gradients judged against the revealed last state.
+	#[serde(default, skip_serializing_if = "Vec::is_empty")]
+	pub pseudo_gradients: Vec<PseudoGradientEvidence>,
+}
+
+/// Everything conclusive a validator found about one miner in one epoch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Findings {
+	/// Spot-checks.
+	pub checks: Vec<CheckEvidence>,
+	/// Shard audits.
+	pub shards: Vec<ShardEvidence>,
+	/// Local mode: challenged inner steps.
+	pub inner_steps: Vec<InnerStepEvidence>,
+	/// Local mode: pseudo-gradient checks.
+	pub pseudo_gradients: Vec<PseudoGradientEvidence>,
+}
+
+impl Findings {
+	/// Whether nothing was found.
+	pub fn is_empty(&self) -> bool {
+		self.checks.is_empty()
+			&& self.shards.is_empty()
+			&& self.inner_steps.is_empty()
+			&& self.pseudo_gradients.is_empty()
+	}
+
+	/// Whether any finding is a `Fail`.
+	pub fn failed(&self) -> bool {
+		let fail = |v: &Verdict| *v == Verdict::Fail;
+		self.checks.iter().any(|c| fail(&c.verdict))
+			|| self.shards.iter().any(|c| fail(&c.verdict))
+			|| self.inner_steps.iter().any(|c| fail(&c.verdict))
+			|| self.pseudo_gradients.iter().any(|c| fail(&c.verdict))
+	}
 }
 
 impl EvidenceBundle {
-	/// Bundles the conclusive checks and shard audits of one miner. `None` when there are none.
+	/// Bundles the conclusive findings about one miner. `None` when there are none.
 	pub fn new(
 		run: &str,
 		epoch: u32,
 		validator: &AccountId,
 		miner: &AccountId,
-		checks: Vec<CheckEvidence>,
-		shards: Vec<ShardEvidence>,
+		findings: Findings,
 	) -> Option<Self> {
-		if checks.is_empty() && shards.is_empty() {
+		if findings.is_empty() {
 			return None;
 		}
-		let failed = checks.iter().any(|c| c.verdict == Verdict::Fail)
-			|| shards.iter().any(|c| c.verdict == Verdict::Fail);
-		let verdict = if failed { Verdict::Fail } else { Verdict::Pass };
+		let verdict = if findings.failed() { Verdict::Fail } else { Verdict::Pass };
+		let Findings { checks, shards, inner_steps, pseudo_gradients } = findings;
 		Some(Self {
 			version: EVIDENCE_VERSION,
 			run: run.into(),
@@ -316,6 +373,8 @@ impl EvidenceBundle {
 			verdict,
 			checks,
 			shards,
+			inner_steps,
+			pseudo_gradients,
 		})
 	}
 
@@ -345,6 +404,9 @@ pub struct Checker {
 	spec: RunSpec,
 	encoding: Encoding,
 	stages: HashMap<(u32, u16), Stage>,
+	/// Local mode: one stage per index whose weights are set to each revealed state in turn, with the
+	/// state hash it holds.
+	scratch: HashMap<u16, (Option<ContentHash>, Stage)>,
 	shards: HashMap<u32, Arc<Vec<u32>>>,
 	max_message_bytes: usize,
 }
@@ -376,6 +438,7 @@ impl Checker {
 			spec,
 			encoding,
 			stages: HashMap::new(),
+			scratch: HashMap::new(),
 			shards: HashMap::new(),
 			max_message_bytes,
 		})
@@ -391,13 +454,82 @@ impl Checker {
 		self.stages.retain(|(e, _), _| *e >= epoch);
 	}
 
-	async fn stage(
+	/// Stage `stage` holding the weights of the revealed state `hash` (local mode): `weights` are set
+	/// unless the stage holds that state already.
+	pub(crate) fn hold_state(
+		&mut self,
+		stage: u16,
+		hash: ContentHash,
+		weights: &[f32],
+	) -> Step<&mut Stage> {
+		if !self.scratch.contains_key(&stage) {
+			let st = Stage::new(
+				&self.spec.model,
+				usize::from(stage),
+				self.spec.seed,
+				DType::F32,
+				&Device::Cpu,
+			)
+			.map_err(|e| Inconclusive::Weights(format!("cannot build stage {stage}: {e}")))?;
+			self.scratch.insert(stage, (None, st));
+		}
+		let (held, st) = self
+			.scratch
+			.get_mut(&stage)
+			.ok_or_else(|| Inconclusive::Weights("stage cache lost an entry".into()))?;
+		if *held != Some(hash) {
+			*held = None;
+			st.set_flat_params(weights)
+				.map_err(|e| Inconclusive::BadInput(format!("revealed state {hash}: {e}")))?;
+			*held = Some(hash);
+		}
+		Ok(st)
+	}
+
+	/// Stage `stage` holding the revealed inner state at `key` (an `InnerState` object that must hash
+	/// to `hash`), fetched unless the scratch stage holds it already. A missing, garbage or malformed
+	/// object is inconclusive here: the inner-step check ([`crate::inner_step`]) is what judges a reveal.
+	pub(crate) async fn revealed_stage(
+		&mut self,
+		stage: u16,
+		key: &str,
+		hash: &ContentHash,
+		objects: &dyn Objects,
+	) -> Step<&mut Stage> {
+		if self.scratch.get(&stage).is_some_and(|(held, _)| *held == Some(*hash)) {
+			return self.hold_state(stage, *hash, &[]);
+		}
+		let p = self
+			.spec
+			.model
+			.stage_param_count(usize::from(stage))
+			.map_err(|e| Inconclusive::Weights(format!("stage {stage}: {e}")))?;
+		let bytes = objects.get(key, hash).await.map_err(|e| match e {
+			FetchError::NotFound { key } => {
+				Inconclusive::Weights(format!("revealed state {key} is missing"))
+			},
+			other => fetch_input(other),
+		})?;
+		let st = iota_model::optim::InnerState::from_bytes(&bytes, p).map_err(|e| {
+			Inconclusive::Weights(format!(
+				"revealed state {key} is not a state of stage {stage}: {e}"
+			))
+		})?;
+		self.hold_state(stage, *hash, &st.weights)
+	}
+
+	pub(crate) async fn stage(
 		&mut self,
 		epoch: u32,
 		stage: u16,
 		weights: &WeightsRef,
 		objects: &dyn Objects,
 	) -> Step<&mut Stage> {
+		if matches!(weights, WeightsRef::Revealed { .. }) {
+			return Err(Inconclusive::Weights(
+				"a revealed inner state is not a stage's global weights".into(),
+			));
+		}
 		if !self.stages.contains_key(&(epoch, stage)) {
 			let cfg = &self.spec.model;
 			let mut st =
@@ -405,6 +537,8 @@ impl Checker {
 					.map_err(|e| {
 						Inconclusive::Weights(format!("cannot build stage {stage}: {e}"))
 					})?;
+			// Local mode's checkpoints carry the outer optimizer's state, which their attested hash covers.
+			st.train_as(&self.spec.training);
 			if let WeightsRef::Checkpoint { key, hash, state_hash } = weights {
 				let bytes = objects.get(key, hash).await.map_err(|e| match e {
 					FetchError::NotFound { key } => {
@@ -426,7 +560,7 @@ impl Checker {
 	}
 
 	/// Inputs and targets of sample `sample` (`rows × seq_len` each) and the shard object they came from.
-	async fn tokens(
+	pub(crate) async fn tokens(
 		&mut self,
 		sample: u64,
 		objects: &dyn Objects,
@@ -489,7 +623,7 @@ impl Checker {
 		})
 	}
 
-	async fn activation_input(
+	pub(crate) async fn activation_input(
 		&self,
 		entry: &ObjectEntry,
 		kind: Kind,
@@ -654,7 +788,12 @@ impl Checker {
 		};
 
 		let encoding = self.encoding;
-		let stage = self.stage(log.epoch, target.stage, &w, objects).await?;
+		let stage = match &w {
+			WeightsRef::Revealed { key, hash, .. } => {
+				self.revealed_stage(target.stage, key, hash, objects).await?
+			},
+			_ => self.stage(log.epoch, target.stage, &w, objects).await?,
+		};
 		let recomputed = match (target.kind, &grad_output) {
 			(ItemKind::Backward, Some(g)) => recompute::backward(stage, &input, g),
 			_ => recompute::forward(stage, &input, targets.as_ref()),
@@ -1112,16 +1251,29 @@ pub(crate) mod tests {
 			})
 			.collect();
 		let v = AccountId::from([42; 32]);
-		assert!(EvidenceBundle::new("run", 0, &v, &miner(1), vec![], vec![]).is_none());
-		let mut b = EvidenceBundle::new("run", 0, &v, &miner(1), checks.clone(), vec![]).unwrap();
+		assert!(EvidenceBundle::new("run", 0, &v, &miner(1), Findings::default()).is_none());
+		let mut b = EvidenceBundle::new(
+			"run",
+			0,
+			&v,
+			&miner(1),
+			Findings { checks: checks.clone(), ..Default::default() },
+		)
+		.unwrap();
 		assert_eq!(b.verdict, Verdict::Pass);
 		let h = b.hash();
 		assert_eq!(h, ContentHash::of(&b.to_bytes()));
 		let back: EvidenceBundle = serde_json::from_slice(&b.to_bytes()).unwrap();
 		assert_eq!(back, b);
 		b.checks[0].verdict = Verdict::Fail;
-		let failed =
-			EvidenceBundle::new("run", 0, &v, &miner(1), b.checks.clone(), vec![]).unwrap();
+		let failed = EvidenceBundle::new(
+			"run",
+			0,
+			&v,
+			&miner(1),
+			Findings { checks: b.checks.clone(), ..Default::default() },
+		)
+		.unwrap();
 		assert_eq!(failed.verdict, Verdict::Fail);
 		assert_ne!(failed.hash(), h);
 	}
