@@ -198,8 +198,44 @@ async fn local_mode_replicas_take_inner_steps_merge_and_report_heldout_losses() 
 		.all(|r| r.forward_steps.len() == 3 && r.backward_steps.len() == 3));
 	assert!(log.records.iter().any(|r| r.backward_steps.iter().any(|k| *k > 0)));
 
-	// The reveal round is not asserted here yet: in the fresh-clone CI runs some replicas' reveals of
-	// epoch 0 never reached the bucket (cause not established; docs/design.md §10, known gaps). The
-	// miner test `local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step` covers rebuilding
-	// and uploading the challenged states.
+	// Challenges: once epoch 0's completion block is final, every replica reveals the states around
+	// each of its drawn inner steps, and each revealed object hashes to the state it reported.
+	let seed = wait_for("epoch 0's challenge seed", Duration::from_secs(60), || async {
+		client.challenge_seed(0).await.ok()?
+	})
+	.await;
+	let run = iota_storage::keys::Id::new(RUN).unwrap();
+	let mut revealed = 0;
+	for t in &log.inner_states {
+		let steps = iota_protocol::selection::inner_step_challenges(
+			&seed,
+			0,
+			t.stage,
+			&t.miner.0,
+			t.hashes.len() as u32,
+			iota_protocol::selection::INNER_CHALLENGES,
+		);
+		assert!(!steps.is_empty(), "stage {} {}: {} states", t.stage, t.miner, t.hashes.len());
+		let p = spec.model.stage_param_count(usize::from(t.stage)).unwrap();
+		for k in steps {
+			for j in [k, k + 1] {
+				let key = iota_storage::keys::inner_state(
+					&run,
+					0,
+					u32::from(t.stage),
+					j,
+					&iota_orchestrator::state::miner_id(&t.miner),
+				);
+				let want = t.hashes[j as usize];
+				let bytes = wait_for("a revealed state", Duration::from_secs(60), || async {
+					s3.store.get(&key, &want).await.ok()
+				})
+				.await;
+				assert_eq!(iota_primitives::ContentHash::of(&bytes), want, "{key}");
+				iota_protocol::optim::InnerState::from_bytes(&bytes, p).unwrap();
+				revealed += 1;
+			}
+		}
+	}
+	eprintln!("{revealed} revealed states of epoch 0 found and checked");
 }

@@ -4,6 +4,11 @@
 //! uploads), and one `iota-validator` (Bob, a genesis validator holding half the validator stake, which
 //! is the dev run's slash quorum).
 //!
+//! The same in local mode (inner AdamW steps every 2 backward passes, int8 pseudo-gradient merges):
+//! the validator checks the cheater's passes at the inner states it revealed when challenged, and every
+//! honest miner's challenged inner steps replay, its passes recompute at their revealed states and its
+//! pseudo-gradient is the delta to its last reported state.
+//!
 //! Asserted: within the first 2 epochs the validator's `Fail` verdict on the cheater is on chain and the
 //! cheater's bond is slashed (its miner record is gone); every verdict on an honest miner in those
 //! epochs is `Pass`; the validator's weights for epoch 0 give the cheater nothing; epoch 0 is finalized
@@ -26,21 +31,73 @@ use iota_chain::{AccountId, Signer, Verdict};
 use iota_e2e::*;
 use iota_model::ModelConfig;
 use iota_orchestrator::data::prepare_data;
+use iota_protocol::codec::MergeCodec;
+use iota_protocol::optim::Training;
 use iota_storage::keys::{self, Id};
 
-const RUN: &str = "e2e-validator";
 /// Two epochs of the whole pipeline plus the scoring window on 2 shared cores: generous.
 const TIMEOUT: Duration = Duration::from_secs(1200);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and iota-validator (see the file's docs)"]
 async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
+	cheater_scenario("e2e-validator", Training::Sync, MergeCodec::F32).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and iota-validator (see the file's docs)"]
+async fn local_mode_a_perturbing_miner_is_caught_at_its_revealed_states_and_honest_steps_pass() {
+	let local = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
+	let bundles = cheater_scenario("e2e-val-local", local, MergeCodec::Int8).await;
+	// Honest miners were judged by their challenged inner steps (replayed), their passes at revealed
+	// states and their pseudo-gradients, all passing; the cheater's Fail came from a pass recomputed
+	// at a revealed state.
+	let (cheater, honest) = bundles;
+	let at_revealed = |b: &serde_json::Value| {
+		b["checks"]
+			.as_array()
+			.is_some_and(|c| c.iter().any(|c| c["weights"]["source"] == "revealed"))
+	};
+	assert!(
+		cheater["checks"]
+			.as_array()
+			.unwrap()
+			.iter()
+			.any(|c| c["verdict"] == "Fail" && c["weights"]["source"] == "revealed"),
+		"{cheater}"
+	);
+	let mut steps = 0;
+	let mut pseudo = 0;
+	for b in &honest {
+		assert_eq!(b["verdict"], "Pass", "{b}");
+		assert!(at_revealed(b), "no pass checked at a revealed state: {b}");
+		for s in b["innerSteps"].as_array().into_iter().flatten() {
+			assert_eq!(s["verdict"], "Pass", "{s}");
+			steps += 1;
+		}
+		for g in b["pseudoGradients"].as_array().into_iter().flatten() {
+			assert_eq!(g["verdict"], "Pass", "{g}");
+			pseudo += 1;
+		}
+	}
+	eprintln!("honest evidence: {steps} inner steps replayed, {pseudo} pseudo-gradients checked");
+	assert!(steps > 0 && pseudo > 0, "honest miners' inner steps and pseudo-gradients were judged");
+}
+
+/// Runs the scenario (module docs) for `training` and `codec`; returns the evidence bundles of the
+/// cheater's `Fail` and of every honest miner's verdicts in the epochs judged.
+async fn cheater_scenario(
+	run: &str,
+	training: Training,
+	codec: MergeCodec,
+) -> (serde_json::Value, Vec<serde_json::Value>) {
 	let mut node = DevNode::start();
 	let client = node.client().await;
 	let s3 = S3::start().await;
-	prepare_data(&s3.store, &shakespeare_options(RUN, ModelConfig::tiny(), "bf16"))
-		.await
-		.unwrap();
+	let mut opts = shakespeare_options(run, ModelConfig::tiny(), "bf16");
+	opts.training = training;
+	opts.merge_codec = codec;
+	prepare_data(&s3.store, &opts).await.unwrap();
 
 	// Six miners, two per stage; the cheater is the first one seated at stage 0 (its activations feed
 	// stage 1, so the noise reaches the loss).
@@ -57,7 +114,7 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 	assert!(client.validator(&bob).await.unwrap().is_some(), "Bob is a genesis validator");
 
 	let dir = work_dir();
-	let orch = OrchestratorProcess::dev(&node, &s3, RUN, 8, 30_000, dir.path()).await;
+	let orch = OrchestratorProcess::dev(&node, &s3, run, 8, 30_000, dir.path()).await;
 	let _miners: Vec<Daemon> = SIX_MINERS
 		.iter()
 		.enumerate()
@@ -107,27 +164,41 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 		assert!(paid.get(m).is_some_and(|a| *a > 0), "honest miner {m} unpaid: {paid:?}");
 	}
 
-	// The evidence behind the Fail is in the bucket under the validator's key, hashing to what is on chain.
-	let check = client
-		.spot_checks(failed_at, &cheater)
+	// The evidence behind each verdict is in the bucket under the validator's key, hashing to what is
+	// on chain; the cheater's says `Fail`.
+	let evidence = |e: u32, m: AccountId| {
+		let (client, s3, bob) = (&client, &s3, &bob);
+		async move {
+			let check = client
+				.spot_checks(e, &m)
+				.await
+				.unwrap()
+				.into_iter()
+				.find(|c| c.validator == *bob)?;
+			let key = keys::evidence(
+				&Id::new(run).unwrap(),
+				&Id::new(bob.to_string()).unwrap(),
+				u64::from(e),
+				&Id::new(m.to_string()).unwrap(),
+			);
+			let bytes = s3
+				.store
+				.get(&key, &check.evidence)
+				.await
+				.expect("evidence object with the on-chain hash");
+			Some(serde_json::from_slice::<serde_json::Value>(&bytes).unwrap())
+		}
+	};
+	let bundle = evidence(failed_at, cheater.clone())
 		.await
-		.unwrap()
-		.into_iter()
-		.find(|c| c.validator == bob)
 		.expect("Bob's verdict on the cheater");
-	let key = keys::evidence(
-		&Id::new(RUN).unwrap(),
-		&Id::new(bob.to_string()).unwrap(),
-		u64::from(failed_at),
-		&Id::new(cheater.to_string()).unwrap(),
-	);
-	let bytes = s3
-		.store
-		.get(&key, &check.evidence)
-		.await
-		.expect("evidence object with the on-chain hash");
-	let bundle: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
 	assert_eq!(bundle["verdict"], "Fail", "{bundle}");
+	let mut honest_bundles = Vec::new();
+	for e in 0..=failed_at {
+		for m in &honest {
+			honest_bundles.extend(evidence(e, m.clone()).await);
+		}
+	}
 
 	// Metrics count what happened.
 	let text = http_get(&metrics_addr, "/metrics").await;
@@ -136,4 +207,5 @@ async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
 	assert!(text.contains("iota_validator_weights_submitted_total"), "{text}");
 	let log = validator.log_text();
 	assert!(log.contains("verdict submitted"), "the validator logged no verdict");
+	(bundle, honest_bundles)
 }

@@ -250,7 +250,9 @@ impl Miner {
 					},
 				}
 				// Resynchronise after a poll's pause: the chain's best block may not hold the commit the
-				// orchestrator acted on yet, and an immediate resync would come straight back here.
+				// orchestrator acted on yet, and an immediate resync would come straight back here (the
+				// floor makes it wait for the commit).
+				self.resync_floor = Some((m.epoch + 1, Instant::now()));
 				self.phase = Phase::Unsynced;
 				return Ok(Outcome::Idle(self.cfg.merge_poll));
 			},

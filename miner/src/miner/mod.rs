@@ -248,6 +248,10 @@ pub struct Miner {
 	inner_log: Option<InnerLog>,
 	/// Local mode: epochs trained whose challenges are not answered yet, and when to ask next.
 	reveal_due: std::collections::BTreeMap<u32, Instant>,
+	/// The epoch the stage is known to be in at least (the orchestrator reported its merge committed)
+	/// and since when: a resync waits up to [`CHAIN_LAG_WAIT`] for the chain's best block to show it,
+	/// rather than re-enter an epoch already trained (which would drop its inner-step log).
+	resync_floor: Option<(u32, Instant)>,
 	/// What a lossy merge codec dropped from the submissions merged so far (error feedback).
 	feedback: ErrorFeedback,
 	/// The feedback after this epoch's submission, kept once its merge is committed.
@@ -268,6 +272,10 @@ impl std::fmt::Debug for Miner {
 			.finish()
 	}
 }
+
+/// Longest a resync waits for the chain's best block to show a merge the orchestrator reported
+/// committed; after it the chain's view is taken (the orchestrator may have reverted the commit).
+pub const CHAIN_LAG_WAIT: Duration = Duration::from_secs(60);
 
 fn bad(msg: impl Into<String>) -> MinerError {
 	MinerError::BadInput(msg.into())
@@ -359,6 +367,7 @@ impl Miner {
 			local,
 			inner_log,
 			reveal_due: Default::default(),
+			resync_floor: None,
 			feedback: ErrorFeedback::default(),
 			feedback_next: None,
 			lease: None,
@@ -425,6 +434,9 @@ impl Miner {
 	/// # Errors
 	/// Any [`MinerError`]; none leaves the stage with unverified weights.
 	pub async fn step(&mut self) -> Result<Outcome> {
+		// Local mode: challenges of earlier epochs are answered whatever this replica is doing now (a
+		// short epoch may spend the whole reveal window merging or resynchronising).
+		self.answer_challenges().await;
 		match self.phase.clone() {
 			Phase::Unsynced => self.resync().await,
 			Phase::Training => self.train_step().await,

@@ -7,6 +7,21 @@ impl Miner {
 		// Whatever this replica's last submissions left out no longer belongs to the weights it will hold.
 		self.feedback = ErrorFeedback::default();
 		let e = self.chain.stage_epoch(self.index).await?;
+		if let Some((floor, since)) = self.resync_floor {
+			if e < floor && since.elapsed() < CHAIN_LAG_WAIT {
+				tracing::debug!(
+					stage = self.index,
+					epoch = e,
+					floor,
+					"the chain's best block does not show the committed merge yet; waiting"
+				);
+				return Ok(Outcome::Idle(self.cfg.merge_poll));
+			}
+			if e < floor {
+				tracing::warn!(stage = self.index, epoch = e, floor, "the chain never showed the merge the orchestrator reported committed; taking the chain's view");
+			}
+			self.resync_floor = None;
+		}
 		if e == 0 {
 			let outer_steps = self.stage.outer_state().map_or(0, |o| o.step);
 			if self.stage.adam_state().step != 0 || outer_steps != 0 {
@@ -65,8 +80,9 @@ impl Miner {
 	/// Reading the weights (local mode keeps them as the epoch's global weights) fails.
 	pub(super) fn enter_training(&mut self, epoch: u32) -> Result<()> {
 		if let Some(l) = &mut self.local {
-			// The epoch just trained is challenged once it completes: answer it while training this one.
-			if l.reported > 0 && self.epoch + 1 == epoch {
+			// The epoch just trained is challenged once it completes: answer it while training the next
+			// one (or a later one, when merges went by without this replica).
+			if l.reported > 0 && self.epoch < epoch {
 				self.reveal_due.insert(self.epoch, Instant::now());
 			}
 			l.global = self.stage.flat_params()?;

@@ -5,7 +5,6 @@ use super::*;
 
 impl Miner {
 	pub(super) async fn train_step(&mut self) -> Result<Outcome> {
-		self.answer_challenges().await;
 		if self.local.as_ref().is_some_and(|l| l.sat_out) {
 			// The orchestrator holds another trajectory of this epoch for this miner: take no work (its
 			// items would come back to it and stall), and resynchronise once the stage has moved on.
