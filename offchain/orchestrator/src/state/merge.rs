@@ -184,15 +184,15 @@ impl State {
 		if t.key != key {
 			return refuse(ErrorCode::Invalid, format!("shard key {:?}, expected {key:?}", t.key));
 		}
+		// A reduced shard travels in the codec's shard form (f32, or int8 for the lossy codecs).
 		let len = desc.len();
-		if t.shape != [len] || t.size != len * 4 {
+		let bytes = iota_protocol::shard_len(self.cfg.merge_codec, len, self.param_count(stage));
+		if t.shape != [len] || t.size != bytes {
 			return refuse(
 				ErrorCode::ShapeMismatch,
 				format!(
-					"shard shape {:?} / {} bytes, expected [{len}] / {} bytes",
-					t.shape,
-					t.size,
-					len * 4
+					"shard shape {:?} / {} bytes, expected [{len}] / {bytes} bytes",
+					t.shape, t.size
 				),
 			);
 		}

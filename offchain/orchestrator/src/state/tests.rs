@@ -1079,3 +1079,28 @@ fn sync_mode_has_no_inner_steps() {
 	assert_eq!(code(w.st.challenges_of(&acc(1), 0, 0)), ErrorCode::WrongPhase);
 	assert!(w.st.challenge_seeds_due().is_empty());
 }
+
+#[test]
+fn a_lossy_codecs_reduced_shard_is_taken_at_its_int8_length() {
+	// Stage 0 merges in int8: its P = 10 elements travel as the chunks' scales and one byte each.
+	let mut w = World::new(1, 4, &[&[7], &[2], &[3]]);
+	w.st = State::new(StateConfig { merge_codec: iota_protocol::MergeCodec::Int8, ..cfg(1, 4) });
+	w.chain(0, 0, Phase::WeightsUploading, 0, &[7], 0);
+	let a = acc(7);
+	let p = w.st.param_count(0);
+	let sub = w.st.gradient_key(0, 0, &a);
+	let len = iota_protocol::submission_len(iota_protocol::MergeCodec::Int8, p);
+	let chunks = vec![ContentHash::of(b"c"); iota_protocol::chunk_count(p)];
+	let g = TensorRef { key: sub, hash: ContentHash::of(b"g"), size: len, shape: vec![p] };
+	let e = w.st.check_gradient(&a, 0, 0, &g, &chunks, 1).unwrap();
+	w.apply(e);
+	w.chain(0, 0, Phase::Merging, 0, &[7], 10);
+	w.apply(Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [9; 32] });
+	let key = w.st.shard_key(0, 0, 0, &a);
+	let int8 = iota_protocol::shard_len(iota_protocol::MergeCodec::Int8, p, p);
+	assert!(int8 < p * 4);
+	let f32_sized = tensor(key.clone(), p, b"s");
+	assert_eq!(code(w.st.check_shard(&a, 0, 0, 0, 0, &f32_sized)), ErrorCode::ShapeMismatch);
+	let t = TensorRef { key, hash: ContentHash::of(b"s"), size: int8, shape: vec![p] };
+	assert!(w.st.check_shard(&a, 0, 0, 0, 0, &t).is_ok());
+}
