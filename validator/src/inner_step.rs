@@ -37,7 +37,8 @@ use serde::{Deserialize, Serialize};
 use crate::objects::{FetchError, Objects};
 use crate::recompute::{to_tensor, RecomputeError, StageInput};
 use crate::spot_check::{
-	CheckTarget, Checker, Inconclusive, ItemKind, WeightsError, WeightsRef, WeightsSource,
+	CheckTarget, Checker, Inconclusive, ItemKind, KeptForward, WeightsError, WeightsRef,
+	WeightsSource,
 };
 
 /// Relative tolerance on a replayed update (of its norm).
@@ -154,8 +155,10 @@ pub type RevealedStates = BTreeMap<(u16, AccountId), BTreeMap<u32, ObjectEntry>>
 /// Spot-checks of local-mode passes at the states they ran at (docs/design.md §10): for each
 /// (stage, miner) with revealed states, the candidate records are those where the miner ran the
 /// stage's forward at a revealed state (`forward_steps[s]`) and, at body stages, those where it ran
-/// the backward with an output through the graph of a revealed state (its own forward's state when
-/// it ran that forward, else the state it reported for the backward). Up to `forward_checks` and
+/// the backward with an output at a revealed state (`backward_steps[s]`): a backward rerouted from
+/// another miner's forward is recomputed there; one through the miner's own forward kept from an
+/// earlier state needs that state revealed too, and is recomputed with its activations and the
+/// backward's weights, as the miner's kept graph ran it. Up to `forward_checks` and
 /// `backward_checks` are drawn per (stage, miner, kind) with [`spot_checks`] from the
 /// **challenge** seed (the passes' states were unknown before it). Each target comes with the
 /// revealed state it is recomputed at.
@@ -173,39 +176,45 @@ pub fn revealed_spot_checks(
 		if s >= stages {
 			continue;
 		}
-		let state_of = |step: Option<&u32>| step.and_then(|k| states.get(k).map(|e| (*k, e)));
+		let at = |step: u32, kept: Option<u32>| -> Option<WeightsRef> {
+			let e = states.get(&step)?;
+			let kept_forward = match kept {
+				Some(j) => Some(KeptForward { step: j, state: states.get(&j)?.clone() }),
+				None => None,
+			};
+			Some(WeightsRef::Revealed { key: e.key.clone(), hash: e.hash, step, kept_forward })
+		};
 		for kind in [ItemKind::Forward, ItemKind::Backward] {
-			let mut at: BTreeMap<usize, (u32, &ObjectEntry)> = BTreeMap::new();
+			let mut found: BTreeMap<usize, WeightsRef> = BTreeMap::new();
 			for (i, r) in log.records.iter().enumerate() {
-				let found = match kind {
+				let w = match kind {
 					ItemKind::Forward => (r.forward.get(s) == Some(miner)
 						&& r.forward_outputs.get(s).is_some_and(|o| !o.key.is_empty()))
-					.then(|| state_of(r.forward_steps.get(s)))
+					.then(|| at(*r.forward_steps.get(s)?, None))
 					.flatten(),
 					ItemKind::Backward => (s > 0
 						&& s + 1 < stages && r.backward.get(s) == Some(miner)
 						&& r.backward_outputs.get(s).is_some_and(Option::is_some))
 					.then(|| {
-						if r.forward.get(s) == Some(miner) {
-							state_of(r.forward_steps.get(s))
-						} else {
-							state_of(r.backward_steps.get(s))
-						}
+						let k = *r.backward_steps.get(s)?;
+						let own = r.forward.get(s) == Some(miner);
+						let j = if own { *r.forward_steps.get(s)? } else { k };
+						at(k, (j != k).then_some(j))
 					})
 					.flatten(),
 				};
-				if let Some(f) = found {
-					at.insert(i, f);
+				if let Some(w) = w {
+					found.insert(i, w);
 				}
 			}
 			let (k, byte) = match kind {
 				ItemKind::Forward => (forward_checks, CheckKind::Forward),
 				ItemKind::Backward => (backward_checks, CheckKind::Backward),
 			};
-			let candidates: Vec<usize> = at.keys().copied().collect();
+			let candidates: Vec<usize> = found.keys().copied().collect();
 			let k = k.min(candidates.len());
 			for i in spot_checks(challenge_seed, log.epoch, *stage, &miner.0, byte, candidates, k) {
-				let Some((step, e)) = at.get(&i) else { continue };
+				let Some(w) = found.get(&i) else { continue };
 				out.push((
 					CheckTarget {
 						miner: miner.clone(),
@@ -214,7 +223,7 @@ pub fn revealed_spot_checks(
 						record: i,
 						kind,
 					},
-					WeightsRef::Revealed { key: e.key.clone(), hash: e.hash, step: *step },
+					w.clone(),
 				));
 			}
 		}
@@ -267,10 +276,14 @@ pub struct InnerStepEvidence {
 	pub states: Vec<ObjectEntry>,
 	/// Passes the pathway log puts at state `k` (backward passes; the tail's forward items).
 	pub passes: u32,
-	/// Of them, passes whose forward ran at an earlier state: the miner may have run the backward
-	/// through that forward's kept graph, which no validator holding only states `k` and `k + 1` can
-	/// recompute exactly.
+	/// Of them, passes whose forward ran at an earlier state: the miner ran the backward through that
+	/// forward's kept graph (activations of the earlier state, weights of state `k`).
 	pub stale_passes: u32,
+	/// Of those, passes recomputed exactly so, the earlier state being revealed too (another
+	/// challenged step's). A replay that is off while some stale pass could not be recomputed so is
+	/// inconclusive, not a `Fail`.
+	#[serde(default)]
+	pub stale_replayed: u32,
 	/// Whether state `k`'s weights were compared with the epoch's global weights (`k = 0` only).
 	pub start_checked: bool,
 	/// The replay ([`judge_inner_step`]); `None` when the reveal itself failed.
@@ -310,6 +323,7 @@ pub fn not_revealed(t: &StepTarget, run: &str, epoch: u32) -> InnerStepEvidence 
 		states,
 		passes: 0,
 		stale_passes: 0,
+		stale_replayed: 0,
 		start_checked: false,
 		judgement: None,
 		verdict: Verdict::Fail,
@@ -450,7 +464,8 @@ impl Checker {
 	/// The passes of `miner` at `stage` that the pathway log `log` puts at its inner state `step`, with
 	/// what the validator recomputes them from: (input, what flows back) as [`step_gradient`] takes
 	/// them. A pass is a backward pass (at the tail: the forward, which computes loss and backward in
-	/// one). Also returns how many of them may have run through a forward kept from an earlier state.
+	/// one). Also returns, per pass, the earlier state its backward's kept forward ran at (`None`: the
+	/// forward ran at `step` too, or by another miner, and is recomputed at `step`).
 	///
 	/// # Errors
 	/// [`Inconclusive`] for a malformed record or an input that cannot be read.
@@ -461,13 +476,13 @@ impl Checker {
 		miner: &AccountId,
 		step: u32,
 		objects: &dyn Objects,
-	) -> Result<(Vec<(StageInput, StageInput)>, u32), Inconclusive> {
+	) -> Result<(Vec<(StageInput, StageInput)>, Vec<Option<u32>>), Inconclusive> {
 		let (s, stages) = (usize::from(stage), usize::from(log.stages));
 		let tail = s + 1 == stages;
 		let malformed = |sample: u64, what: &str| {
 			Inconclusive::MalformedLog(format!("sample {sample}: {what}"))
 		};
-		let (mut passes, mut stale) = (Vec::new(), 0u32);
+		let (mut passes, mut stale) = (Vec::new(), Vec::new());
 		for r in &log.records {
 			let (who, at) = if tail {
 				(r.forward.get(s), r.forward_steps.get(s))
@@ -477,10 +492,11 @@ impl Checker {
 			if who != Some(miner) || at != Some(&step) {
 				continue;
 			}
-			stale += u32::from(
-				!tail
-					&& r.forward.get(s) == Some(miner)
-					&& r.forward_steps.get(s).is_some_and(|j| *j != step),
+			stale.push(
+				r.forward_steps
+					.get(s)
+					.copied()
+					.filter(|j| !tail && r.forward.get(s) == Some(miner) && *j != step),
 			);
 			let input = if s == 0 {
 				self.tokens(r.sample, objects).await?.0
@@ -533,6 +549,7 @@ impl Checker {
 			states: Vec::new(),
 			passes: 0,
 			stale_passes: 0,
+			stale_replayed: 0,
 			start_checked: false,
 			judgement: None,
 			verdict: Verdict::Fail,
@@ -598,7 +615,25 @@ impl Checker {
 
 		// The passes the log puts at state k, with their inputs.
 		let (passes, stale) = self.passes_at(log, t.stage, &t.miner, t.step, objects).await?;
-		ev.stale_passes = stale;
+		ev.stale_passes = stale.iter().flatten().count() as u32;
+		// A pass through a kept forward is recomputed as the miner ran it when the state its forward
+		// ran at is revealed too (another challenged step's); else it stays approximate.
+		let trail = log.inner_states.iter().find(|x| x.stage == t.stage && x.miner == t.miner);
+		let mut kept: Vec<Option<Vec<f32>>> = Vec::with_capacity(stale.len());
+		for j in &stale {
+			let w = match (j, trail.and_then(|x| j.and_then(|j| x.hashes.get(j as usize)))) {
+				(Some(j), Some(hash)) => {
+					let key = reveal_key(&run, epoch, t.stage, *j, &t.miner)?;
+					match objects.get(&key, hash).await {
+						Ok(bytes) => InnerState::from_bytes(&bytes, p).ok().map(|st| st.weights),
+						Err(_) => None,
+					}
+				},
+				_ => None,
+			};
+			ev.stale_replayed += u32::from(w.is_some());
+			kept.push(w);
+		}
 		ev.passes = passes.len() as u32;
 		if passes.is_empty() {
 			return Err(Inconclusive::MalformedLog(format!(
@@ -610,7 +645,7 @@ impl Checker {
 		// Recompute the step's gradient at state k and replay the step.
 		let opts = self.spec().step_options(epoch);
 		let scratch = self.hold_state(t.stage, t.hashes[0], &before.weights)?;
-		let g = step_gradient(scratch, &passes).map_err(|e| {
+		let g = step_gradient_kept(scratch, &passes, &kept, &before.weights).map_err(|e| {
 			Inconclusive::BadInput(format!("recomputation refused the inputs: {e}"))
 		})?;
 		let (decay, total) = (scratch.decay_mask().to_vec(), scratch.total_params());
@@ -621,7 +656,7 @@ impl Checker {
 				ev.verdict = Verdict::Pass;
 				Ok(StepOutcome::Judged(Box::new(ev)))
 			},
-			Some(StepFault::Replay { vector, ratio }) if ev.stale_passes > 0 => {
+			Some(StepFault::Replay { vector, ratio }) if ev.stale_passes > ev.stale_replayed => {
 				Err(Inconclusive::Stale(format!(
 					"step {} of {} at stage {s}: {vector} off by {ratio:.2}x the margin, {} of {} passes through an earlier state",
 					t.step, t.miner, ev.stale_passes, ev.passes
@@ -646,6 +681,24 @@ pub fn step_gradient(
 	stage: &mut Stage,
 	passes: &[(StageInput, StageInput)],
 ) -> Result<Vec<f32>, RecomputeError> {
+	step_gradient_kept(stage, passes, &[], &[])
+}
+
+/// [`step_gradient`] where some passes' backward ran through a forward kept from an earlier inner step
+/// (docs/design.md §3): `kept[i]` is the weights pass `i`'s forward ran at (`None`: at the step's own
+/// state), `weights` the step's state `k` (which the stage must hold). Each kept pass is recomputed as
+/// the miner ran it ([`crate::recompute::kept_backward`]: the forward at the earlier weights, the
+/// backward at `weights`). `kept` may be shorter than `passes` (the rest ran at state `k`). The stage
+/// holds `weights` after.
+///
+/// # Errors
+/// As [`step_gradient`].
+pub fn step_gradient_kept(
+	stage: &mut Stage,
+	passes: &[(StageInput, StageInput)],
+	kept: &[Option<Vec<f32>>],
+	weights: &[f32],
+) -> Result<Vec<f32>, RecomputeError> {
 	let s = stage.index();
 	if passes.is_empty() {
 		return Err(RecomputeError::Inputs {
@@ -654,7 +707,7 @@ pub fn step_gradient(
 		});
 	}
 	stage.zero_grad();
-	let r = accumulate(stage, passes);
+	let r = accumulate(stage, passes, kept, weights);
 	if r.is_err() {
 		stage.zero_grad();
 	}
@@ -668,9 +721,11 @@ pub fn step_gradient(
 fn accumulate(
 	stage: &mut Stage,
 	passes: &[(StageInput, StageInput)],
+	kept: &[Option<Vec<f32>>],
+	weights: &[f32],
 ) -> Result<(), RecomputeError> {
 	let (dtype, device) = (stage.dtype(), stage.device().clone());
-	for (input, back) in passes {
+	for (i, (input, back)) in passes.iter().enumerate() {
 		let x = to_tensor(input, dtype, &device)?;
 		if stage.is_last() {
 			let y = to_tensor(back, dtype, &device)?;
@@ -678,7 +733,14 @@ fn accumulate(
 			stage.backward_loss(lf)?;
 		} else {
 			let g = to_tensor(back, dtype, &device)?;
-			stage.backward_from_input(&x, &g)?;
+			match kept.get(i).and_then(Option::as_ref) {
+				Some(w) => {
+					crate::recompute::kept_backward(stage, &x, &g, w, weights)?;
+				},
+				None => {
+					stage.backward_from_input(&x, &g)?;
+				},
+			}
 		}
 	}
 	Ok(())
@@ -886,6 +948,8 @@ mod tests {
 			.collect();
 		records[6].forward_steps[1] = 0;
 		records[6].backward_steps[1] = 2;
+		// Sample 3's backward ran at state 2 through its forward kept from state 1.
+		records[3].backward_steps[1] = 2;
 		records[7].forward[1] = acct(9);
 		records[7].backward_steps[1] = 1;
 		let log = PathwayLog {
@@ -920,14 +984,18 @@ mod tests {
 		// Forwards at states 1 and 2 (sample 6's forward ran at the unrevealed state 0; sample 7's
 		// forward is miner 9's).
 		assert_eq!(picked(ItemKind::Forward), vec![(2, 1), (3, 1), (4, 2), (5, 2)]);
-		// Backwards through the graph of a revealed state: sample 6's ran through state 0's graph (not
-		// revealed); sample 7's was rerouted to miner 1 at state 1.
-		assert_eq!(picked(ItemKind::Backward), vec![(2, 1), (3, 1), (4, 2), (5, 2), (7, 1)]);
+		// Backwards at a revealed state: sample 3's through its forward kept from state 1 (revealed
+		// too); sample 6's through state 0's forward (not revealed) is left out; sample 7's was
+		// rerouted to miner 1 at state 1.
+		assert_eq!(picked(ItemKind::Backward), vec![(2, 1), (3, 2), (4, 2), (5, 2), (7, 1)]);
 		for (t, w) in &all {
 			assert_eq!((t.stage, &t.miner), (1, &acct(1)));
 			assert_eq!(log.records[t.record].sample, t.sample);
-			let WeightsRef::Revealed { key, hash, step } = w else { unreachable!() };
+			let WeightsRef::Revealed { key, hash, step, kept_forward } = w else { unreachable!() };
 			assert_eq!((key, *hash), (&state(*step).key, state(*step).hash));
+			let kept = (t.kind == ItemKind::Backward && t.sample == 3)
+				.then(|| KeptForward { step: 1, state: state(1) });
+			assert_eq!(kept_forward, &kept, "sample {} {:?}", t.sample, t.kind);
 		}
 		// Bounded per kind, seeded by the challenge seed.
 		let few = revealed_spot_checks(&log, &[7; 32], &revealed, 2, 1);
@@ -968,7 +1036,7 @@ mod tests {
 			let before = st.inner_state().unwrap();
 			let (passes, stale) =
 				rt.block_on(checker.passes_at(&log, s, &miner(s), 0, objects)).unwrap();
-			assert_eq!((passes.len(), stale), (4, 0));
+			assert_eq!((passes.len(), stale.iter().flatten().count()), (4, 0));
 			let g = step_gradient(&mut st, &passes).unwrap();
 			let mut after = before.clone();
 			after

@@ -195,6 +195,59 @@ pub fn backward(
 	flat3(&grad)
 }
 
+/// The input gradient `[B, T, w]` of a body stage's backward that ran through a forward **kept from an
+/// earlier inner step** (local mode's bounded staleness, docs/design.md §3): the forward's activations
+/// at `forward_weights` (the state the forward ran at), the backward reading `weights` (the state the
+/// backward ran at), exactly as the miner's kept graph does (its weights are updated in place between
+/// the two). The stage is left holding `weights` and a cleared accumulator.
+///
+/// # Errors
+/// As [`backward`]; weight vectors of another length.
+pub fn backward_through_kept(
+	stage: &mut Stage,
+	input: &StageInput,
+	grad_output: &StageInput,
+	forward_weights: &[f32],
+	weights: &[f32],
+) -> Result<Recomputed, RecomputeError> {
+	let s = stage.index();
+	if stage.is_first() || stage.is_last() {
+		return Err(RecomputeError::Inputs {
+			stage: s,
+			reason: "only body stages have a checkable backward".into(),
+		});
+	}
+	let device = stage.device().clone();
+	let x = to_tensor(input, stage.dtype(), &device)?;
+	let g = to_tensor(grad_output, stage.dtype(), &device)?;
+	let grad = kept_backward(stage, &x, &g, forward_weights, weights);
+	stage.zero_grad();
+	let grad = grad?.ok_or(RecomputeError::NoOutput { stage: s, what: "input gradient" })?;
+	flat3(&grad)
+}
+
+/// Forward at `forward_weights`, then the backward of that graph at `weights` (parameter gradients
+/// added to the accumulator); the stage holds `weights` afterwards, also on error.
+pub(crate) fn kept_backward(
+	stage: &mut Stage,
+	x: &Tensor,
+	g: &Tensor,
+	forward_weights: &[f32],
+	weights: &[f32],
+) -> Result<Option<Tensor>, RecomputeError> {
+	let run = |stage: &mut Stage| -> Result<Option<Tensor>, RecomputeError> {
+		stage.set_flat_params(forward_weights)?;
+		let fwd = stage.forward(x)?;
+		stage.set_flat_params(weights)?;
+		Ok(stage.backward(fwd, g)?)
+	};
+	let r = run(stage);
+	if r.is_err() {
+		stage.set_flat_params(weights)?;
+	}
+	r
+}
+
 #[cfg(test)]
 mod tests {
 	use super::*;
@@ -241,5 +294,41 @@ mod tests {
 		assert!(matches!(forward(&mut st[1], &wrong_width, None), Err(RecomputeError::Model(_))));
 		let bad_token = StageInput::Tokens { ids: vec![cfg.vocab_size as u32; b * t], rows: b };
 		assert!(matches!(forward(&mut st[0], &bad_token, None), Err(RecomputeError::Model(_))));
+	}
+
+	#[test]
+	fn a_backward_through_a_kept_forward_is_recomputed_as_the_miner_ran_it() {
+		let cfg = ModelConfig::tiny();
+		let (b, t, w) = (2usize, 8usize, cfg.wire_width());
+		let act = |seed: usize| StageInput::Activation {
+			values: (0..b * t * w).map(|i| ((i * 31 + seed * 17) as f32 * 0.013).sin()).collect(),
+			shape: [b, t, w],
+		};
+		let (x, g) = (act(1), act(2));
+		let mut miner = Stage::new(&cfg, 1, 7, DType::F32, &Device::Cpu).unwrap();
+		let earlier = miner.flat_params().unwrap();
+		let later: Vec<f32> = earlier
+			.iter()
+			.enumerate()
+			.map(|(i, v)| v + 1e-2 * ((i % 7) as f32 - 3.0))
+			.collect();
+		// The miner: forward at the earlier state, an inner step in between, the backward of the
+		// kept graph at the later state.
+		let xt = to_tensor(&x, DType::F32, &Device::Cpu).unwrap();
+		let gt = to_tensor(&g, DType::F32, &Device::Cpu).unwrap();
+		let fwd = miner.forward(&xt).unwrap();
+		miner.set_flat_params(&later).unwrap();
+		let ran = flat3(&miner.backward(fwd, &gt).unwrap().unwrap()).unwrap();
+
+		let mut v = Stage::new(&cfg, 1, 7, DType::F32, &Device::Cpu).unwrap();
+		let kept = backward_through_kept(&mut v, &x, &g, &earlier, &later).unwrap();
+		assert_eq!(kept, ran, "bit for bit");
+		assert_eq!(v.flat_params().unwrap(), later, "the stage holds the backward's state after");
+		assert_eq!(v.accumulated(), 0);
+		// Neither state alone gives it.
+		v.set_flat_params(&later).unwrap();
+		assert_ne!(backward(&mut v, &x, &g).unwrap(), ran);
+		v.set_flat_params(&earlier).unwrap();
+		assert_ne!(backward(&mut v, &x, &g).unwrap(), ran);
 	}
 }

@@ -175,7 +175,21 @@ pub enum WeightsRef {
 		hash: ContentHash,
 		/// The inner step `k` whose state it is.
 		step: u32,
+		/// A backward that ran through a forward kept from an earlier inner step: that forward's
+		/// revealed state (the recomputation takes its activations there, the weights here).
+		#[serde(default, skip_serializing_if = "Option::is_none")]
+		kept_forward: Option<KeptForward>,
 	},
+}
+
+/// The revealed state a kept forward ran at ([`WeightsRef::Revealed`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptForward {
+	/// Its inner step.
+	pub step: u32,
+	/// The revealed object (key, reported hash).
+	pub state: ObjectEntry,
 }
 
 /// Why the weights of a stage cannot be used.
@@ -499,6 +513,19 @@ impl Checker {
 		if self.scratch.get(&stage).is_some_and(|(held, _)| *held == Some(*hash)) {
 			return self.hold_state(stage, *hash, &[]);
 		}
+		let weights = self.revealed_weights(stage, key, hash, objects).await?;
+		self.hold_state(stage, *hash, &weights)
+	}
+
+	/// The weights of the revealed inner state at `key` (an `InnerState` object that must hash to
+	/// `hash`) of `stage`; missing, garbage or malformed is inconclusive (as [`Self::revealed_stage`]).
+	pub(crate) async fn revealed_weights(
+		&self,
+		stage: u16,
+		key: &str,
+		hash: &ContentHash,
+		objects: &dyn Objects,
+	) -> Step<Vec<f32>> {
 		let p = self
 			.spec
 			.model
@@ -515,7 +542,7 @@ impl Checker {
 				"revealed state {key} is not a state of stage {stage}: {e}"
 			))
 		})?;
-		self.hold_state(stage, *hash, &st.weights)
+		Ok(st.weights)
 	}
 
 	pub(crate) async fn stage(
@@ -788,14 +815,32 @@ impl Checker {
 		};
 
 		let encoding = self.encoding;
+		// A backward through a kept forward: the forward's state, whose activations it used.
+		let kept = match &w {
+			WeightsRef::Revealed { kept_forward: Some(k), .. }
+				if target.kind == ItemKind::Backward =>
+			{
+				Some(
+					self.revealed_weights(target.stage, &k.state.key, &k.state.hash, objects)
+						.await?,
+				)
+			},
+			_ => None,
+		};
 		let stage = match &w {
 			WeightsRef::Revealed { key, hash, .. } => {
 				self.revealed_stage(target.stage, key, hash, objects).await?
 			},
 			_ => self.stage(log.epoch, target.stage, &w, objects).await?,
 		};
-		let recomputed = match (target.kind, &grad_output) {
-			(ItemKind::Backward, Some(g)) => recompute::backward(stage, &input, g),
+		let recomputed = match (target.kind, &grad_output, &kept) {
+			(ItemKind::Backward, Some(g), Some(at)) => {
+				let weights = stage
+					.flat_params()
+					.map_err(|e| Inconclusive::Weights(format!("revealed state: {e}")))?;
+				recompute::backward_through_kept(stage, &input, g, at, &weights)
+			},
+			(ItemKind::Backward, Some(g), None) => recompute::backward(stage, &input, g),
 			_ => recompute::forward(stage, &input, targets.as_ref()),
 		}
 		.map_err(|e| Inconclusive::BadInput(format!("recomputation refused the inputs: {e}")))?;
