@@ -317,21 +317,31 @@ pub fn not_revealed(t: &StepTarget, run: &str, epoch: u32) -> InnerStepEvidence 
 			hash: t.hashes[i as usize],
 		})
 		.collect();
-	InnerStepEvidence {
-		stage: t.stage,
-		step: t.step,
-		states,
-		passes: 0,
-		stale_passes: 0,
-		stale_replayed: 0,
-		start_checked: false,
-		judgement: None,
-		verdict: Verdict::Fail,
-		reason: Some(format!(
-			"states {} and {} of the challenged step were not revealed by the deadline",
-			t.step,
-			t.step + 1
-		)),
+	let mut ev = InnerStepEvidence::failing(t, states);
+	ev.reason = Some(format!(
+		"states {} and {} of the challenged step were not revealed by the deadline",
+		t.step,
+		t.step + 1
+	));
+	ev
+}
+
+impl InnerStepEvidence {
+	/// The evidence of `t` with its `states`, nothing judged yet: a `Fail` until a judgement says
+	/// otherwise.
+	fn failing(t: &StepTarget, states: Vec<ObjectEntry>) -> Self {
+		InnerStepEvidence {
+			stage: t.stage,
+			step: t.step,
+			states,
+			passes: 0,
+			stale_passes: 0,
+			stale_replayed: 0,
+			start_checked: false,
+			judgement: None,
+			verdict: Verdict::Fail,
+			reason: None,
+		}
 	}
 }
 
@@ -543,18 +553,7 @@ impl Checker {
 			.stage_param_count(s)
 			.map_err(|e| Inconclusive::MalformedLog(format!("stage {s}: {e}")))?;
 		let run = self.spec().run.clone();
-		let mut ev = InnerStepEvidence {
-			stage: t.stage,
-			step: t.step,
-			states: Vec::new(),
-			passes: 0,
-			stale_passes: 0,
-			stale_replayed: 0,
-			start_checked: false,
-			judgement: None,
-			verdict: Verdict::Fail,
-			reason: None,
-		};
+		let mut ev = InnerStepEvidence::failing(t, Vec::new());
 		let fail = |mut ev: InnerStepEvidence, why: String| {
 			ev.reason = Some(why);
 			Ok(StepOutcome::Judged(Box::new(ev)))

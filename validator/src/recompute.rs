@@ -171,6 +171,35 @@ pub fn backward(
 	input: &StageInput,
 	grad_output: &StageInput,
 ) -> Result<Recomputed, RecomputeError> {
+	body_backward(stage, input, grad_output, None)
+}
+
+/// The input gradient `[B, T, w]` of a body stage's backward that ran through a forward **kept from an
+/// earlier inner step** (local mode's bounded staleness, docs/design.md §3): the forward's activations
+/// at `forward_weights` (the state the forward ran at), the backward reading `weights` (the state the
+/// backward ran at), exactly as the miner's kept graph does (its weights are updated in place between
+/// the two). The stage is left holding `weights` and a cleared accumulator.
+///
+/// # Errors
+/// As [`backward`]; weight vectors of another length.
+pub fn backward_through_kept(
+	stage: &mut Stage,
+	input: &StageInput,
+	grad_output: &StageInput,
+	forward_weights: &[f32],
+	weights: &[f32],
+) -> Result<Recomputed, RecomputeError> {
+	body_backward(stage, input, grad_output, Some((forward_weights, weights)))
+}
+
+/// A body stage's input gradient from `input` and `grad_output`: forward and backward at the stage's
+/// weights, or with `kept = (forward_weights, weights)` through a kept forward ([`kept_backward`]).
+fn body_backward(
+	stage: &mut Stage,
+	input: &StageInput,
+	grad_output: &StageInput,
+	kept: Option<(&[f32], &[f32])>,
+) -> Result<Recomputed, RecomputeError> {
 	let s = stage.index();
 	if stage.is_first() || stage.is_last() {
 		return Err(RecomputeError::Inputs {
@@ -189,38 +218,10 @@ pub fn backward(
 	let device = stage.device().clone();
 	let x = to_tensor(input, stage.dtype(), &device)?;
 	let g = to_tensor(grad_output, stage.dtype(), &device)?;
-	let grad = stage.backward_from_input(&x, &g);
-	stage.zero_grad();
-	let grad = grad?.ok_or(RecomputeError::NoOutput { stage: s, what: "input gradient" })?;
-	flat3(&grad)
-}
-
-/// The input gradient `[B, T, w]` of a body stage's backward that ran through a forward **kept from an
-/// earlier inner step** (local mode's bounded staleness, docs/design.md §3): the forward's activations
-/// at `forward_weights` (the state the forward ran at), the backward reading `weights` (the state the
-/// backward ran at), exactly as the miner's kept graph does (its weights are updated in place between
-/// the two). The stage is left holding `weights` and a cleared accumulator.
-///
-/// # Errors
-/// As [`backward`]; weight vectors of another length.
-pub fn backward_through_kept(
-	stage: &mut Stage,
-	input: &StageInput,
-	grad_output: &StageInput,
-	forward_weights: &[f32],
-	weights: &[f32],
-) -> Result<Recomputed, RecomputeError> {
-	let s = stage.index();
-	if stage.is_first() || stage.is_last() {
-		return Err(RecomputeError::Inputs {
-			stage: s,
-			reason: "only body stages have a checkable backward".into(),
-		});
-	}
-	let device = stage.device().clone();
-	let x = to_tensor(input, stage.dtype(), &device)?;
-	let g = to_tensor(grad_output, stage.dtype(), &device)?;
-	let grad = kept_backward(stage, &x, &g, forward_weights, weights);
+	let grad = match kept {
+		Some((at, weights)) => kept_backward(stage, &x, &g, at, weights),
+		None => stage.backward_from_input(&x, &g).map_err(RecomputeError::from),
+	};
 	stage.zero_grad();
 	let grad = grad?.ok_or(RecomputeError::NoOutput { stage: s, what: "input gradient" })?;
 	flat3(&grad)
