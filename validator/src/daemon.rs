@@ -363,8 +363,9 @@ impl Daemon {
 		}
 	}
 
-	/// `set_weights` on its own (waiting for inclusion); returns the vector back when the pallet
-	/// rate-limited it (retry later).
+	/// `set_weights` on its own (waiting for inclusion); returns the vector back when it is to be sent
+	/// again on a later tick: the pallet rate-limited it, or it names miners that left the registry
+	/// (then without them).
 	async fn submit_weights(
 		&self,
 		epoch: u32,
@@ -382,6 +383,25 @@ impl Daemon {
 			Err(e) if e.pallet_error() == Some("RateLimited") => {
 				tracing::info!(epoch, "weights rate-limited; retrying later");
 				Some(w)
+			},
+			// A miner named in the vector left the registry since it was read (a slash of this very
+			// batch, read from finalized state): keep the registered ones and send it again next tick.
+			Err(e) if matches!(e.pallet_error(), Some("TooManyWeights" | "UnknownMiner")) => {
+				match self.chain.miners().await {
+					Ok(miners) => {
+						let now: BTreeSet<AccountId> = miners.into_iter().map(|(a, _)| a).collect();
+						let kept: Vec<(AccountId, u16)> =
+							w.iter().filter(|(a, _)| now.contains(a)).cloned().collect();
+						tracing::info!(epoch, named = w.len(), registered = kept.len(), error = %e, "weights name miners no longer registered; retrying without them");
+						// Until the scoring window closes (the registry read may lag the chain).
+						(!kept.is_empty()).then_some(kept)
+					},
+					Err(read) => {
+						self.metrics.error("chain");
+						tracing::warn!(epoch, error = %read, "cannot read the registry; weights dropped");
+						None
+					},
+				}
 			},
 			Err(e) => {
 				self.metrics.error("weights");
