@@ -46,7 +46,8 @@
 //! - Replicas stay bit-identical: the reduction order and rounding are fixed, and the step is the model
 //!   crate's plain-Rust AdamW; a replica whose hash differs from the committed one resyncs.
 //! - Features: `cuda` (candle's CUDA backend for forward/backward; `--device cuda` without it is an
-//!   error), `fault-injection` (tests only: `--fault perturb=A` adds noise to uploaded activations).
+//!   error), `fault-injection` (tests only: `--fault perturb=A` adds noise to uploaded activations;
+//!   `ignore-challenges` and `pseudo-gradient=F` cheat in local mode).
 
 //!
 //! ## Measured

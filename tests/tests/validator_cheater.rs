@@ -8,7 +8,9 @@
 //! the validator checks the cheater's passes at the inner states it revealed when challenged, and every
 //! honest miner's challenged inner steps replay, its passes recompute at their revealed states and its
 //! pseudo-gradient is the delta to its last reported state; over the first 10 epochs no honest miner
-//! gets anything but `Pass`.
+//! gets anything but `Pass`. Two more local-mode cheaters, each failed, slashed and unpaid the same
+//! way: one that never reveals a challenged state (failed once the reveal deadline passed) and one that
+//! submits 1.5 times its pseudo-gradient (its inner steps and passes are honest).
 //!
 //! Asserted: within the first 2 epochs the validator's `Fail` verdict on the cheater is on chain and the
 //! cheater's bond is slashed (its miner record is gone); every verdict on an honest miner in those
@@ -42,14 +44,13 @@ const TIMEOUT: Duration = Duration::from_secs(1200);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and iota-validator (see the file's docs)"]
 async fn a_perturbing_miner_is_failed_slashed_and_unpaid_within_two_epochs() {
-	cheater_scenario("e2e-validator", Training::Sync, MergeCodec::F32, 0).await;
+	cheater_scenario("e2e-validator", Training::Sync, MergeCodec::F32, PERTURB, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and iota-validator (see the file's docs)"]
 async fn local_mode_a_perturbing_miner_is_caught_at_its_revealed_states_and_honest_steps_pass() {
-	let local = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
-	let bundles = cheater_scenario("e2e-val-local", local, MergeCodec::Int8, 10).await;
+	let bundles = cheater_scenario("e2e-val-local", LOCAL, MergeCodec::Int8, PERTURB, 10).await;
 	// Honest miners were judged by their challenged inner steps (replayed), their passes at revealed
 	// states and their pseudo-gradients, all passing; the cheater's Fail came from a pass recomputed
 	// at a revealed state.
@@ -85,13 +86,48 @@ async fn local_mode_a_perturbing_miner_is_caught_at_its_revealed_states_and_hone
 	assert!(steps > 0 && pseudo > 0, "honest miners' inner steps and pseudo-gradients were judged");
 }
 
-/// Runs the scenario (module docs) for `training` and `codec`, asking every honest verdict of the
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and iota-validator (see the file's docs)"]
+async fn local_mode_a_miner_that_reveals_nothing_is_failed_at_the_reveal_deadline() {
+	let fault = &["--fault", "ignore-challenges"];
+	let (cheater, _) = cheater_scenario("e2e-val-hide", LOCAL, MergeCodec::Int8, fault, 0).await;
+	let steps = cheater["innerSteps"].as_array().expect("judged inner steps");
+	assert!(!steps.is_empty(), "{cheater}");
+	for s in steps {
+		assert_eq!(s["verdict"], "Fail", "{s}");
+		assert!(s["reason"].as_str().unwrap().contains("not revealed"), "{s}");
+	}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and iota-validator (see the file's docs)"]
+async fn local_mode_a_pseudo_gradient_that_is_not_the_miners_delta_is_failed() {
+	let fault = &["--fault", "pseudo-gradient=1.5"];
+	let (cheater, _) = cheater_scenario("e2e-val-pseudo", LOCAL, MergeCodec::Int8, fault, 0).await;
+	let g = &cheater["pseudoGradients"][0];
+	assert_eq!(g["verdict"], "Fail", "{cheater}");
+	assert_eq!(g["finding"]["finding"], "differs", "{g}");
+	// Everything else it did was honest: its inner steps replay and its passes recompute.
+	assert!(
+		cheater["checks"].as_array().unwrap().iter().all(|c| c["verdict"] == "Pass"),
+		"{cheater}"
+	);
+}
+
+/// Local mode: an inner AdamW step every 2 backward passes, IOTA's outer Nesterov step.
+const LOCAL: Training = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
+/// The cheater of the first two scenarios.
+const PERTURB: &[&str] = &["--fault", "perturb=0.5"];
+
+/// Runs the scenario (module docs) for `training` and `codec`, the cheater running with the miner
+/// arguments `cheat`, asking every honest verdict of the
 /// first `honest_epochs` epochs (at least up to the cheater's) to be `Pass`; returns the evidence
 /// bundles of the cheater's `Fail` and of every honest miner's verdicts up to the cheater's epoch.
 async fn cheater_scenario(
 	run: &str,
 	training: Training,
 	codec: MergeCodec,
+	cheat: &[&str],
 	honest_epochs: u32,
 ) -> (serde_json::Value, Vec<serde_json::Value>) {
 	let mut node = DevNode::start();
@@ -125,8 +161,7 @@ async fn cheater_scenario(
 		.iter()
 		.enumerate()
 		.map(|(i, name)| {
-			let fault: &[&str] =
-				if *name == cheater_name { &["--fault", "perturb=0.5"] } else { &[] };
+			let fault: &[&str] = if *name == cheater_name { cheat } else { &[] };
 			Daemon::miner(name, &node.rpc_url, &orch.url, dir.path(), i, fault)
 		})
 		.collect();

@@ -60,7 +60,9 @@ struct Cli {
 	/// Largest object moved, in MiB.
 	#[arg(long, env = "IOTA_MAX_OBJECT_MIB", default_value_t = 1024)]
 	max_object_mib: u64,
-	/// Inject a fault (tests only): `perturb=<amplitude>` adds noise to uploaded activations.
+	/// Inject a fault (tests only): `perturb=<amplitude>` adds noise to uploaded activations;
+	/// `ignore-challenges` (local mode) reveals nothing; `pseudo-gradient=<factor>` (local mode) submits
+	/// the pseudo-gradient scaled.
 	#[cfg(feature = "fault-injection")]
 	#[arg(long, env = "IOTA_FAULT")]
 	fault: Option<iota_miner::Fault>,

@@ -56,18 +56,33 @@ mod train;
 pub enum Fault {
 	/// Add uniform noise in `[-a, a]` to every uploaded forward activation (seeded by the sample id).
 	Perturb(f32),
+	/// Local mode: never answer a challenge (no state is revealed).
+	IgnoreChallenges,
+	/// Local mode: submit the pseudo-gradient multiplied by this factor (not the delta the reported
+	/// states imply).
+	ScalePseudoGradient(f32),
 }
 
 impl std::str::FromStr for Fault {
 	type Err = String;
-	/// `perturb=<amplitude>` (finite, > 0).
+	/// `perturb=<amplitude>` (finite, > 0), `ignore-challenges`, `pseudo-gradient=<factor>` (finite,
+	/// ≠ 1).
 	fn from_str(s: &str) -> std::result::Result<Self, String> {
+		let expected =
+			"expected perturb=<amplitude>, ignore-challenges or pseudo-gradient=<factor>";
 		match s.split_once('=') {
 			Some(("perturb", a)) => match a.parse::<f32>() {
 				Ok(a) if a.is_finite() && a > 0.0 => Ok(Fault::Perturb(a)),
 				_ => Err(format!("perturb amplitude {a:?} must be a finite number > 0")),
 			},
-			_ => Err(format!("unknown fault {s:?}; expected perturb=<amplitude>")),
+			Some(("pseudo-gradient", f)) => match f.parse::<f32>() {
+				Ok(f) if f.is_finite() && f != 1.0 => Ok(Fault::ScalePseudoGradient(f)),
+				_ => Err(format!(
+					"pseudo-gradient factor {f:?} must be a finite number other than 1"
+				)),
+			},
+			None if s == "ignore-challenges" => Ok(Fault::IgnoreChallenges),
+			_ => Err(format!("unknown fault {s:?}; {expected}")),
 		}
 	}
 }

@@ -147,6 +147,9 @@ impl Miner {
 	/// log and upload them to the presigned PUTs (docs/design.md §10). Not seeded yet, or a failure: ask
 	/// again in a second. Given up once the log no longer keeps the epoch.
 	pub(super) async fn answer_challenges(&mut self) {
+		if self.faulty(Fault::IgnoreChallenges) {
+			return;
+		}
 		let now = Instant::now();
 		let due: Vec<u32> =
 			self.reveal_due.iter().filter(|(_, at)| **at <= now).map(|(e, _)| *e).collect();

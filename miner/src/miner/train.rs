@@ -251,6 +251,16 @@ impl Miner {
 		Ok(t)
 	}
 
+	/// Whether injected faults are honoured (only with the `fault-injection` feature).
+	pub(super) fn faults_on(&self) -> bool {
+		cfg!(feature = "fault-injection")
+	}
+
+	/// Whether `fault` is to be injected.
+	pub(super) fn faulty(&self, fault: Fault) -> bool {
+		self.faults_on() && self.cfg.fault == Some(fault)
+	}
+
 	pub(super) async fn backward(&mut self, b: BackwardWork) -> Result<()> {
 		self.check_item(b.stage, b.epoch)?;
 		self.check_deadline(b.lease, b.expires_at_ms)?;
