@@ -640,8 +640,7 @@ impl Daemon {
 				}
 			}
 			for (t, key) in &missing {
-				self.metrics.checks.with_label_values(&["fail"]).inc();
-				self.metrics.failures.with_label_values(&["inner_step"]).inc();
+				count_judged(&self.metrics, Verdict::Fail, "inner_step");
 				tracing::warn!(epoch, miner = %t.miner, stage = t.stage, step = t.step, %key, "challenged state not revealed by the deadline");
 				found
 					.entry(t.miner.clone())
@@ -666,17 +665,13 @@ impl Daemon {
 				}
 				match outcome {
 					StepOutcome::Judged(ev) => {
-						let label = if ev.verdict == Verdict::Pass { "pass" } else { "fail" };
-						self.metrics.checks.with_label_values(&[label]).inc();
-						if ev.verdict == Verdict::Fail {
-							self.metrics.failures.with_label_values(&["inner_step"]).inc();
+						if count_judged(&self.metrics, ev.verdict, "inner_step") {
 							tracing::warn!(epoch, miner = %t.miner, stage = t.stage, step = t.step, reason = ?ev.reason, "inner step failed");
 						}
 						found.entry(t.miner.clone()).or_default().inner_steps.push(*ev);
 					},
 					StepOutcome::Inconclusive(i) => {
-						self.metrics.checks.with_label_values(&["inconclusive"]).inc();
-						self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();
+						count_inconclusive(&self.metrics, &i);
 						tracing::warn!(epoch, miner = %t.miner, stage = t.stage, step = t.step, reason = %i, "inner-step check inconclusive");
 					},
 					StepOutcome::NotRevealed { .. } => {},
@@ -721,17 +716,13 @@ impl Daemon {
 				match checker.check_pseudo_gradient(epoch, sub, state, &weights_src, &objects).await
 				{
 					Ok(ev) => {
-						let label = if ev.verdict == Verdict::Pass { "pass" } else { "fail" };
-						self.metrics.checks.with_label_values(&[label]).inc();
-						if ev.verdict == Verdict::Fail {
-							self.metrics.failures.with_label_values(&["pseudo_gradient"]).inc();
+						if count_judged(&self.metrics, ev.verdict, "pseudo_gradient") {
 							tracing::warn!(epoch, miner = %trail.miner, stage = trail.stage, reason = ?ev.reason, "pseudo-gradient check failed");
 						}
 						found.entry(trail.miner.clone()).or_default().pseudo_gradients.push(ev);
 					},
 					Err(i) => {
-						self.metrics.checks.with_label_values(&["inconclusive"]).inc();
-						self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();
+						count_inconclusive(&self.metrics, &i);
 						tracing::warn!(epoch, miner = %trail.miner, stage = trail.stage, reason = %i, "pseudo-gradient check inconclusive");
 					},
 				}
@@ -831,20 +822,33 @@ fn record_check(
 ) {
 	match outcome {
 		CheckOutcome::Judged(ev) => {
-			let label = if ev.verdict == Verdict::Pass { "pass" } else { "fail" };
-			metrics.checks.with_label_values(&[label]).inc();
-			if ev.verdict == Verdict::Fail {
-				metrics.failures.with_label_values(&["spot_check"]).inc();
+			if count_judged(metrics, ev.verdict, "spot_check") {
 				tracing::warn!(epoch, miner = %t.miner, stage = t.stage, sample = t.sample, kind = ?t.kind, reason = ?ev.reason, "spot-check failed");
 			}
 			found.entry(t.miner.clone()).or_default().checks.push(*ev);
 		},
 		CheckOutcome::Inconclusive(i) => {
-			metrics.checks.with_label_values(&["inconclusive"]).inc();
-			metrics.inconclusive.with_label_values(&[i.kind()]).inc();
+			count_inconclusive(metrics, &i);
 			tracing::warn!(epoch, miner = %t.miner, stage = t.stage, sample = t.sample, reason = %i, "spot-check inconclusive");
 		},
 	}
+}
+
+/// Counts one conclusive check (`iota_validator_checks_total`, and on a `Fail` the failures of
+/// `kind`); whether it failed.
+fn count_judged(metrics: &Metrics, verdict: Verdict, kind: &str) -> bool {
+	let failed = verdict == Verdict::Fail;
+	metrics.checks.with_label_values(&[if failed { "fail" } else { "pass" }]).inc();
+	if failed {
+		metrics.failures.with_label_values(&[kind]).inc();
+	}
+	failed
+}
+
+/// Counts one check that ended without a verdict, by its kind.
+fn count_inconclusive(metrics: &Metrics, i: &Inconclusive) {
+	metrics.checks.with_label_values(&["inconclusive"]).inc();
+	metrics.inconclusive.with_label_values(&[i.kind()]).inc();
 }
 
 /// One verdict to put on chain: `submit_spot_check(epoch, miner, verdict, evidence)`.

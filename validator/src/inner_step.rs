@@ -617,22 +617,27 @@ impl Checker {
 		ev.stale_passes = stale.iter().flatten().count() as u32;
 		// A pass through a kept forward is recomputed as the miner ran it when the state its forward
 		// ran at is revealed too (another challenged step's); else it stays approximate.
+		// Each earlier state is fetched once, however many passes ran through it.
 		let trail = log.inner_states.iter().find(|x| x.stage == t.stage && x.miner == t.miner);
-		let mut kept: Vec<Option<Vec<f32>>> = Vec::with_capacity(stale.len());
-		for j in &stale {
-			let w = match (j, trail.and_then(|x| j.and_then(|j| x.hashes.get(j as usize)))) {
-				(Some(j), Some(hash)) => {
+		let mut earlier: BTreeMap<u32, Option<Vec<f32>>> = BTreeMap::new();
+		for j in stale.iter().flatten() {
+			if earlier.contains_key(j) {
+				continue;
+			}
+			let w = match trail.and_then(|x| x.hashes.get(*j as usize)) {
+				Some(hash) => {
 					let key = reveal_key(&run, epoch, t.stage, *j, &t.miner)?;
-					match objects.get(&key, hash).await {
-						Ok(bytes) => InnerState::from_bytes(&bytes, p).ok().map(|st| st.weights),
-						Err(_) => None,
-					}
+					self.revealed_weights(t.stage, &key, hash, objects).await.ok()
 				},
-				_ => None,
+				None => None,
 			};
-			ev.stale_replayed += u32::from(w.is_some());
-			kept.push(w);
+			earlier.insert(*j, w);
 		}
+		let kept: Vec<Option<&[f32]>> = stale
+			.iter()
+			.map(|j| j.and_then(|j| earlier.get(&j)).and_then(|w| w.as_deref()))
+			.collect();
+		ev.stale_replayed = kept.iter().flatten().count() as u32;
 		ev.passes = passes.len() as u32;
 		if passes.is_empty() {
 			return Err(Inconclusive::MalformedLog(format!(
@@ -695,7 +700,7 @@ pub fn step_gradient(
 pub fn step_gradient_kept(
 	stage: &mut Stage,
 	passes: &[(StageInput, StageInput)],
-	kept: &[Option<Vec<f32>>],
+	kept: &[Option<&[f32]>],
 	weights: &[f32],
 ) -> Result<Vec<f32>, RecomputeError> {
 	let s = stage.index();
@@ -720,7 +725,7 @@ pub fn step_gradient_kept(
 fn accumulate(
 	stage: &mut Stage,
 	passes: &[(StageInput, StageInput)],
-	kept: &[Option<Vec<f32>>],
+	kept: &[Option<&[f32]>],
 	weights: &[f32],
 ) -> Result<(), RecomputeError> {
 	let (dtype, device) = (stage.dtype(), stage.device().clone());
@@ -732,7 +737,7 @@ fn accumulate(
 			stage.backward_loss(lf)?;
 		} else {
 			let g = to_tensor(back, dtype, &device)?;
-			match kept.get(i).and_then(Option::as_ref) {
+			match kept.get(i).copied().flatten() {
 				Some(w) => {
 					crate::recompute::kept_backward(stage, &x, &g, w, weights)?;
 				},

@@ -510,8 +510,12 @@ impl Checker {
 		hash: &ContentHash,
 		objects: &dyn Objects,
 	) -> Step<&mut Stage> {
-		if self.scratch.get(&stage).is_some_and(|(held, _)| *held == Some(*hash)) {
-			return self.hold_state(stage, *hash, &[]);
+		if self.scratch.get(&stage).is_some_and(|(held, _)| held.as_ref() == Some(hash)) {
+			return self
+				.scratch
+				.get_mut(&stage)
+				.map(|(_, st)| st)
+				.ok_or_else(|| Inconclusive::Weights("stage cache lost an entry".into()));
 		}
 		let weights = self.revealed_weights(stage, key, hash, objects).await?;
 		self.hold_state(stage, *hash, &weights)

@@ -114,7 +114,7 @@ impl Miner {
 		self.acc.sum = iota_model::optim::pseudo_gradient(&l.global, &w, l.samples)
 			.map_err(iota_model::Error::from)?;
 		self.acc.count = l.samples;
-		if let Some(Fault::ScalePseudoGradient(f)) = self.cfg.fault.filter(|_| self.faults_on()) {
+		if let Some(Fault::ScalePseudoGradient(f)) = self.fault() {
 			self.acc.sum.iter_mut().for_each(|x| *x *= f);
 		}
 		Ok(())

@@ -251,14 +251,9 @@ impl Miner {
 		Ok(t)
 	}
 
-	/// Whether injected faults are honoured (only with the `fault-injection` feature).
-	pub(super) fn faults_on(&self) -> bool {
-		cfg!(feature = "fault-injection")
-	}
-
-	/// Whether `fault` is to be injected.
-	pub(super) fn faulty(&self, fault: Fault) -> bool {
-		self.faults_on() && self.cfg.fault == Some(fault)
+	/// The fault to inject: the configured one with the `fault-injection` feature, else none.
+	pub(super) fn fault(&self) -> Option<Fault> {
+		self.cfg.fault.filter(|_| cfg!(feature = "fault-injection"))
 	}
 
 	pub(super) async fn backward(&mut self, b: BackwardWork) -> Result<()> {
