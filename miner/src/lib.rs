@@ -47,7 +47,7 @@
 //!   crate's plain-Rust AdamW; a replica whose hash differs from the committed one resyncs.
 //! - Features: `cuda` (candle's CUDA backend for forward/backward; `--device cuda` without it is an
 //!   error), `fault-injection` (tests only: `--fault perturb=A` adds noise to uploaded activations;
-//!   `ignore-challenges` and `pseudo-gradient=F` cheat in local mode).
+//!   `perturb-state=A`, `ignore-challenges` and `pseudo-gradient=F` cheat in local mode).
 
 //!
 //! ## Measured
@@ -90,6 +90,6 @@ pub mod transfer;
 pub use chain::{ChainView, Committed};
 pub use error::{MinerError, Result};
 pub use metrics::Metrics;
-pub use miner::{Fault, MergeState, Miner, MinerConfig, Outcome, Phase};
+pub use miner::{perturbs_state_at, Fault, MergeState, Miner, MinerConfig, Outcome, Phase};
 pub use orchestrator::{Orchestrator, RpcOrchestrator, RpcRetry};
 pub use transfer::{ByteCounter, HttpIo, ObjectIo};

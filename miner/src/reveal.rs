@@ -134,26 +134,30 @@ impl InnerLog {
 		Ok(())
 	}
 
-	/// The state after `k` inner steps of `epoch`, rebuilt from the kept start by replaying `k` steps
-	/// with the stage's `decay` mask, the epoch's step options and the model's `total_params`.
+	/// The states after `k` inner steps of `epoch` for every `k` of `ks` (ascending, as a
+	/// [`BTreeSet`](std::collections::BTreeSet) gives them), rebuilt from the kept start by one replay of
+	/// `max(ks)` steps with the stage's `decay` mask, the epoch's step options and the model's
+	/// `total_params`. One replay serves every challenged step of an epoch: replaying from the start for
+	/// each state took up to `Σ k` steps instead of `max k` (the devnet's reveals took 10-20 s each so).
 	///
 	/// # Errors
-	/// [`MinerError::BadInput`] when the state is not kept (another epoch, past the bound) or a file
+	/// [`MinerError::BadInput`] when a state is not kept (another epoch, past the bound) or a file
 	/// cannot be read; [`MinerError::Model`] if a replayed step is refused.
-	pub fn state_at(
+	pub fn states_at(
 		&self,
 		epoch: u32,
-		k: u32,
+		ks: &std::collections::BTreeSet<u32>,
 		decay: &[bool],
 		opts: &StepOptions,
 		total_params: usize,
-	) -> Result<InnerState> {
+	) -> Result<BTreeMap<u32, InnerState>> {
 		let t = self.epochs.get(&epoch).ok_or_else(|| {
 			MinerError::BadInput(format!("epoch {epoch}'s inner steps are not kept"))
 		})?;
-		if k > t.kept {
+		let Some(&last) = ks.last() else { return Ok(BTreeMap::new()) };
+		if last > t.kept {
 			return Err(MinerError::BadInput(format!(
-				"state {k} of epoch {epoch} is past the {} inner steps kept",
+				"state {last} of epoch {epoch} is past the {} inner steps kept",
 				t.kept
 			)));
 		}
@@ -161,14 +165,21 @@ impl InnerLog {
 		let path = self.start_path(epoch);
 		let bytes = std::fs::read(&path).map_err(|e| io_err("reading", &path, e))?;
 		let mut s = InnerState::from_bytes(&bytes, p).map_err(iota_model::Error::from)?;
-		for i in 0..k {
+		let mut out = BTreeMap::new();
+		for i in 0..=last {
+			if ks.contains(&i) {
+				out.insert(i, s.clone());
+			}
+			if i == last {
+				break;
+			}
 			let path = self.grad_path(epoch, i);
 			let bytes = std::fs::read(&path).map_err(|e| io_err("reading", &path, e))?;
 			let g = iota_protocol::f32le::from_bytes(&bytes)
 				.map_err(|e| MinerError::BadInput(format!("{}: {e}", path.display())))?;
 			s.step(&g, decay, opts, total_params).map_err(iota_model::Error::from)?;
 		}
-		Ok(s)
+		Ok(out)
 	}
 
 	fn forget(&mut self, epoch: u32) {
@@ -213,23 +224,27 @@ mod tests {
 			live.step(&g, &decay, &opts, 4 * p).unwrap();
 			hashes.push(live.hash());
 		}
-		for k in 0..3u32 {
-			let s = log.state_at(3, k, &decay, &opts, 4 * p).unwrap();
-			assert_eq!(s.hash(), hashes[k as usize], "state {k}");
+		let at = |e: u32, ks: &[u32]| {
+			log.states_at(e, &ks.iter().copied().collect(), &decay, &opts, 4 * p)
+		};
+		let all = at(3, &[0, 1, 2]).unwrap();
+		assert_eq!(all.len(), 3);
+		for (k, s) in &all {
+			assert_eq!(s.hash(), hashes[*k as usize], "state {k}");
 		}
-		assert!(
-			log.state_at(3, 3, &decay, &opts, 4 * p).is_err(),
-			"the third step passed the bound"
-		);
-		assert!(log.state_at(2, 0, &decay, &opts, 4 * p).is_err(), "another epoch");
+		assert_eq!(at(3, &[2]).unwrap()[&2].hash(), hashes[2], "a state alone");
+		assert!(at(3, &[]).unwrap().is_empty());
+		assert!(at(3, &[0, 3]).is_err(), "the third step passed the bound");
+		assert!(at(2, &[0]).is_err(), "another epoch");
 		assert!(log.bytes() <= (8 + 12 * p + 2 * 4 * p) as u64);
 		// The next epochs keep this one (challenges come after it) until KEPT_EPOCHS later.
 		for e in 4..3 + KEPT_EPOCHS {
 			log.begin(e, &live).unwrap();
-			assert!(log.state_at(3, 1, &decay, &opts, 4 * p).is_ok(), "kept in epoch {e}");
+			let kept = log.states_at(3, &[1].into(), &decay, &opts, 4 * p);
+			assert!(kept.is_ok(), "kept in epoch {e}");
 		}
 		log.begin(3 + KEPT_EPOCHS, &live).unwrap();
-		assert!(log.state_at(3, 0, &decay, &opts, 4 * p).is_err());
+		assert!(log.states_at(3, &[0].into(), &decay, &opts, 4 * p).is_err());
 		drop(log);
 		assert!(!dir.exists(), "the log's files go with it");
 	}

@@ -529,9 +529,27 @@ async fn head_refuses_data_slices_the_run_spec_does_not_back() {
 fn fault_options_parse_strictly() {
 	use iota_miner::Fault;
 	assert_eq!("perturb=0.5".parse::<Fault>(), Ok(Fault::Perturb(0.5)));
-	for bad in ["perturb=0", "perturb=-1", "perturb=nan", "perturb=x", "flip=1", "perturb"] {
+	assert_eq!("perturb-state=0.1".parse::<Fault>(), Ok(Fault::PerturbState(0.1)));
+	assert_eq!("ignore-challenges".parse::<Fault>(), Ok(Fault::IgnoreChallenges));
+	assert_eq!("pseudo-gradient=1.5".parse::<Fault>(), Ok(Fault::ScalePseudoGradient(1.5)));
+	for bad in [
+		"perturb=0",
+		"perturb=-1",
+		"perturb=nan",
+		"perturb=x",
+		"flip=1",
+		"perturb",
+		"perturb-state=0",
+		"perturb-state=inf",
+		"pseudo-gradient=1",
+		"ignore-challenges=1",
+	] {
 		assert!(bad.parse::<Fault>().is_err(), "{bad}");
 	}
+	// The perturb-state coin is fixed and picks some steps but not all.
+	let coins: Vec<bool> = (0..16).map(|k| iota_miner::perturbs_state_at(0, k)).collect();
+	assert!(coins.iter().any(|c| *c) && !coins.iter().all(|c| *c), "{coins:?}");
+	assert_eq!(coins, (0..16).map(|k| iota_miner::perturbs_state_at(0, k)).collect::<Vec<_>>());
 }
 
 /// With `fault-injection`, `perturb` changes what is uploaded (and only then).
@@ -746,11 +764,14 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 		assert_eq!(distinct.len(), states.len(), "every inner step moved the state");
 		// The miner's inner-step log rebuilds each reported state bit for bit (what a challenge
 		// reveals), though the replica has since applied the outer step and moved to epoch 1.
+		let all = (0..states.len() as u32).collect();
+		let rebuilt = miners[k].inner_states_at(0, &all).unwrap();
 		for (j, (_, h)) in states.iter().enumerate() {
-			let s = miners[k].inner_state_at(0, j as u32).unwrap();
+			let s = &rebuilt[&(j as u32)];
 			assert_eq!(ContentHash(s.hash()), *h, "replica {k}: state {j} rebuilt");
 		}
-		assert!(miners[k].inner_state_at(0, states.len() as u32).is_err(), "no such state");
+		let past = [states.len() as u32].into();
+		assert!(miners[k].inner_states_at(0, &past).is_err(), "no such state");
 	}
 	assert!(!world.steps.lock().unwrap().is_empty());
 	// The submissions are the pseudo-gradients, replica k's scaled by its k + 1 samples.

@@ -12,7 +12,12 @@
 //! orchestrator's predicted commit is refused as `InvalidMemberCount`; one 10-epoch run gave 41 honest
 //! `Pass` verdicts and no `Fail`, another stalled after epoch 4). Two more local-mode cheaters, each
 //! failed, slashed and unpaid the same way: one that never reveals a challenged state (failed once the reveal deadline passed) and one that
-//! submits 1.5 times its pseudo-gradient (its inner steps and passes are honest).
+//! submits 1.5 times its pseudo-gradient (its inner steps and passes are honest); and one that perturbs
+//! its state at inner steps a fixed coin picks (`perturb-state`: the step's gradient plus noise, logged
+//! so its reveals match its hashes), failed on the validator's replay of a challenged step. With about
+//! two inner steps per replica per epoch here, every step is challenged (the last one and two drawn),
+//! so a perturbed step is always caught; with `H` steps per epoch a single perturbed step is caught with
+//! probability `min(3, H) / H` per epoch.
 //!
 //! Asserted: within the first 2 epochs the validator's `Fail` verdict on the cheater is on chain and the
 //! cheater's bond is slashed (its miner record is gone); every verdict on an honest miner in those
@@ -114,6 +119,24 @@ async fn local_mode_a_pseudo_gradient_that_is_not_the_miners_delta_is_failed() {
 		cheater["checks"].as_array().unwrap().iter().all(|c| c["verdict"] == "Pass"),
 		"{cheater}"
 	);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and iota-validator (see the file's docs)"]
+async fn local_mode_a_miner_that_perturbs_its_state_at_an_inner_step_is_failed() {
+	let fault = &["--fault", "perturb-state=0.05"];
+	let (cheater, _) = cheater_scenario("e2e-val-state", LOCAL, MergeCodec::Int8, fault).await;
+	// Its reveals hash to what it reported (it logged the noised step), so only the replay tells.
+	let steps = cheater["innerSteps"].as_array().expect("judged inner steps");
+	assert!(
+		steps
+			.iter()
+			.any(|s| s["verdict"] == "Fail" && s["judgement"]["fault"]["kind"] == "replay"),
+		"{cheater}"
+	);
+	for s in steps {
+		assert_ne!(s["judgement"]["fault"]["kind"], "hashMismatch", "{s}");
+	}
 }
 
 /// Local mode: an inner AdamW step every 2 backward passes, IOTA's outer Nesterov step.

@@ -471,11 +471,11 @@ impl Checker {
 		Ok(ev)
 	}
 
-	/// The passes of `miner` at `stage` that the pathway log `log` puts at its inner state `step`, with
-	/// what the validator recomputes them from: (input, what flows back) as [`step_gradient`] takes
-	/// them. A pass is a backward pass (at the tail: the forward, which computes loss and backward in
-	/// one). Also returns, per pass, the earlier state its backward's kept forward ran at (`None`: the
-	/// forward ran at `step` too, or by another miner, and is recomputed at `step`).
+	/// The passes of `miner` at `stage` that the pathway log `log` puts at its inner state `step`
+	/// ([`PathwayLog::passes_at`]), with what the validator recomputes them from: (input, what flows
+	/// back) as [`step_gradient`] takes them. Also returns, per pass, the earlier state its backward's
+	/// kept forward ran at (`None`: the forward ran at `step` too, or by another miner, and is
+	/// recomputed at `step`).
 	///
 	/// # Errors
 	/// [`Inconclusive`] for a malformed record or an input that cannot be read.
@@ -493,21 +493,8 @@ impl Checker {
 			Inconclusive::MalformedLog(format!("sample {sample}: {what}"))
 		};
 		let (mut passes, mut stale) = (Vec::new(), Vec::new());
-		for r in &log.records {
-			let (who, at) = if tail {
-				(r.forward.get(s), r.forward_steps.get(s))
-			} else {
-				(r.backward.get(s), r.backward_steps.get(s))
-			};
-			if who != Some(miner) || at != Some(&step) {
-				continue;
-			}
-			stale.push(
-				r.forward_steps
-					.get(s)
-					.copied()
-					.filter(|j| !tail && r.forward.get(s) == Some(miner) && *j != step),
-			);
+		for (r, j) in log.passes_at(stage, miner, step) {
+			stale.push(j);
 			let input = if s == 0 {
 				self.tokens(r.sample, objects).await?.0
 			} else {
@@ -564,27 +551,10 @@ impl Checker {
 			let key = reveal_key(&run, epoch, t.stage, t.step + i, &t.miner)?;
 			let hash = t.hashes[i as usize];
 			ev.states.push(ObjectEntry { key: key.clone(), hash });
-			let bytes = match objects.get(&key, &hash).await {
-				Ok(b) => b,
-				Err(FetchError::NotFound { key }) => return Ok(StepOutcome::NotRevealed { key }),
-				Err(FetchError::HashMismatch { key, .. }) => {
-					return fail(
-						ev,
-						format!("revealed state {key} does not hash to the reported {hash}"),
-					)
-				},
-				Err(FetchError::Unavailable { key, reason }) => {
-					return Err(Inconclusive::Unavailable(format!("{key}: {reason}")))
-				},
-			};
-			match InnerState::from_bytes(&bytes, p) {
-				Ok(st) => states.push(st),
-				Err(e) => {
-					return fail(
-						ev,
-						format!("revealed state {key} is not a state of stage {s}: {e}"),
-					)
-				},
+			match fetch_revealed(objects, &key, &hash, p, s).await? {
+				Revealed::State(st) => states.push(st),
+				Revealed::Missing => return Ok(StepOutcome::NotRevealed { key }),
+				Revealed::Bad(why) => return fail(ev, why),
 			}
 		}
 		let (before, after) = (&states[0], &states[1]);
@@ -619,6 +589,8 @@ impl Checker {
 		// ran at is revealed too (another challenged step's); else it stays approximate.
 		// Each earlier state is fetched once, however many passes ran through it.
 		let trail = log.inner_states.iter().find(|x| x.stage == t.stage && x.miner == t.miner);
+		// The challenge reveals each such state too (`PathwayLog::revealed_states`): one missing is a
+		// missing reveal, one that does not hash to its report a `Fail`.
 		let mut earlier: BTreeMap<u32, Option<Vec<f32>>> = BTreeMap::new();
 		for j in stale.iter().flatten() {
 			if earlier.contains_key(j) {
@@ -627,7 +599,12 @@ impl Checker {
 			let w = match trail.and_then(|x| x.hashes.get(*j as usize)) {
 				Some(hash) => {
 					let key = reveal_key(&run, epoch, t.stage, *j, &t.miner)?;
-					self.revealed_weights(t.stage, &key, hash, objects).await.ok()
+					ev.states.push(ObjectEntry { key: key.clone(), hash: *hash });
+					match fetch_revealed(objects, &key, hash, p, s).await? {
+						Revealed::State(st) => Some(st.weights),
+						Revealed::Missing => return Ok(StepOutcome::NotRevealed { key }),
+						Revealed::Bad(why) => return fail(ev, why),
+					}
 				},
 				None => None,
 			};
@@ -672,6 +649,45 @@ impl Checker {
 			},
 		}
 	}
+}
+
+/// What a revealed state's key holds.
+enum Revealed {
+	/// The state, hashing to the miner's report.
+	State(InnerState),
+	/// Nothing (not revealed yet).
+	Missing,
+	/// Bytes that do not hash to the report or are not a state of the stage: why, for a `Fail`.
+	Bad(String),
+}
+
+/// Fetches the revealed state at `key` that must hash to `hash` and hold `p` parameters of stage `s`.
+///
+/// # Errors
+/// [`Inconclusive::Unavailable`] when the store cannot be read.
+async fn fetch_revealed(
+	objects: &dyn Objects,
+	key: &str,
+	hash: &ContentHash,
+	p: usize,
+	s: usize,
+) -> Result<Revealed, Inconclusive> {
+	let bytes = match objects.get(key, hash).await {
+		Ok(b) => b,
+		Err(FetchError::NotFound { .. }) => return Ok(Revealed::Missing),
+		Err(FetchError::HashMismatch { key, .. }) => {
+			return Ok(Revealed::Bad(format!(
+				"revealed state {key} does not hash to the reported {hash}"
+			)))
+		},
+		Err(FetchError::Unavailable { key, reason }) => {
+			return Err(Inconclusive::Unavailable(format!("{key}: {reason}")))
+		},
+	};
+	Ok(match InnerState::from_bytes(&bytes, p) {
+		Ok(st) => Revealed::State(st),
+		Err(e) => Revealed::Bad(format!("revealed state {key} is not a state of stage {s}: {e}")),
+	})
 }
 
 /// The mean parameter gradient of `passes` at `stage`'s current weights: each pass is its input (tokens

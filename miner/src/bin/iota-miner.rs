@@ -61,7 +61,8 @@ struct Cli {
 	#[arg(long, env = "IOTA_MAX_OBJECT_MIB", default_value_t = 1024)]
 	max_object_mib: u64,
 	/// Inject a fault (tests only): `perturb=<amplitude>` adds noise to uploaded activations;
-	/// `ignore-challenges` (local mode) reveals nothing; `pseudo-gradient=<factor>` (local mode) submits
+	/// `perturb-state=<amplitude>` (local mode) adds noise to the gradient of about half the inner
+	/// steps (a fixed coin per epoch and step); `ignore-challenges` (local mode) reveals nothing; `pseudo-gradient=<factor>` (local mode) submits
 	/// the pseudo-gradient scaled.
 	#[cfg(feature = "fault-injection")]
 	#[arg(long, env = "IOTA_FAULT")]

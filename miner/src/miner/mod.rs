@@ -61,19 +61,38 @@ pub enum Fault {
 	/// Local mode: submit the pseudo-gradient multiplied by this factor (not the delta the reported
 	/// states imply).
 	ScalePseudoGradient(f32),
+	/// Local mode: at the inner steps a seeded coin picks ([`perturbs_state_at`]: about half of them,
+	/// the same steps on every run), apply the step's mean gradient plus uniform noise in `[-a, a]`, so
+	/// the state after the step is not what the step makes of the one before. The inner-step log
+	/// records the noised gradient, so the reveals match the reported hashes and only the validator's
+	/// replay of the step can tell.
+	PerturbState(f32),
+}
+
+/// Whether [`Fault::PerturbState`] perturbs inner step `step` of `epoch`: bit 0 of the BLAKE3 of both
+/// (a fixed coin, so a test knows in advance which steps are perturbed).
+pub fn perturbs_state_at(epoch: u32, step: u32) -> bool {
+	let mut bytes = b"iota-miner fault perturb-state".to_vec();
+	bytes.extend_from_slice(&epoch.to_le_bytes());
+	bytes.extend_from_slice(&step.to_le_bytes());
+	ContentHash::of(&bytes).0[0] & 1 == 1
 }
 
 impl std::str::FromStr for Fault {
 	type Err = String;
-	/// `perturb=<amplitude>` (finite, > 0), `ignore-challenges`, `pseudo-gradient=<factor>` (finite,
-	/// ≠ 1).
+	/// `perturb=<amplitude>` (finite, > 0), `perturb-state=<amplitude>` (finite, > 0),
+	/// `ignore-challenges`, `pseudo-gradient=<factor>` (finite, ≠ 1).
 	fn from_str(s: &str) -> std::result::Result<Self, String> {
 		let expected =
-			"expected perturb=<amplitude>, ignore-challenges or pseudo-gradient=<factor>";
+			"expected perturb=<amplitude>, perturb-state=<amplitude>, ignore-challenges or pseudo-gradient=<factor>";
 		match s.split_once('=') {
 			Some(("perturb", a)) => match a.parse::<f32>() {
 				Ok(a) if a.is_finite() && a > 0.0 => Ok(Fault::Perturb(a)),
 				_ => Err(format!("perturb amplitude {a:?} must be a finite number > 0")),
+			},
+			Some(("perturb-state", a)) => match a.parse::<f32>() {
+				Ok(a) if a.is_finite() && a > 0.0 => Ok(Fault::PerturbState(a)),
+				_ => Err(format!("perturb-state amplitude {a:?} must be a finite number > 0")),
 			},
 			Some(("pseudo-gradient", f)) => match f.parse::<f32>() {
 				Ok(f) if f.is_finite() && f != 1.0 => Ok(Fault::ScalePseudoGradient(f)),
@@ -427,16 +446,22 @@ impl Miner {
 		self.local.as_ref().map(|l| l.steps)
 	}
 
-	/// Local mode: the replica's state after `k` inner steps of `epoch` (one the inner-step log still
-	/// keeps), rebuilt from the log; its hash is the one reported for step `k`.
+	/// Local mode: the replica's states after `k` inner steps of `epoch` for each `k` of `ks` (ones the
+	/// inner-step log still keeps), rebuilt from the log in one replay; the hash of state `k` is the
+	/// one reported for step `k`.
 	///
 	/// # Errors
-	/// [`MinerError::BadInput`] in sync mode or for a state not kept ([`crate::reveal::InnerLog::state_at`]).
-	pub fn inner_state_at(&self, epoch: u32, k: u32) -> Result<iota_protocol::optim::InnerState> {
+	/// [`MinerError::BadInput`] in sync mode or for a state not kept
+	/// ([`crate::reveal::InnerLog::states_at`]).
+	pub fn inner_states_at(
+		&self,
+		epoch: u32,
+		ks: &std::collections::BTreeSet<u32>,
+	) -> Result<std::collections::BTreeMap<u32, iota_protocol::optim::InnerState>> {
 		let log = self.inner_log.as_ref().ok_or_else(|| bad("sync mode keeps no inner steps"))?;
-		log.state_at(
+		log.states_at(
 			epoch,
-			k,
+			ks,
 			self.stage.decay_mask(),
 			&self.spec.step_options(epoch),
 			self.stage.total_params(),

@@ -190,20 +190,30 @@ impl Miner {
 		if !c.seeded {
 			return Ok(false);
 		}
+		let ks = c.reveals.iter().flat_map(|r| r.states.iter().map(|s| s.state)).collect();
+		let states = self.inner_states_at(epoch, &ks)?;
+		let mut sent = std::collections::BTreeSet::new();
 		for r in &c.reveals {
-			for (k, put, want) in
-				[(r.step, &r.before, r.before_hash), (r.step + 1, &r.after, r.after_hash)]
-			{
-				let bytes = self.inner_state_at(epoch, k)?.to_bytes();
+			for s in &r.states {
+				// A state two challenges name (adjacent steps, a shared earlier state) goes up once.
+				if !sent.insert(s.state) {
+					continue;
+				}
+				let k = s.state;
+				let bytes = states
+					.get(&k)
+					.ok_or_else(|| bad(format!("state {k} of epoch {epoch} not rebuilt")))?
+					.to_bytes();
 				let got = ContentHash::of(&bytes);
-				if got != want {
+				if got != s.hash {
 					return Err(bad(format!(
-						"state {k} of epoch {epoch} rebuilds to {got}, reported {want}"
+						"state {k} of epoch {epoch} rebuilds to {got}, reported {}",
+						s.hash
 					)));
 				}
 				let size = bytes.len() as u64;
 				self.io
-					.put(&put.put, Bytes::from(bytes))
+					.put(&s.put.put, Bytes::from(bytes))
 					.await
 					.map_err(|e| MinerError::storage("revealed state", e))?;
 				self.metrics.bytes_up.inc_by(size);
@@ -212,6 +222,7 @@ impl Miner {
 				stage = self.index,
 				epoch,
 				step = r.step,
+				states = r.states.len(),
 				"revealed a challenged inner step"
 			);
 		}
@@ -249,6 +260,7 @@ impl Miner {
 	/// # Errors
 	/// As [`Stage::apply_gradient`]; the pending gradient is dropped then (its samples are not counted).
 	pub(super) fn inner_step(&mut self) -> Result<()> {
+		let fault = self.fault();
 		let Some(l) = &mut self.local else { return Ok(()) };
 		if l.pending.count == 0 {
 			return Ok(());
@@ -257,6 +269,15 @@ impl Miner {
 		let mut mean = std::mem::take(&mut l.pending.sum);
 		let inv = 1.0 / n as f32;
 		mean.iter_mut().for_each(|x| *x *= inv);
+		if let Some(Fault::PerturbState(a)) = fault {
+			if super::perturbs_state_at(self.epoch, l.steps) {
+				use rand::{Rng, SeedableRng};
+				let seed = (u64::from(self.epoch) << 32) | u64::from(l.steps);
+				let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+				mean.iter_mut().for_each(|x| *x += rng.random_range(-a..=a));
+				tracing::warn!(epoch = self.epoch, step = l.steps, "fault: inner step perturbed");
+			}
+		}
 		let report =
 			self.stage
 				.apply_gradient(&mean, &self.spec.step_options(self.epoch), n as usize)?;

@@ -301,12 +301,16 @@ impl Orchestrator for FakeOrch {
 		let states = self.world.inner.lock().unwrap().get(&self.me.0).cloned().unwrap_or_default();
 		let hash = |j: u32| states.get(j as usize).filter(|s| s.0 == epoch).map(|s| s.1);
 		let reveals = match (hash(k), hash(k + 1)) {
-			(Some(before_hash), Some(after_hash)) => vec![Reveal {
+			(Some(before), Some(after)) => vec![Reveal {
 				step: k,
-				before: put(format!("inner/{}/{epoch}/{k}", self.me)),
-				before_hash,
-				after: put(format!("inner/{}/{epoch}/{}", self.me, k + 1)),
-				after_hash,
+				states: [(k, before), (k + 1, after)]
+					.into_iter()
+					.map(|(j, hash)| RevealedState {
+						state: j,
+						put: put(format!("inner/{}/{epoch}/{j}", self.me)),
+						hash,
+					})
+					.collect(),
 			}],
 			_ => Vec::new(),
 		};

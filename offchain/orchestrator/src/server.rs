@@ -766,15 +766,13 @@ impl Orchestrator {
 		let run = self.with_state(|st| st.config().run.clone());
 		let me = crate::state::miner_id(&req.account);
 		let mut reveals = Vec::with_capacity(drawn.len());
-		for (step, before_hash, after_hash) in drawn {
-			let key = |k: u32| keys::inner_state(&run, u64::from(epoch), u32::from(stage), k, &me);
-			reveals.push(Reveal {
-				step,
-				before: self.put_of(&key(step)).await?,
-				before_hash,
-				after: self.put_of(&key(step + 1)).await?,
-				after_hash,
-			});
+		for c in drawn {
+			let mut states = Vec::with_capacity(c.states.len());
+			for (j, hash) in c.states {
+				let key = keys::inner_state(&run, u64::from(epoch), u32::from(stage), j, &me);
+				states.push(RevealedState { state: j, put: self.put_of(&key).await?, hash });
+			}
+			reveals.push(Reveal { step: c.step, states });
 		}
 		Ok(Challenges { epoch, seeded: true, reveals })
 	}

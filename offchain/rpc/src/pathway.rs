@@ -185,6 +185,57 @@ impl PathwayLog {
 		self.inner_states.iter().find(|t| t.stage == stage && &t.miner == miner)
 	}
 
+	/// Local mode: the passes `miner` ran at `stage` into its inner step `step` (from state `step` to
+	/// `step + 1`), in sample order: each record with the state its forward ran at when that is an
+	/// earlier one (`Some(j)`, `j ≠ step`: the backward went through the forward's kept graph, docs/design.md
+	/// §3), else `None`. A pass is the record's backward at a middle or head stage, and its forward at
+	/// the tail (whose backward is part of the forward item); a forward another miner ran is never
+	/// stale for this miner.
+	pub fn passes_at(
+		&self,
+		stage: u16,
+		miner: &AccountId,
+		step: u32,
+	) -> Vec<(&PathwayRecord, Option<u32>)> {
+		let s = usize::from(stage);
+		let tail = s + 1 == usize::from(self.stages);
+		self.records
+			.iter()
+			.filter(|r| {
+				let (who, at) = if tail {
+					(r.forward.get(s), r.forward_steps.get(s))
+				} else {
+					(r.backward.get(s), r.backward_steps.get(s))
+				};
+				who == Some(miner) && at == Some(&step)
+			})
+			.map(|r| {
+				let stale = r
+					.forward_steps
+					.get(s)
+					.copied()
+					.filter(|j| !tail && r.forward.get(s) == Some(miner) && *j != step);
+				(r, stale)
+			})
+			.collect()
+	}
+
+	/// Local mode: the states a challenge of `miner`'s inner step `step` at `stage` reveals (docs/design.md
+	/// §10): `step` and `step + 1`, and every earlier state a pass of the step ran its forward at
+	/// ([`passes_at`](Self::passes_at)), without which the validator could only approximate that pass.
+	/// The one rule the orchestrator presigns the reveals by and the validator judges them by.
+	pub fn revealed_states(
+		&self,
+		stage: u16,
+		miner: &AccountId,
+		step: u32,
+	) -> std::collections::BTreeSet<u32> {
+		let mut out: std::collections::BTreeSet<u32> =
+			self.passes_at(stage, miner, step).into_iter().filter_map(|(_, j)| j).collect();
+		out.extend([step, step + 1]);
+		out
+	}
+
 	/// JSON bytes as stored.
 	pub fn to_bytes(&self) -> Vec<u8> {
 		serde_json::to_vec(self).unwrap_or_default()
@@ -253,6 +304,50 @@ mod tests {
 		};
 		let json = String::from_utf8(sync.to_bytes()).unwrap();
 		assert!(!json.contains("Steps") && !json.contains("innerStates"), "{json}");
+	}
+
+	#[test]
+	fn a_challenge_reveals_the_states_its_passes_forwards_ran_at() {
+		// Stage 0 (head) of 2: miner 1's step 3 holds samples 1 (forward at state 1), 2 (forward at
+		// state 3), 3 (forward by miner 9 at its state 0: rerouted, not stale for miner 1); sample 4
+		// (forward at state 0) went into step 2. At the tail, a pass is the forward item and is never stale.
+		let h = ContentHash::of(b"s");
+		let mut records = Vec::new();
+		for (sample, fwd_miner, fwd_step, bwd_step) in
+			[(1u64, 1u8, 1u32, 3u32), (2, 1, 3, 3), (3, 9, 0, 3), (4, 1, 0, 2)]
+		{
+			let mut r = record(sample, 2.0);
+			r.forward[0] = acc(fwd_miner);
+			r.forward_steps = vec![fwd_step, 5];
+			r.backward_steps = vec![bwd_step, 5];
+			records.push(r);
+		}
+		let log = PathwayLog {
+			run: "r".into(),
+			epoch: 0,
+			stages: 2,
+			records,
+			inner_states: vec![
+				InnerStates { stage: 0, miner: acc(1), hashes: vec![h; 5] },
+				InnerStates { stage: 0, miner: acc(9), hashes: vec![h; 2] },
+				InnerStates { stage: 1, miner: acc(2), hashes: vec![h; 6] },
+			],
+		};
+		let passes = log.passes_at(0, &acc(1), 3);
+		let got: Vec<(u64, Option<u32>)> = passes.iter().map(|(r, j)| (r.sample, *j)).collect();
+		assert_eq!(got, vec![(1, Some(1)), (2, None), (3, None)]);
+		assert_eq!(
+			log.revealed_states(0, &acc(1), 3).into_iter().collect::<Vec<_>>(),
+			vec![1, 3, 4]
+		);
+		// Sample 4's forward ran at state 0, its backward at 2.
+		assert_eq!(
+			log.revealed_states(0, &acc(1), 2).into_iter().collect::<Vec<_>>(),
+			vec![0, 2, 3]
+		);
+		assert_eq!(log.passes_at(1, &acc(2), 5).len(), 4, "the tail's passes are its forwards");
+		assert!(log.passes_at(1, &acc(2), 5).iter().all(|(_, j)| j.is_none()));
+		assert!(log.passes_at(0, &acc(7), 3).is_empty());
 	}
 
 	#[test]

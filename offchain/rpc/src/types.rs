@@ -200,21 +200,28 @@ pub struct ChallengeQuery {
 	pub epoch: u32,
 }
 
-/// One challenged inner step: upload the states before and after it (`InnerState::to_bytes`, whose
-/// BLAKE3 must be the hash reported for that state) to the presigned PUTs.
+/// One challenged inner step: upload the states it names (`InnerState::to_bytes`, whose BLAKE3 must be
+/// the hash reported for that state) to the presigned PUTs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Reveal {
 	/// The inner step `k` (from state `k` to state `k + 1`).
 	pub step: u32,
-	/// Where state `k` goes.
-	pub before: ObjectPut,
-	/// The hash reported for state `k`.
-	pub before_hash: ContentHash,
-	/// Where state `k + 1` goes.
-	pub after: ObjectPut,
-	/// The hash reported for state `k + 1`.
-	pub after_hash: ContentHash,
+	/// The states to reveal, ascending ([`crate::PathwayLog::revealed_states`]): `k`, `k + 1`, and every
+	/// earlier state a pass of step `k` ran its forward at.
+	pub states: Vec<RevealedState>,
+}
+
+/// One state a challenge reveals.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevealedState {
+	/// The state index `j` (after `j` inner steps).
+	pub state: u32,
+	/// Where it goes.
+	pub put: ObjectPut,
+	/// The hash reported for it.
+	pub hash: ContentHash,
 }
 
 /// Answer of `iota_getChallenges`.

@@ -353,16 +353,9 @@ impl State {
 			Event::PathwayWritten { epoch, object } => {
 				self.audits.entry(*epoch).or_default().pathway_log = Some(object.clone());
 				self.drop_trails_if_done(*epoch);
-				// The records are in the log now; the samples of the epoch leave memory.
-				let q = u64::from(self.cfg.backward_quota);
-				let (lo, hi) = (u64::from(*epoch) * q, u64::from(*epoch + 1) * q);
-				let done: Vec<u64> = self.samples.range(lo..hi).map(|(k, _)| *k).collect();
-				let busy: BTreeSet<u64> = self.leases.values().map(|l| l.sample).collect();
-				for k in done {
-					if !busy.contains(&k) {
-						self.samples.remove(&k);
-					}
-				}
+				// The records are in the log now; the samples of the epoch leave memory (in local
+				// mode once its challenges are drawn too).
+				self.drop_samples_if_done(*epoch);
 			},
 			Event::HeldOutEvaluated { epoch, loss } => {
 				self.heldout.insert(*epoch, *loss);

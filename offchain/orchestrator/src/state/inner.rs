@@ -16,8 +16,15 @@ use iota_protocol::selection::INNER_CHALLENGES;
 
 use super::*;
 
-/// One challenged inner step: `(k, hash of state k, hash of state k + 1)`.
-pub type Challenge = (u32, ContentHash, ContentHash);
+/// One challenged inner step of a trail.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Challenge {
+	/// `k`: the step from state `k` to state `k + 1`.
+	pub step: u32,
+	/// `(j, reported hash of state j)` for every state the challenge reveals, ascending
+	/// ([`PathwayLog::revealed_states`]: `k`, `k + 1` and the earlier states its passes' forwards ran at).
+	pub states: Vec<(u32, ContentHash)>,
+}
 
 /// Epochs of challenges (and seeds) kept before the newest seeded one.
 const KEPT_CHALLENGE_EPOCHS: u32 = 4;
@@ -280,8 +287,8 @@ impl State {
 			.collect()
 	}
 
-	/// The challenged steps of `miner` at `stage` in `epoch` as `(k, hash of state k, hash of state
-	/// k + 1)`: `Ok(None)` while the seed is unknown.
+	/// The challenged steps of `miner` at `stage` in `epoch` with the states each reveals: `Ok(None)`
+	/// while the seed is unknown.
 	///
 	/// Errors: `WrongPhase` (sync mode), `Unknown` (no states of the miner there, or no longer kept).
 	pub fn challenges_of(
@@ -309,9 +316,11 @@ impl State {
 
 	/// The challenge seed of `epoch` is known: draw every kept trail's challenges
 	/// ([`iota_protocol::selection::inner_step_challenges`]: the last step and [`INNER_CHALLENGES`]
-	/// drawn ones each).
+	/// drawn ones each), each revealing the states [`PathwayLog::revealed_states`] names (the epoch's
+	/// samples are kept until then, [`drop_samples_if_done`](Self::drop_samples_if_done)).
 	pub(super) fn apply_challenge_seed(&mut self, epoch: u32, seed: [u8; 32]) {
 		self.challenge_seeds.insert(epoch, seed);
+		let log = self.pathway_log(epoch);
 		let drawn: Vec<(TrailKey, Vec<Challenge>)> = self
 			.inner
 			.range((epoch, 0, [0; 32])..=(epoch, u16::MAX, [u8::MAX; 32]))
@@ -326,7 +335,14 @@ impl State {
 				);
 				let c = steps
 					.into_iter()
-					.map(|k| (k, t.hashes[k as usize], t.hashes[k as usize + 1]))
+					.map(|k| Challenge {
+						step: k,
+						states: log
+							.revealed_states(key.1, &t.miner, k)
+							.into_iter()
+							.filter_map(|j| Some((j, *t.hashes.get(j as usize)?)))
+							.collect(),
+					})
 					.collect();
 				(*key, c)
 			})
@@ -338,6 +354,26 @@ impl State {
 		self.challenge_seeds.retain(|e, _| *e >= keep_from);
 		if self.audits.get(&epoch).is_some_and(|a| a.pathway_log.is_some()) {
 			self.drop_trails(epoch);
+		}
+		self.drop_samples_if_done(epoch);
+	}
+
+	/// Forget the samples of `epoch` once they are in its written pathway log and, in local mode, its
+	/// challenges are drawn (which read the passes of every challenged step from them). A sample still
+	/// leased stays.
+	pub(super) fn drop_samples_if_done(&mut self, epoch: u32) {
+		let written = self.audits.get(&epoch).is_some_and(|a| a.pathway_log.is_some());
+		if !written || (self.local_mode() && !self.challenge_seeds.contains_key(&epoch)) {
+			return;
+		}
+		let q = u64::from(self.cfg.backward_quota);
+		let (lo, hi) = (u64::from(epoch) * q, u64::from(epoch + 1) * q);
+		let done: Vec<u64> = self.samples.range(lo..hi).map(|(k, _)| *k).collect();
+		let busy: BTreeSet<u64> = self.leases.values().map(|l| l.sample).collect();
+		for k in done {
+			if !busy.contains(&k) {
+				self.samples.remove(&k);
+			}
 		}
 	}
 

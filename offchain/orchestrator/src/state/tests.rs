@@ -1046,12 +1046,22 @@ fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
 	let c = w.st.challenges_of(&acc(3), 2, 0).unwrap().unwrap();
 	let hashes = [ContentHash([30; 32]), ContentHash([31; 32]), ContentHash([32; 32])];
 	assert_eq!(c.len(), 2, "{c:?}");
-	assert_ne!(c[0].0, c[1].0);
-	for (k, before, after) in &c {
-		assert_eq!((*before, *after), (hashes[*k as usize], hashes[*k as usize + 1]));
+	assert_ne!(c[0].step, c[1].step);
+	for c in &c {
+		let k = c.step as usize;
+		assert_eq!(c.states, vec![(k as u32, hashes[k]), (k as u32 + 1, hashes[k + 1])]);
 	}
 	let head = w.st.challenges_of(&acc(1), 0, 0).unwrap().unwrap();
-	assert_eq!(head.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0], "one step, one challenge");
+	assert_eq!(head.iter().map(|c| c.step).collect::<Vec<_>>(), vec![0], "one step, one challenge");
+	// Every challenge reveals the states the pathway log's rule names (which adds the earlier states
+	// of passes through a kept forward, tested in iota-rpc).
+	for t in &log.inner_states {
+		for c in w.st.challenges_of(&t.miner, t.stage, 0).unwrap().unwrap() {
+			let want: Vec<u32> =
+				log.revealed_states(t.stage, &t.miner, c.step).into_iter().collect();
+			assert_eq!(c.states.iter().map(|s| s.0).collect::<Vec<_>>(), want, "{c:?}");
+		}
+	}
 	assert_eq!(code(w.st.challenges_of(&acc(9), 2, 0)), ErrorCode::Unknown);
 	assert!(w.st.inner_trail(0, 2, &acc(3)).is_some(), "kept until the log is written");
 	w.apply(Event::PathwayWritten {
