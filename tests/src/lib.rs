@@ -1132,17 +1132,24 @@ pub async fn check_manifest(
 	let k = iota_primitives::shard_count(members).unwrap();
 	assert_eq!(m.shards.0.len() as u32, k, "{what}: every shard present");
 	let mut elems = 0u64;
-	for s in &m.shards.0 {
+	for (i, s) in m.shards.0.iter().enumerate() {
 		let key = String::from_utf8(s.key.0.clone()).unwrap();
 		let bytes = store
 			.get(&key, &s.content_hash)
 			.await
 			.unwrap_or_else(|e| panic!("{what}: shard {key}: {e}"));
-		assert!(
-			iota_protocol::f32le::first_non_finite(&bytes).is_none() && bytes.len() % 4 == 0,
-			"{what}: finite shard"
-		);
-		elems += bytes.len() as u64 / 4;
+		// Each shard is its range of the butterfly's tiling, in the codec's shard form (f32, or
+		// int8 with per-chunk scales for the lossy codecs).
+		let (lo, hi) = iota_primitives::butterfly::shard_range(i as u32, k, p);
+		let want = iota_protocol::shard_len(spec.merge_codec, hi - lo, p);
+		assert_eq!(bytes.len() as u64, want, "{what}: shard {i} is [{lo}, {hi}) in its codec");
+		if spec.merge_codec == iota_protocol::codec::MergeCodec::F32 {
+			assert!(
+				iota_protocol::f32le::first_non_finite(&bytes).is_none(),
+				"{what}: finite shard"
+			);
+		}
+		elems += hi - lo;
 	}
 	assert_eq!(elems, p, "{what}: the shards tile the gradient");
 	let state = m.state_hash;

@@ -12,6 +12,8 @@
 //! the backward passes the survivor ran (the pathway log's `backward` column), while every other stage
 //! merges exactly the miners that ran its backward passes; the pathway log in the bucket matches the orchestrator's hash and the epoch's
 //! sample count; and the survivor alone trains and merges the next epoch (its manifest and pathway log).
+//! The same in local mode (inner AdamW steps every 2 backward passes, int8 pseudo-gradient merges): no
+//! sample is lost and the stage merges the survivor's pseudo-gradient alone.
 //!
 //! ```sh
 //! ./scripts/fetch-data.sh
@@ -26,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use iota_chain::Signer;
 use iota_e2e::*;
+use iota_protocol::codec::MergeCodec;
+use iota_protocol::optim::Training;
 
-const RUN: &str = "e2e-net-churn";
 const QUOTA: u32 = 8;
 const VICTIM_STAGE: u16 = 1;
 const TIMEOUT: Duration = Duration::from_secs(900);
@@ -35,9 +38,26 @@ const TIMEOUT: Duration = Duration::from_secs(900);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and kills one (see the file's docs)"]
 async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
+	churn("e2e-net-churn", "network_churn", Training::Sync, MergeCodec::F32).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and kills one (see the file's docs)"]
+async fn local_mode_a_miner_killed_mid_epoch_loses_no_sample_and_the_merge_completes() {
+	// Inner AdamW steps every 2 backward passes, int8 pseudo-gradient merges: the victim's inner
+	// steps die with it, its passes' samples are recomputed, and the merge takes the survivor's
+	// pseudo-gradient alone.
+	let local = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
+	churn("e2e-net-churn-local", "network_churn_local", local, MergeCodec::Int8).await;
+}
+
+/// The scenario (module docs) for `training` and `codec`, logs under `$CARGO_TARGET_TMPDIR/<dir_name>`.
+async fn churn(run: &str, dir_name: &str, training: Training, codec: MergeCodec) {
 	let started = Instant::now();
-	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_churn");
-	let mut options = tiny_network(RUN, &dir, 3, 2, 0, QUOTA);
+	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), dir_name);
+	let mut options = tiny_network(run, &dir, 3, 2, 0, QUOTA);
+	options.data.training = training;
+	options.data.merge_codec = codec;
 	options.orchestrator_args = ["--lease-ms", "10000", "--phase-timeout", "60"]
 		.iter()
 		.map(|s| s.to_string())

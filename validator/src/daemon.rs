@@ -48,7 +48,7 @@ use crate::inner_step::{
 	RevealedWeights, StepOutcome, StepTarget,
 };
 use crate::metrics::Metrics;
-use crate::objects::{FetchError, Objects, OrchestratorObjects};
+use crate::objects::{CachedObjects, FetchError, ObjectCache, Objects, OrchestratorObjects};
 use crate::shard_audit;
 use crate::spot_check::{
 	self, CheckOutcome, CheckTarget, Checker, EvidenceBundle, Findings, Inconclusive, WeightsError,
@@ -81,6 +81,8 @@ pub struct Config {
 	pub request_timeout: Duration,
 	/// Largest object downloaded, in bytes.
 	pub max_object_bytes: u64,
+	/// Memory for objects read recently ([`crate::objects::ObjectCache`]), in bytes.
+	pub object_cache_bytes: u64,
 }
 
 /// Why a step of the daemon failed (each is logged, counted by [`DaemonError::kind`] and retried).
@@ -186,6 +188,8 @@ pub struct Daemon {
 	/// Local mode: inner-step outcomes of the epoch being processed (epoch, stage, miner, step), kept
 	/// while its process is retried for reveals still to come, so no step is recomputed.
 	inner_done: BTreeMap<(u32, u16, AccountId, u32), StepOutcome>,
+	/// Objects read recently (revealed inner states are read by several checks).
+	cache: ObjectCache,
 }
 
 impl Daemon {
@@ -211,6 +215,7 @@ impl Daemon {
 		let http =
 			PresignedHttp::new(RetryPolicy::default(), cfg.request_timeout, cfg.max_object_bytes)
 				.map_err(|e| DaemonError::Setup(e.to_string()))?;
+		let cache = ObjectCache::new(cfg.object_cache_bytes);
 		Ok(Self {
 			cfg,
 			signer,
@@ -222,6 +227,7 @@ impl Daemon {
 			next_epoch: None,
 			pending_weights: BTreeMap::new(),
 			inner_done: BTreeMap::new(),
+			cache,
 		})
 	}
 
@@ -535,7 +541,8 @@ impl Daemon {
 			.epoch_record(epoch)
 			.await
 			.map_err(|e| DaemonError::Orchestrator(format!("iota_epochRecord({epoch}): {e}")))?;
-		let objects = OrchestratorObjects { rpc, http: &self.http };
+		let store = OrchestratorObjects { rpc, http: &self.http };
+		let objects = CachedObjects { inner: &store, cache: &self.cache };
 		let spec_run = checker.spec().run.clone();
 		let stages = checker.spec().model.n_stages();
 

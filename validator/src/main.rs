@@ -69,6 +69,10 @@ struct Cli {
 	/// Largest object downloaded, MiB.
 	#[arg(long, env = "IOTA_MAX_OBJECT_MIB", default_value_t = 1024)]
 	max_object_mib: u64,
+	/// Memory for objects read recently, MiB (local mode reads each revealed inner state, 38 MB for a
+	/// small-preset stage, in several checks; 0 turns the cache off).
+	#[arg(long, env = "IOTA_OBJECT_CACHE_MIB", default_value_t = 512)]
+	object_cache_mib: u64,
 }
 
 #[tokio::main]
@@ -102,6 +106,7 @@ async fn main() -> anyhow::Result<()> {
 		poll: Duration::from_millis(cli.poll_ms.max(100)),
 		request_timeout: Duration::from_millis(cli.request_timeout_ms.max(100)),
 		max_object_bytes: cli.max_object_mib.saturating_mul(1 << 20),
+		object_cache_bytes: cli.object_cache_mib.saturating_mul(1 << 20),
 	};
 	tracing::info!(account = %signer.account_id(), node = %cfg.node_url, orchestrator = %cfg.orchestrator_url, "starting");
 	// Keep trying until the node answers and the validator is registered.
