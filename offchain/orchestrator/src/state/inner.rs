@@ -26,8 +26,10 @@ pub struct Challenge {
 	pub states: Vec<(u32, ContentHash)>,
 }
 
-/// Epochs of challenges (and seeds) kept before the newest seeded one.
-const KEPT_CHALLENGE_EPOCHS: u32 = 4;
+/// Epochs of challenges (and seeds) kept before the newest seeded one: an epoch's revealed states are
+/// deleted from the bucket once the chain has finalized it, which the driver finds from its challenges,
+/// so they are kept for as long as finalization may lag.
+const KEPT_CHALLENGE_EPOCHS: u32 = 16;
 
 /// One miner's inner steps at one stage in one epoch.
 #[derive(Clone, Debug, PartialEq)]
@@ -285,6 +287,33 @@ impl State {
 			.into_iter()
 			.filter(|e| *e < oldest && !self.challenge_seeds.contains_key(e))
 			.collect()
+	}
+
+	/// Epochs whose challenges are drawn (and kept), ascending.
+	pub fn challenged_epochs(&self) -> Vec<u32> {
+		self.challenge_seeds.keys().copied().collect()
+	}
+
+	/// The bucket keys of every state the challenges of `epoch` reveal (each once), in key order.
+	pub fn revealed_keys(&self, epoch: u32) -> Vec<String> {
+		let mut keys = BTreeSet::new();
+		for ((_, stage, account), cs) in
+			self.challenges.range((epoch, 0, [0; 32])..=(epoch, u16::MAX, [u8::MAX; 32]))
+		{
+			let me = miner_id(&AccountId::from(*account));
+			for c in cs {
+				for (j, _) in &c.states {
+					keys.insert(keys::inner_state(
+						&self.cfg.run,
+						u64::from(epoch),
+						u32::from(*stage),
+						*j,
+						&me,
+					));
+				}
+			}
+		}
+		keys.into_iter().collect()
 	}
 
 	/// The challenged steps of `miner` at `stage` in `epoch` with the states each reveals: `Ok(None)`

@@ -1053,6 +1053,20 @@ fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
 	}
 	let head = w.st.challenges_of(&acc(1), 0, 0).unwrap().unwrap();
 	assert_eq!(head.iter().map(|c| c.step).collect::<Vec<_>>(), vec![0], "one step, one challenge");
+	// The keys of every revealed state of the epoch, each once (deleted once the chain finalizes it).
+	assert_eq!(w.st.challenged_epochs(), vec![0]);
+	let keys = w.st.revealed_keys(0);
+	let named: usize = log
+		.inner_states
+		.iter()
+		.map(|t| {
+			let cs = w.st.challenges_of(&t.miner, t.stage, 0).unwrap().unwrap();
+			cs.iter().flat_map(|c| c.states.iter().map(|s| s.0)).collect::<BTreeSet<_>>().len()
+		})
+		.sum();
+	assert_eq!(keys.len(), named, "{keys:?}");
+	assert!(keys.iter().all(|k| k.contains("/inner/")), "{keys:?}");
+	assert!(w.st.revealed_keys(1).is_empty());
 	// Every challenge reveals the states the pathway log's rule names (which adds the earlier states
 	// of passes through a kept forward, tested in iota-rpc).
 	for t in &log.inner_states {
