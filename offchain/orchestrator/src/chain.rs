@@ -249,7 +249,11 @@ impl ChainDriver {
 					tracing::warn!(epoch, key, error = %e, "deleting a revealed state");
 				}
 			}
-			tracing::info!(epoch, objects = keys.len(), "revealed states of a finalized epoch deleted");
+			tracing::info!(
+				epoch,
+				objects = keys.len(),
+				"revealed states of a finalized epoch deleted"
+			);
 			self.reveals_deleted.insert(epoch);
 		}
 		Ok(())

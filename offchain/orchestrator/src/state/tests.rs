@@ -1061,7 +1061,10 @@ fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
 		.iter()
 		.map(|t| {
 			let cs = w.st.challenges_of(&t.miner, t.stage, 0).unwrap().unwrap();
-			cs.iter().flat_map(|c| c.states.iter().map(|s| s.0)).collect::<BTreeSet<_>>().len()
+			cs.iter()
+				.flat_map(|c| c.states.iter().map(|s| s.0))
+				.collect::<BTreeSet<_>>()
+				.len()
 		})
 		.sum();
 	assert_eq!(keys.len(), named, "{keys:?}");
