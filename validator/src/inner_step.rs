@@ -585,9 +585,8 @@ impl Checker {
 		// The passes the log puts at state k, with their inputs.
 		let (passes, stale) = self.passes_at(log, t.stage, &t.miner, t.step, objects).await?;
 		ev.stale_passes = stale.iter().flatten().count() as u32;
-		// A pass through a kept forward is recomputed as the miner ran it when the state its forward
-		// ran at is revealed too (another challenged step's); else it stays approximate.
-		// Each earlier state is fetched once, however many passes ran through it.
+		// A pass through a kept forward is recomputed as the miner ran it, at the revealed state its
+		// forward ran at. Each earlier state is fetched once, however many passes ran through it.
 		let trail = log.inner_states.iter().find(|x| x.stage == t.stage && x.miner == t.miner);
 		// The challenge reveals each such state too (`PathwayLog::revealed_states`): one missing is a
 		// missing reveal, one that does not hash to its report a `Fail`.
