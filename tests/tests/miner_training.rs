@@ -1,8 +1,10 @@
 //! Real `iota-miner` processes train the `tiny` model on the Shakespeare corpus: a dev node, the
 //! embedded S3 server and the orchestrator, 3 stages × 2 miners. Two epochs complete (forward, loss,
-//! backward, gradient upload, butterfly merge, AdamW step, attestation, `commit_merge`); both replicas of
-//! every stage attest the same state hash each epoch (the committed one); the mean tail loss of epoch 1
-//! is below epoch 0's; a miner stopped with SIGTERM exits cleanly. The same network in local mode
+//! backward, gradient upload, butterfly merge, AdamW step, attestation, `commit_merge`); every replica
+//! that merged attests the committed state hash, and both replicas of every stage merged in at least one
+//! epoch (a replica that took no pass of an epoch is no member of its merge: with 8 samples per epoch,
+//! one stage-0 replica took every pass of epoch 1 in a CI run); the mean tail loss of epoch 1 is below
+//! epoch 0's; a miner stopped with SIGTERM exits cleanly. The same network in local mode
 //! (inner AdamW steps, pseudo-gradient merges, an outer Nesterov step) with a held-out set: every
 //! replica took inner steps, attested the committed state, whose checkpoint loads; the orchestrator
 //! reports each merged model's held-out loss.
@@ -68,22 +70,34 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 	// Two epochs committed at every stage.
 	two_epochs_committed_at_every_stage(&client).await;
 
-	// Every merge averaged both replicas, and both attested the committed state hash.
+	// Every replica that merged attested the committed state hash; both replicas of every stage
+	// merged in at least one of the epochs.
 	let logs: Vec<BTreeMap<(u16, u32), String>> =
 		miners.iter().map(|m| attested_state_hashes(&m.log_text())).collect();
 	for stage in 0..3u16 {
+		let mut both = false;
 		for epoch in 0..2u32 {
 			let m = client.merge_manifest(epoch, stage).await.unwrap().expect("manifest committed");
-			assert_eq!(m.members, 2, "stage {stage} epoch {epoch}: both replicas merged");
+			assert!(
+				(1..=2).contains(&m.members),
+				"stage {stage} epoch {epoch}: {} members",
+				m.members
+			);
+			both |= m.members == 2;
 			let committed = m.state_hash.to_string();
 			let replicas: Vec<&String> =
 				logs.iter().filter_map(|l| l.get(&(stage, epoch))).collect();
-			assert_eq!(replicas.len(), 2, "stage {stage} epoch {epoch}: two replicas stepped");
+			assert_eq!(
+				replicas.len() as u32,
+				m.members,
+				"stage {stage} epoch {epoch}: every member stepped"
+			);
 			assert!(
 				replicas.iter().all(|h| **h == committed),
 				"stage {stage} epoch {epoch}: {replicas:?} vs committed {committed}"
 			);
 		}
+		assert!(both, "stage {stage}: both replicas merged in at least one epoch");
 	}
 
 	// The loss goes down.
