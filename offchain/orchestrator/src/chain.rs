@@ -75,8 +75,6 @@ pub struct ChainDriver {
 	commits: HashMap<u16, (u32, iota_chain::runtime::Call, u32)>,
 	/// Per stage: the first block at which its state was seen ahead of the chain.
 	ahead: HashMap<u16, u32>,
-	/// Local mode: epochs whose revealed states were deleted (the chain finalized them).
-	reveals_deleted: std::collections::BTreeSet<u32>,
 }
 
 /// Where a stage's last extrinsic is: the driver neither reads that stage's chain view nor sends it
@@ -128,7 +126,6 @@ impl ChainDriver {
 			flights: Arc::default(),
 			commits: HashMap::new(),
 			ahead: HashMap::new(),
-			reveals_deleted: Default::default(),
 		}
 	}
 
@@ -221,42 +218,7 @@ impl ChainDriver {
 		if !seeds.is_empty() {
 			self.orch.record(seeds)?;
 		}
-		self.delete_finalized_reveals(&chain).await?;
 		self.drive(&chain, block).await
-	}
-
-	/// Local mode: deletes the revealed inner states (`12·P + 8` bytes each, 38 MB for a small-preset
-	/// stage, a few per challenged step) of every epoch the chain has finalized: no verdict on it can be
-	/// submitted any more, so no validator reads them again. Without this a local-mode run's bucket grew
-	/// by about 2 GB per epoch on the default devnet. A failed delete is logged and not retried (the
-	/// object is only space).
-	///
-	/// # Errors
-	/// [`ChainError`] when the chain cannot be read.
-	async fn delete_finalized_reveals(&mut self, chain: &IotaClient) -> Result<(), ChainError> {
-		let epochs = self.orch.with_state(|st| st.challenged_epochs());
-		self.reveals_deleted.retain(|e| epochs.first().is_some_and(|f| e >= f));
-		let todo: Vec<u32> =
-			epochs.into_iter().filter(|e| !self.reveals_deleted.contains(e)).collect();
-		if todo.is_empty() {
-			return Ok(());
-		}
-		let finalized_below = chain.next_epoch_to_finalize().await?;
-		for epoch in todo.into_iter().filter(|e| *e < finalized_below) {
-			let keys = self.orch.with_state(|st| st.revealed_keys(epoch));
-			for key in &keys {
-				if let Err(e) = self.orch.store().delete(key).await {
-					tracing::warn!(epoch, key, error = %e, "deleting a revealed state");
-				}
-			}
-			tracing::info!(
-				epoch,
-				objects = keys.len(),
-				"revealed states of a finalized epoch deleted"
-			);
-			self.reveals_deleted.insert(epoch);
-		}
-		Ok(())
 	}
 
 	/// Whether `stage` has an extrinsic the block the driver acts on does not settle yet.

@@ -26,10 +26,8 @@ pub struct Challenge {
 	pub states: Vec<(u32, ContentHash)>,
 }
 
-/// Epochs of challenges (and seeds) kept before the newest seeded one: an epoch's revealed states are
-/// deleted from the bucket once the chain has finalized it, which the driver finds from its challenges,
-/// so they are kept for as long as finalization may lag.
-const KEPT_CHALLENGE_EPOCHS: u32 = 16;
+/// Epochs of challenges (and seeds) kept before the newest seeded one.
+const KEPT_CHALLENGE_EPOCHS: u32 = 4;
 
 /// One miner's inner steps at one stage in one epoch.
 #[derive(Clone, Debug, PartialEq)]
@@ -294,7 +292,8 @@ impl State {
 		self.challenge_seeds.keys().copied().collect()
 	}
 
-	/// The bucket keys of every state the challenges of `epoch` reveal (each once), in key order.
+	/// The bucket keys of every state the challenges of `epoch` reveal (each once), in key order (what a
+	/// clean-up of an epoch's reveals would delete; nothing deletes them yet, docs/design.md §10).
 	pub fn revealed_keys(&self, epoch: u32) -> Vec<String> {
 		let mut keys = BTreeSet::new();
 		for ((_, stage, account), cs) in

@@ -1053,7 +1053,7 @@ fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
 	}
 	let head = w.st.challenges_of(&acc(1), 0, 0).unwrap().unwrap();
 	assert_eq!(head.iter().map(|c| c.step).collect::<Vec<_>>(), vec![0], "one step, one challenge");
-	// The keys of every revealed state of the epoch, each once (deleted once the chain finalizes it).
+	// The keys of every revealed state of the epoch, each once.
 	assert_eq!(w.st.challenged_epochs(), vec![0]);
 	let keys = w.st.revealed_keys(0);
 	let named: usize = log
