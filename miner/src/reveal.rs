@@ -18,7 +18,7 @@ use iota_protocol::optim::{InnerState, StepOptions};
 use crate::error::{MinerError, Result};
 
 /// Epochs kept: the one being trained and the ones before it that may still be challenged.
-pub const KEPT_EPOCHS: u32 = 3;
+pub const KEPT_EPOCHS: u32 = 6;
 
 /// One epoch's kept trajectory.
 #[derive(Debug)]
