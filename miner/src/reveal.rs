@@ -4,11 +4,15 @@
 //! a fixed order), so the miner needs `12·P + 8` bytes for the start and `4·P` bytes per inner step
 //! instead of a full `12·P`-byte state per step.
 //!
-//! The disk used is bounded: [`InnerLog::new`]'s `max_bytes` over every epoch kept (the current one and
-//! the [`KEPT_EPOCHS`]` − 1` before it, whose challenges come once each has completed and its block is
-//! final, which with short epochs can be two epochs later). An inner step that would pass the bound is
-//! not kept, and nor is any later one of its epoch: states after it cannot be rebuilt, so their
-//! challenges go unanswered (a `Fail`, the miner's choice of disk against risk).
+//! Which epochs are kept is the miner's call ([`InnerLog::begin`]): the one being trained and every
+//! earlier one whose challenges are still to be answered. Those come once the epoch has completed and
+//! its block is final, which is a matter of blocks, not epochs: with short epochs and a lagging chain
+//! many epochs can wait (a rule of "the last few epochs" gave up on reveals that were still due).
+//!
+//! The disk used is bounded: [`InnerLog::new`]'s `max_bytes` over every epoch kept. A new epoch makes
+//! room by dropping the oldest waiting ones; an inner step that would pass the bound is not kept, and
+//! nor is any later one of its epoch. States that cannot be rebuilt leave their challenges unanswered
+//! (a `Fail`, the miner's choice of disk against risk).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,9 +20,6 @@ use std::path::PathBuf;
 use iota_protocol::optim::{InnerState, StepOptions};
 
 use crate::error::{MinerError, Result};
-
-/// Epochs kept: the one being trained and the ones before it that may still be challenged.
-pub const KEPT_EPOCHS: u32 = 6;
 
 /// One epoch's kept trajectory.
 #[derive(Debug)]
@@ -69,23 +70,40 @@ impl InnerLog {
 		self.epochs.values().map(|t| t.bytes).sum()
 	}
 
-	/// Epoch `epoch` begins at `start`: keep it, and drop every epoch [`KEPT_EPOCHS`] or more before it.
+	/// Whether `epoch`'s trajectory is kept (not dropped for room or by [`begin`](Self::begin)).
+	pub fn keeps(&self, epoch: u32) -> bool {
+		self.epochs.contains_key(&epoch)
+	}
+
+	/// Epoch `epoch` begins at `start`: keep it and, of the epochs before it, those `waiting` names
+	/// (their challenges are still to be answered); drop every other one. When the bound leaves no room
+	/// for the new start, the oldest waiting epochs are dropped first (their challenges then go
+	/// unanswered: the newest epochs are the ones whose reveals are still most likely to be asked).
 	///
 	/// # Errors
 	/// [`MinerError::BadInput`] for a failed write. The epoch is then not kept (its challenges go
 	/// unanswered); training goes on.
-	pub fn begin(&mut self, epoch: u32, start: &InnerState) -> Result<()> {
-		let old: Vec<u32> = self
-			.epochs
-			.keys()
-			.copied()
-			.filter(|e| *e + KEPT_EPOCHS <= epoch || *e >= epoch)
-			.collect();
+	pub fn begin(
+		&mut self,
+		epoch: u32,
+		start: &InnerState,
+		waiting: &dyn Fn(u32) -> bool,
+	) -> Result<()> {
+		let old: Vec<u32> =
+			self.epochs.keys().copied().filter(|e| *e >= epoch || !waiting(*e)).collect();
 		for e in old {
 			self.forget(e);
 		}
 		let bytes = start.to_bytes();
 		let len = bytes.len() as u64;
+		while self.bytes() + len > self.max_bytes {
+			let Some(&oldest) = self.epochs.keys().next() else { break };
+			tracing::warn!(
+				epoch = oldest,
+				"inner-step log full: an epoch waiting for its challenges is dropped"
+			);
+			self.forget(oldest);
+		}
 		if self.bytes() + len > self.max_bytes {
 			tracing::warn!(
 				epoch,
@@ -216,7 +234,7 @@ mod tests {
 		let decay = vec![true; p];
 		let opts = StepOptions::default();
 		let mut live = state(p);
-		log.begin(3, &live).unwrap();
+		log.begin(3, &live, &|_| false).unwrap();
 		let mut hashes = vec![live.hash()];
 		for k in 0..3u32 {
 			let g: Vec<f32> = (0..p).map(|i| ((i as u32 + k) as f32).sin()).collect();
@@ -237,13 +255,25 @@ mod tests {
 		assert!(at(3, &[0, 3]).is_err(), "the third step passed the bound");
 		assert!(at(2, &[0]).is_err(), "another epoch");
 		assert!(log.bytes() <= (8 + 12 * p + 2 * 4 * p) as u64);
-		// The next epochs keep this one (challenges come after it) until KEPT_EPOCHS later.
-		for e in 4..3 + KEPT_EPOCHS {
-			log.begin(e, &live).unwrap();
-			let kept = log.states_at(3, &[1].into(), &decay, &opts, 4 * p);
-			assert!(kept.is_ok(), "kept in epoch {e}");
+		// Full: a new epoch drops the oldest waiting one to make room.
+		log.begin(4, &live, &|w| w == 3).unwrap();
+		assert!(!log.keeps(3) && log.keeps(4), "the waiting epoch made room");
+		assert!(log.bytes() <= (8 + 12 * p + 2 * 4 * p) as u64);
+		drop(log);
+		assert!(!dir.exists(), "the log's files go with it");
+
+		// With room, later epochs keep an epoch while it waits for its challenges, however many go by;
+		// once it no longer waits the next epoch drops it.
+		let mut log = InnerLog::new(dir.clone(), 1 << 20).unwrap();
+		log.begin(3, &live, &|_| false).unwrap();
+		log.record(3, 0, &vec![0.5; p]).unwrap();
+		for e in 4..20 {
+			log.begin(e, &live, &|w| w == 3).unwrap();
+			assert!(log.keeps(3), "kept in epoch {e}");
 		}
-		log.begin(3 + KEPT_EPOCHS, &live).unwrap();
+		assert!(log.states_at(3, &[1].into(), &decay, &opts, 4 * p).is_ok());
+		log.begin(20, &live, &|_| false).unwrap();
+		assert!(!log.keeps(3) && !log.keeps(19) && log.keeps(20));
 		assert!(log.states_at(3, &[0].into(), &decay, &opts, 4 * p).is_err());
 		drop(log);
 		assert!(!dir.exists(), "the log's files go with it");

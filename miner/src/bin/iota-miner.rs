@@ -53,8 +53,8 @@ struct Cli {
 	/// temporary directory.
 	#[arg(long, env = "IOTA_REVEAL_DIR")]
 	reveal_dir: Option<PathBuf>,
-	/// Local mode: most disk the inner-step log may use, in MiB (the current epoch and the five before it:
-	/// `12·P + 8` bytes per epoch start and `4·P` per inner step).
+	/// Local mode: most disk the inner-step log may use, in MiB (the current epoch and those whose
+	/// challenges are still due: `12·P + 8` bytes per epoch start and `4·P` per inner step).
 	#[arg(long, env = "IOTA_REVEAL_MAX_MIB", default_value_t = 2048)]
 	reveal_max_mib: u64,
 	/// Largest object moved, in MiB.

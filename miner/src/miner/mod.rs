@@ -127,7 +127,8 @@ pub struct MinerConfig {
 	/// `<cache_dir>/inner-s<stage>-<account>`, else a folder of its own in the system's temporary
 	/// directory). The folder is the log's own: it is emptied at start and removed at exit.
 	pub reveal_dir: Option<PathBuf>,
-	/// Local mode: most bytes the inner-step log may use on disk ([`crate::reveal::KEPT_EPOCHS`] epochs).
+	/// Local mode: most bytes the inner-step log may use on disk, over the epoch being trained and those
+	/// waiting for their challenges ([`crate::reveal::InnerLog::begin`]).
 	pub reveal_max_bytes: u64,
 }
 

@@ -94,7 +94,8 @@ impl Miner {
 			l.reported = 0;
 			l.sat_out = false;
 			if let Some(log) = &mut self.inner_log {
-				if let Err(e) = log.begin(epoch, &start) {
+				let waiting = &self.reveal_due;
+				if let Err(e) = log.begin(epoch, &start, &|e| waiting.contains_key(&e)) {
 					tracing::warn!(epoch, error = %e, "inner-step log: epoch not kept");
 				}
 			}
@@ -145,7 +146,10 @@ impl Miner {
 	/// Local mode: answer the challenges of the epochs trained before this one that are due and that the
 	/// orchestrator has drawn: rebuild states `k` and `k + 1` of each challenged step from the inner-step
 	/// log and upload them to the presigned PUTs (docs/design.md §10). Not seeded yet, or a failure: ask
-	/// again in a second. Given up once the log no longer keeps the epoch.
+	/// again in a second. Given up once the log no longer keeps the epoch (dropped for room) or the
+	/// orchestrator refuses the question (it keeps no challenges of the miner's there); never after a
+	/// number of epochs: the seed comes after finality, which a lagging chain can put many short epochs
+	/// later.
 	pub(super) async fn answer_challenges(&mut self) {
 		if self.fault() == Some(Fault::IgnoreChallenges) {
 			return;
@@ -154,11 +158,11 @@ impl Miner {
 		let due: Vec<u32> =
 			self.reveal_due.iter().filter(|(_, at)| **at <= now).map(|(e, _)| *e).collect();
 		for epoch in due {
-			if epoch + crate::reveal::KEPT_EPOCHS <= self.epoch {
+			if !self.inner_log.as_ref().is_some_and(|l| l.keeps(epoch)) {
 				tracing::warn!(
 					stage = self.index,
 					epoch,
-					"challenges never came; the epoch is no longer kept"
+					"cannot answer the challenges: the epoch's inner steps are no longer kept"
 				);
 				self.reveal_due.remove(&epoch);
 				continue;
@@ -169,6 +173,10 @@ impl Miner {
 				},
 				Ok(false) => {
 					self.reveal_due.insert(epoch, now + Duration::from_secs(1));
+				},
+				Err(e @ MinerError::Refused { .. }) if e.code() != Some(ErrorCode::Unavailable) => {
+					tracing::warn!(stage = self.index, epoch, error = %e, "challenges refused; not asking again");
+					self.reveal_due.remove(&epoch);
 				},
 				Err(e @ MinerError::BadInput(_)) => {
 					// The log cannot rebuild the state (not kept, or past its bound): asking again will
