@@ -145,8 +145,11 @@ async fn local_mode_replicas_take_inner_steps_merge_and_report_heldout_losses() 
 		.collect();
 	two_epochs_committed_at_every_stage(&client).await;
 
-	// Both replicas of every stage took inner steps, applied the same outer step and attested the
-	// committed state, and the committed checkpoint (weights + outer momentum) reproduces it.
+	// Both replicas of every stage took inner steps; every replica that applied an epoch's outer step
+	// attested the committed state, and the committed checkpoint (weights + outer momentum) reproduces
+	// it. A merge's members are the replicas that took passes of the epoch: in a tiny epoch one replica
+	// can take them all (seen in a fresh-clone CI run, stage 0 epoch 1), so both replicas are asked to
+	// be members of at least one of the two epochs.
 	let logs: Vec<String> = miners.iter().map(|m| m.log_text()).collect();
 	assert!(
 		logs.iter().all(|l| l
@@ -157,14 +160,25 @@ async fn local_mode_replicas_take_inner_steps_merge_and_report_heldout_losses() 
 	let hashes: Vec<BTreeMap<(u16, u32), String>> =
 		logs.iter().map(|l| attested_state_hashes(l)).collect();
 	for stage in 0..3u16 {
+		let mut both = false;
 		for epoch in 0..2u32 {
 			let m = client.merge_manifest(epoch, stage).await.unwrap().expect("manifest committed");
-			let committed = check_manifest(&s3.store, &spec, stage, epoch, &m, 2).await.to_string();
+			let what = format!("stage {stage} epoch {epoch}");
+			assert!((1..=2).contains(&m.members), "{what}: {} members", m.members);
+			both |= m.members == 2;
+			let committed =
+				check_manifest(&s3.store, &spec, stage, epoch, &m, m.members).await.to_string();
 			let replicas: Vec<&String> =
 				hashes.iter().filter_map(|h| h.get(&(stage, epoch))).collect();
-			assert_eq!(replicas.len(), 2, "stage {stage} epoch {epoch}: two replicas stepped");
-			assert!(replicas.iter().all(|h| **h == committed), "stage {stage} epoch {epoch}");
+			assert!(
+				(m.members as usize..=2).contains(&replicas.len()),
+				"{what}: {} replicas stepped, {} members",
+				replicas.len(),
+				m.members
+			);
+			assert!(replicas.iter().all(|h| **h == committed), "{what}");
 		}
+		assert!(both, "stage {stage}: both replicas merged in at least one epoch");
 	}
 
 	// The orchestrator evaluated both merged models on the held-out rows.
