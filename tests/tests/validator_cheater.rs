@@ -11,8 +11,9 @@
 //! a longer run can stall when the cheater is slashed while its stage's merge round names it (the
 //! orchestrator's predicted commit is refused as `InvalidMemberCount`; one 10-epoch run gave 41 honest
 //! `Pass` verdicts and no `Fail`, another stalled after epoch 4). Two more local-mode cheaters, each
-//! failed, slashed and unpaid the same way: one that never reveals a challenged state (failed once the reveal deadline passed) and one that
-//! submits 1.5 times its pseudo-gradient (its inner steps and passes are honest).
+//! failed, slashed and unpaid the same way: one that never reveals a challenged state (failed once the
+//! reveal deadline passed) and one that submits 1.5 times its pseudo-gradient (its inner steps and
+//! passes are honest).
 //!
 //! Asserted: within the first 2 epochs the validator's `Fail` verdict on the cheater is on chain and the
 //! cheater's bond is slashed (its miner record is gone); every verdict on an honest miner in those
