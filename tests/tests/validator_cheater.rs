@@ -11,13 +11,13 @@
 //! a longer run can stall when the cheater is slashed while its stage's merge round names it (the
 //! orchestrator's predicted commit is refused as `InvalidMemberCount`; one 10-epoch run gave 41 honest
 //! `Pass` verdicts and no `Fail`, another stalled after epoch 4). Two more local-mode cheaters, each
-//! failed, slashed and unpaid the same way: one that never reveals a challenged state (failed once the reveal deadline passed) and one that
-//! submits 1.5 times its pseudo-gradient (its inner steps and passes are honest); and one that perturbs
-//! its state at inner steps a fixed coin picks (`perturb-state`: the step's gradient plus noise, logged
-//! so its reveals match its hashes), failed on the validator's replay of a challenged step. With about
-//! two inner steps per replica per epoch here, every step is challenged (the last one and two drawn),
-//! so a perturbed step is always caught; with `H` steps per epoch a single perturbed step is caught with
-//! probability `min(3, H) / H` per epoch.
+//! failed, slashed and unpaid the same way: one that never reveals a challenged state (failed once the
+//! reveal deadline passed) and one that submits 1.5 times its pseudo-gradient (its inner steps and
+//! passes are honest); and one that perturbs its state at inner steps a fixed coin picks
+//! (`perturb-state`: the step's gradient plus noise, logged so its reveals match its hashes), failed on
+//! the validator's replay of a challenged step. With about two inner steps per replica per epoch here,
+//! every step is challenged (the last one and two drawn), so a perturbed step is always caught; with
+//! `H` steps per epoch a single perturbed step is caught with probability `min(3, H) / H` per epoch.
 //!
 //! Asserted: within the first 2 epochs the validator's `Fail` verdict on the cheater is on chain and the
 //! cheater's bond is slashed (its miner record is gone); every verdict on an honest miner in those
