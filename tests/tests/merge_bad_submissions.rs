@@ -3,12 +3,15 @@
 //! the embedded S3 server, the orchestrator (a 40-block phase timeout) and six scripted miners, two per
 //! stage, through one epoch of the `tiny` preset.
 //!
-//! At stage 1 one member submits only a gradient holding a NaN, its chunk hashes recomputed so that
-//! only the finiteness rule can catch it (`NonFinite`); at stage 2 one member first submits a vector one
-//! element short (`ShapeMismatch`) and one whose chunk hashes are not its bytes' (`HashMismatch`), then
-//! its real gradient, which is accepted (the refusals left nothing behind). Asserted from the chain's
-//! manifests and the epoch record: stage 1 merged its honest member alone, every other stage both
-//! members, with the samples they reported; the refusals are counted by code in the metrics.
+//! At stage 0 one member first claims 1,000 more samples than its accepted backward passes
+//! (`SampleCountMismatch`: a submission weighs at most the passes the orchestrator recorded), then its
+//! real count; at stage 1 one member submits only a gradient holding a NaN, its chunk hashes recomputed
+//! so that only the finiteness rule can catch it (`NonFinite`); at stage 2 one member first submits a
+//! vector one element short (`ShapeMismatch`) and one whose chunk hashes are not its bytes'
+//! (`HashMismatch`), then its real gradient, which is accepted (the refusals left nothing behind).
+//! Asserted from the chain's manifests and the epoch record: stage 1 merged its honest member alone,
+//! every other stage both members; each manifest's sample count is its members' accepted passes (the
+//! whole quota at stages 0 and 2); the refusals are counted by code in the metrics.
 //!
 //! ```sh
 //! cargo build -p iota-orchestrator        # the node binary must exist too (scripts/test.sh builds it)
@@ -80,6 +83,10 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 
 	// ---- training: every miner pulls work in turn until its stage asks for gradients --------------
 	let mut uploads: BTreeMap<usize, ObjectPut> = BTreeMap::new();
+	// Backward passes (tail forwards included) each miner had accepted, and the quota.
+	let mut passes: BTreeMap<usize, u32> = BTreeMap::new();
+	let mut quota = 0;
+	let tail = spec.model.n_stages() as u16 - 1;
 	let start = std::time::Instant::now();
 	while uploads.len() < miners.len() {
 		assert!(start.elapsed() < T, "training did not reach the upload phase: {uploads:?}");
@@ -89,10 +96,14 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 			}
 			match m.work().await {
 				Work::Forward(f) => {
-					m.forward(&f, 3.0).await;
+					quota = m.forward(&f, 3.0).await.backward_quota;
+					if m.stage == tail {
+						*passes.entry(i).or_default() += 1;
+					}
 				},
 				Work::Backward(b) => {
-					m.backward(&b).await;
+					quota = m.backward(&b).await.backward_quota;
+					*passes.entry(i).or_default() += 1;
 				},
 				Work::UploadGradient { epoch, output } => {
 					assert_eq!(epoch, 0);
@@ -105,11 +116,17 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	}
 
 	// ---- submissions ----------------------------------------------------------------------------
-	let member = |stage: u16, k: usize| {
-		miners.iter().enumerate().filter(|(_, m)| m.stage == stage).nth(k).unwrap().0
+	let n = |i: usize| passes.get(&i).copied().unwrap_or(0);
+	// The member of `stage` with the most accepted passes (at least one: the stage met its quota).
+	let busiest = |stage: u16| {
+		(0..miners.len())
+			.filter(|i| miners[*i].stage == stage)
+			.max_by_key(|i| n(*i))
+			.unwrap()
 	};
-	let nan_miner = member(1, 0);
-	let fixed_miner = member(2, 0);
+	let nan_miner = busiest(1);
+	let fixed_miner = busiest(2);
+	let inflating_miner = busiest(0);
 	let submitted = |stage: u16| {
 		let w = &watcher;
 		async move { w.status().await.unwrap().stages[usize::from(stage)].gradients_submitted }
@@ -124,7 +141,8 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	let bytes = f32le::to_bytes(&g);
 	let chunks = hashes(&bytes);
 	expect_code(
-		m.submit_gradient_bytes(0, &uploads[&nan_miner], bytes, chunks, 2).await,
+		m.submit_gradient_bytes(0, &uploads[&nan_miner], bytes, chunks, n(nan_miner))
+			.await,
 		ErrorCode::NonFinite,
 	);
 	let mut inf = m.gradient(2);
@@ -132,56 +150,81 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	let bytes = f32le::to_bytes(&inf);
 	let chunks = hashes(&bytes);
 	expect_code(
-		m.submit_gradient_bytes(0, &uploads[&nan_miner], bytes, chunks, 2).await,
+		m.submit_gradient_bytes(0, &uploads[&nan_miner], bytes, chunks, n(nan_miner))
+			.await,
 		ErrorCode::NonFinite,
 	);
 	assert_eq!(submitted(1).await, before, "a refused submission counts for nothing");
 
 	// One element short, then chunk hashes that are not the bytes', then the real gradient.
+	// A claim above the accepted passes, then the real one.
+	let m = &miners[inflating_miner];
+	let claim = n(inflating_miner);
+	let bytes = m.gradient_bytes(claim);
+	expect_code(
+		m.submit_gradient_bytes(
+			0,
+			&uploads[&inflating_miner],
+			bytes.clone(),
+			hashes(&bytes),
+			claim + 1_000,
+		)
+		.await,
+		ErrorCode::SampleCountMismatch,
+	);
+	m.submit_gradient_bytes(0, &uploads[&inflating_miner], bytes.clone(), hashes(&bytes), claim)
+		.await
+		.expect("the claim of its accepted passes is accepted");
+
 	let m = &miners[fixed_miner];
-	let good = f32le::to_bytes(&m.gradient(2));
+	let k = n(fixed_miner);
+	let good = f32le::to_bytes(&m.gradient(k));
 	let short = good[..good.len() - 4].to_vec();
 	let short_chunks = hashes(&short);
 	expect_code(
-		m.submit_gradient_bytes(0, &uploads[&fixed_miner], short, short_chunks, 2).await,
+		m.submit_gradient_bytes(0, &uploads[&fixed_miner], short, short_chunks, k).await,
 		ErrorCode::ShapeMismatch,
 	);
 	let mut wrong_chunks = hashes(&good);
 	wrong_chunks[0] = iota_primitives::ContentHash::of(b"not this chunk");
 	expect_code(
-		m.submit_gradient_bytes(0, &uploads[&fixed_miner], good.clone(), wrong_chunks, 2)
+		m.submit_gradient_bytes(0, &uploads[&fixed_miner], good.clone(), wrong_chunks, k)
 			.await,
 		ErrorCode::HashMismatch,
 	);
-	m.submit_gradient_bytes(0, &uploads[&fixed_miner], good, hashes(&m.gradient_bytes(2)), 2)
+	m.submit_gradient_bytes(0, &uploads[&fixed_miner], good, hashes(&m.gradient_bytes(k)), k)
 		.await
 		.expect("the real gradient after two refusals is accepted");
 
-	// Everyone else submits its gradient.
+	// Everyone else with an accepted pass submits its gradient (a member without one has nothing to
+	// merge and is no member of the round).
 	for (i, m) in miners.iter().enumerate() {
-		if i != nan_miner && i != fixed_miner {
-			m.submit_gradient(0, &uploads[&i], 2).await;
+		if i != nan_miner && i != fixed_miner && i != inflating_miner && n(i) > 0 {
+			m.submit_gradient(0, &uploads[&i], n(i)).await;
 		}
 	}
+	let submitters: Vec<usize> =
+		(0..miners.len()).filter(|i| *i != nan_miner && n(*i) > 0).collect();
 
 	// ---- the merge: every submitter reduces its shards, together ---------------------------------
-	let mergers: Vec<&Miner> = miners
-		.iter()
-		.enumerate()
-		.filter(|(i, _)| *i != nan_miner)
-		.map(|(_, m)| m)
-		.collect();
+	let mergers: Vec<&Miner> = submitters.iter().map(|i| &miners[*i]).collect();
 	let hashes = join_all(mergers.iter().map(|m| m.merge(0, T))).await;
-	for (stage, members) in [(0u16, 2u32), (1, 1), (2, 2)] {
+	for stage in 0..=tail {
+		let members = submitters.iter().filter(|i| miners[**i].stage == stage).count() as u32;
 		let manifest = wait_for("the stage's manifest on chain", T, || async {
 			client.merge_manifest(0, stage).await.ok()?
 		})
 		.await;
+		let samples: u32 =
+			submitters.iter().filter(|i| miners[**i].stage == stage).map(|i| n(*i)).sum();
 		assert_eq!(
 			(manifest.members, manifest.samples),
-			(members, 2 * members),
-			"stage {stage}: merged members and samples"
+			(members, samples),
+			"stage {stage}: merged members and their accepted passes"
 		);
+		if stage != 1 {
+			assert_eq!(manifest.samples, quota, "stage {stage}: every accepted pass is counted");
+		}
 		let attested: Vec<_> = mergers
 			.iter()
 			.zip(&hashes)
@@ -192,7 +235,7 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	}
 	let record = wait_for("the epoch record", T, || async {
 		let r = watcher.epoch_record(0).await.ok()?;
-		(r.submissions.len() == 5).then_some(r)
+		(r.submissions.len() == submitters.len()).then_some(r)
 	})
 	.await;
 	assert!(
@@ -202,7 +245,7 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	assert!(record.shard_mismatches.is_empty());
 
 	let metrics = http_get(&orch.metrics_addr, "/metrics").await;
-	for code in ["non_finite", "shape_mismatch", "hash_mismatch"] {
+	for code in ["sample_count_mismatch", "non_finite", "shape_mismatch", "hash_mismatch"] {
 		assert!(
 			metrics.contains(&format!("iota_orchestrator_refusals_total{{code=\"{code}\"}}")),
 			"{code} counted:\n{metrics}"

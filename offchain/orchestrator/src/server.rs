@@ -357,7 +357,12 @@ impl Orchestrator {
 					.or_default()
 					.entry(e.code.name())
 					.or_default() += 1;
-				tracing::debug!(method, %account, code = e.code.name(), message = %e.message, "refused");
+				if method == methods::SUBMIT_GRADIENT || method == methods::SUBMIT_SHARD {
+					// A refused merge vector names its sender where an operator looks.
+					tracing::warn!(method, %account, code = e.code.name(), message = %e.message, "merge vector refused");
+				} else {
+					tracing::debug!(method, %account, code = e.code.name(), message = %e.message, "refused");
+				}
 				Err(e.code.error(e.message))
 			},
 		}

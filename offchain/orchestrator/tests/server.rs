@@ -13,7 +13,7 @@ use iota_orchestrator::auth::{MinerStanding, Registry};
 use iota_orchestrator::db::Db;
 use iota_orchestrator::metrics::Metrics;
 use iota_orchestrator::server::{serve, Orchestrator, ServerConfig};
-use iota_orchestrator::state::{Event, State, StateConfig};
+use iota_orchestrator::state::{Event, Lease, State, StateConfig, WorkKind};
 use iota_primitives::{ContentHash, Phase};
 use iota_rpc::api::methods;
 use iota_rpc::signing::now_ms;
@@ -26,6 +26,34 @@ use subxt_signer::sr25519::Keypair;
 
 fn key(uri: &str) -> Keypair {
 	Keypair::from_uri(&uri.parse().unwrap()).unwrap()
+}
+
+/// `n` accepted backward passes of `who` at `stage` in epoch 0 (leases `2^40 + first + i`, far above the
+/// server's own ids, granted and completed as the server records them), for merge tests that run no
+/// samples: they bound the weight of the miner's gradient submission and count for nothing else.
+fn passes(who: &Keypair, stage: u16, first: u64, n: u64) -> Vec<Event> {
+	let miner = who.public_key().to_account_id();
+	let now = now_ms();
+	(0..n)
+		.flat_map(|i| {
+			let id = (1 << 40) + first + i;
+			let lease = Lease {
+				id,
+				miner: miner.clone(),
+				stage,
+				epoch: 0,
+				sample: u64::MAX - id,
+				kind: WorkKind::Backward,
+				granted_ms: now,
+				expires_at_ms: now + 60_000,
+				output_key: None,
+			};
+			[
+				Event::LeaseGranted { lease, fresh: false },
+				Event::LeaseCompleted { lease: id, output: None, now_ms: now, inner_step: 0 },
+			]
+		})
+		.collect()
 }
 
 struct World {
@@ -314,7 +342,7 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 		.is_err());
 	assert_eq!(fingerprint(&w), before, "refused requests changed the state");
 	let metrics = w.orch.metrics().render();
-	// NonFinite needs a merge phase: the merge test below provokes and counts it.
+	// NonFinite and SampleCountMismatch need a merge phase: the merge test below provokes and counts them.
 	for code in ErrorCode::ALL.iter().filter(|c| {
 		!matches!(
 			c,
@@ -322,6 +350,7 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 				| ErrorCode::LeaseExpired
 				| ErrorCode::Unavailable
 				| ErrorCode::NonFinite
+				| ErrorCode::SampleCountMismatch
 		)
 	}) {
 		assert!(metrics.contains(&format!("code=\"{}\"", code.name())), "{} counted", code.name());
@@ -400,7 +429,11 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 		block: 2,
 		now_ms: now_ms(),
 	};
-	w.orch.record(vec![chain(Phase::WeightsUploading)]).unwrap();
+	// Each ran two backward passes in training.
+	let mut events = passes(&key("//Dave"), 0, 0, 2);
+	events.extend(passes(&key("//Alt"), 0, 2, 2));
+	events.push(chain(Phase::WeightsUploading));
+	w.orch.record(events).unwrap();
 	let (dave, alt) = (client(&w, "//Dave").await, client(&w, "//Alt").await);
 	let p = w.spec.model.stage_param_count(0).unwrap() as u64;
 	for (c, scale) in [(&dave, 1.0f32), (&alt, 3.0)] {
@@ -440,6 +473,17 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 			ErrorCode::NonFinite,
 		);
 		w.http.put(&output.put, bytes.clone()).await.unwrap();
+		// More samples than the miner's accepted passes: refused, whatever the bytes.
+		expect(
+			c.submit_gradient(GradientSubmission {
+				epoch,
+				gradient: gradient.clone(),
+				chunk_hashes: chunks.clone(),
+				samples: 1_000,
+			})
+			.await,
+			ErrorCode::SampleCountMismatch,
+		);
 		c.submit_gradient(GradientSubmission { epoch, gradient, chunk_hashes: chunks, samples: 2 })
 			.await
 			.unwrap();
@@ -481,6 +525,14 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 		w.orch.metrics().render().contains("code=\"non_finite\""),
 		"the NaN gradient was counted as non_finite"
 	);
+	assert!(w.orch.metrics().render().contains("code=\"sample_count_mismatch\""));
+	let refusals = |who: &str| {
+		let a = key(who).public_key().to_account_id();
+		w.orch.status().miners.into_iter().find(|m| m.account == a).unwrap().refusals
+	};
+	for who in ["//Dave", "//Alt"] {
+		assert_eq!(refusals(who).get("sample_count_mismatch"), Some(&1), "counted against {who}");
+	}
 	iota_orchestrator::chain::resolve_disputes(&w.orch).await.unwrap();
 	let MergeView::Ready { shards, samples, .. } = dave.get_manifest(0).await.unwrap() else {
 		panic!("ready after resolution")

@@ -38,11 +38,14 @@ pub enum ErrorCode {
 	Unavailable = -32014,
 	/// A submitted vector holds a NaN or ±Inf (`iota_protocol::acceptance`).
 	NonFinite = -32015,
+	/// A merge submission claims more samples than the backward passes the orchestrator accepted from
+	/// its miner at that stage in that epoch (the weight of a submission is bounded by recorded work).
+	SampleCountMismatch = -32016,
 }
 
 impl ErrorCode {
 	/// Every code, for tests and docs.
-	pub const ALL: [ErrorCode; 15] = [
+	pub const ALL: [ErrorCode; 16] = [
 		ErrorCode::BadSignature,
 		ErrorCode::StaleTimestamp,
 		ErrorCode::NonceReused,
@@ -58,6 +61,7 @@ impl ErrorCode {
 		ErrorCode::Invalid,
 		ErrorCode::Unavailable,
 		ErrorCode::NonFinite,
+		ErrorCode::SampleCountMismatch,
 	];
 
 	/// The numeric JSON-RPC code.
@@ -88,6 +92,7 @@ impl ErrorCode {
 			ErrorCode::Invalid => "invalid",
 			ErrorCode::Unavailable => "unavailable",
 			ErrorCode::NonFinite => "non_finite",
+			ErrorCode::SampleCountMismatch => "sample_count_mismatch",
 		}
 	}
 

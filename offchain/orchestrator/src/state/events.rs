@@ -438,6 +438,9 @@ impl State {
 			m.samples_epoch += 1;
 			m.samples_total += 1;
 		}
+		if self.is_backward(&l) && self.stages.get(s).is_some_and(|st| st.epoch == l.epoch) {
+			*self.accepted.entry((l.epoch, l.stage, l.miner.0)).or_default() += 1;
+		}
 		let local = self.local_mode();
 		let stages = usize::from(self.cfg.stages);
 		let Some(sample) = self.samples.get_mut(&l.sample) else { return };
@@ -656,6 +659,8 @@ impl State {
 			if let Some(h) = hash {
 				self.committed.insert((stage, old), h);
 			}
+			// The committed epoch's counts stay while a revert of the commit is possible.
+			self.accepted.retain(|k, _| k.1 != stage || k.0 >= old);
 			let audit = self.audits.entry(old).or_default();
 			audit.merge_ms += merge_ms;
 			audit.submissions.extend(subs);
@@ -726,6 +731,7 @@ impl State {
 		let head = stage == 0;
 		// Local mode: the trails of those epochs describe trajectories that will be trained again.
 		self.inner.retain(|k, _| k.0 <= epoch || (!head && k.1 != stage));
+		self.accepted.retain(|k, _| k.0 <= epoch || (!head && k.1 != stage));
 		let stale: Vec<LeaseId> = self
 			.leases
 			.values()

@@ -9,8 +9,9 @@
 //!   accepted and records nothing, another hash for a reported step is refused;
 //! - a pass names the state it ran at: one already reported, never earlier than a pass the miner
 //!   submitted before, and at most `accumulate` backward passes (tail forwards included) per state;
-//! - the pseudo-gradient is accepted only once the state after the last backward pass is reported, for
-//!   at most the backward passes accepted; after it the trail is closed.
+//! - the pseudo-gradient is accepted only once the state after the last backward pass is reported (its
+//!   weight, as in sync mode, at most the backward passes accepted: [`State::check_gradient`]); after it
+//!   the trail is closed.
 
 use iota_protocol::selection::INNER_CHALLENGES;
 
@@ -173,16 +174,14 @@ impl State {
 	}
 
 	/// Local mode's part of `iota_submitGradient`'s check: the trail covers every accepted backward
-	/// pass of the miner and its `samples`.
+	/// pass of the miner (its weight is bounded in [`State::check_gradient`], as in sync mode).
 	///
-	/// Errors: `Invalid` (no states reported, the state after the last backward pass not reported,
-	/// `samples` above the backward passes accepted).
+	/// Errors: `Invalid` (no states reported, the state after the last backward pass not reported).
 	pub(super) fn check_trail_complete(
 		&self,
 		miner: &AccountId,
 		stage: u16,
 		epoch: u32,
-		samples: u32,
 	) -> Result<(), Refusal> {
 		if !self.local_mode() {
 			return Ok(());
@@ -195,17 +194,6 @@ impl State {
 			return refuse(
 				ErrorCode::Invalid,
 				format!("report the state after inner step {} first", t.last_step),
-			);
-		}
-		// More samples than accepted passes would weigh the miner's vector above its work; fewer can be
-		// honest (a pass accepted whose answer the miner never got).
-		if samples > t.backwards {
-			return refuse(
-				ErrorCode::Invalid,
-				format!(
-					"a pseudo-gradient of {samples} samples, {} backward passes accepted",
-					t.backwards
-				),
 			);
 		}
 		Ok(())

@@ -53,10 +53,22 @@ impl State {
 			|| (st.phase == Phase::Training && st.backward_done >= self.cfg.backward_quota.max(1))
 	}
 
+	/// Backward passes (tail forwards included) of `miner` at `stage` the state accepted while the stage
+	/// trained `epoch`: the most samples a merge submission of that miner may weigh (0 for unknown).
+	pub fn accepted_passes(&self, epoch: u32, stage: u16, miner: &AccountId) -> u32 {
+		self.accepted.get(&(epoch, stage, miner.0)).copied().unwrap_or(0)
+	}
+
 	/// Check `iota_submitGradient` (before the object is verified).
 	///
+	/// The submission's weight in the merge is its `samples`, which may not exceed the miner's
+	/// [`State::accepted_passes`]: the recorded work bounds the weight, never the miner's word. Fewer is
+	/// accepted at the claim (the vector then holds only those passes: an accepted pass whose answer the
+	/// miner never got, or a restart that lost its accumulated gradient).
+	///
 	/// Errors: `WrongPhase` (uploads not open: [`State::uploads_open`]), `Unknown` epoch, `Invalid`
-	/// (twice, zero samples, wrong key), `ShapeMismatch` (shape `[P]`, size `4·P`, chunk count).
+	/// (twice, zero samples, wrong key), `SampleCountMismatch` (more samples than accepted passes),
+	/// `ShapeMismatch` (shape `[P]`, size `4·P`, chunk count).
 	pub fn check_gradient(
 		&self,
 		miner: &AccountId,
@@ -85,7 +97,17 @@ impl State {
 		if samples == 0 {
 			return refuse(ErrorCode::Invalid, "a gradient of zero samples");
 		}
-		self.check_trail_complete(miner, stage, epoch, samples)?;
+		let accepted = self.accepted_passes(epoch, stage, miner);
+		if samples > accepted {
+			return refuse(
+				ErrorCode::SampleCountMismatch,
+				format!(
+					"a gradient of {samples} samples from a miner with {accepted} accepted backward \
+					 passes at stage {stage} in epoch {epoch}"
+				),
+			);
+		}
+		self.check_trail_complete(miner, stage, epoch)?;
 		let key = self.gradient_key(stage, epoch, miner);
 		if t.key != key {
 			return refuse(
@@ -380,21 +402,21 @@ impl State {
 	/// What the orchestrator reports to `advance_phase`.
 	///
 	/// In the merge phases `gradients_submitted` also counts the stage's members that ran no backward pass
-	/// this epoch and so have no gradient to submit (a miner that got no sample, e.g. on a loaded machine):
-	/// the chain's rule waits for `gradients_submitted ≥ members`, and without them the stage would sit out
-	/// the whole phase timeout.
+	/// this epoch ([`State::accepted_passes`] is 0) and so have no gradient to submit (a miner that got
+	/// no sample, e.g. on a loaded machine): the chain's rule waits for `gradients_submitted ≥ members`,
+	/// and without them the stage would sit out the whole phase timeout. A member with accepted passes
+	/// is waited for until it submits or the phase deadline passes, whenever the pathway log is written.
 	pub fn report(&self, stage: u16) -> StageReport {
 		let Some(s) = self.stages.get(usize::from(stage)) else { return StageReport::default() };
 		let mut gradients_submitted = s.merge.submissions.len() as u32;
 		if self.uploads_open(s) {
-			let first = u64::from(s.epoch) * u64::from(self.cfg.backward_quota);
+			// From the accepted-pass counts, which live until the stage's merge is committed (the
+			// samples' records leave memory once the pathway log is written, possibly before).
 			let worked: BTreeSet<[u8; 32]> = self
-				.samples
-				.range(first..first.saturating_add(u64::from(self.cfg.backward_quota)))
-				.filter(|(_, r)| r.epoch == s.epoch)
-				.filter_map(|(_, r)| {
-					r.backward.get(usize::from(stage)).cloned().flatten().map(|(m, _)| m.0)
-				})
+				.accepted
+				.range((s.epoch, stage, [0; 32])..=(s.epoch, stage, [u8::MAX; 32]))
+				.filter(|(_, n)| **n > 0)
+				.map(|(k, _)| k.2)
 				.collect();
 			// Members count by the primitives' idle-member rule; a submitter that is no longer a
 			// member (it left mid-merge) still counts, as its gradient is in the round.

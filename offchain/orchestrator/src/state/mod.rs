@@ -345,6 +345,10 @@ pub struct State {
 	seeds: BTreeMap<u32, [u8; 32]>,
 	/// Local mode's inner-step trails, until the epoch's pathway log is written and its challenges drawn.
 	inner: BTreeMap<inner::TrailKey, InnerTrail>,
+	/// Backward passes (tail forwards included) accepted per (epoch, stage, miner) while the stage
+	/// trained that epoch: the weight a merge submission must claim ([`State::accepted_passes`]). Kept
+	/// for a stage's current and previous epoch (a predicted commit can be reverted).
+	accepted: BTreeMap<inner::TrailKey, u32>,
 	/// Local mode: challenge seeds of recent epochs.
 	challenge_seeds: BTreeMap<u32, [u8; 32]>,
 	/// Local mode: each trail's challenged steps `(k, hash k, hash k + 1)`, recent epochs.
@@ -380,6 +384,7 @@ impl State {
 			committed: BTreeMap::new(),
 			seeds: BTreeMap::new(),
 			inner: BTreeMap::new(),
+			accepted: BTreeMap::new(),
 			challenge_seeds: BTreeMap::new(),
 			challenges: BTreeMap::new(),
 			last_loss: None,

@@ -91,6 +91,33 @@ impl World {
 			inner_step: 0,
 		});
 	}
+	/// `n` accepted backward passes of `miner` at `stage` in `epoch` at `now` ms, as the server records
+	/// them (a lease granted, then completed), for merge tests that run no samples: the passes count
+	/// for [`State::accepted_passes`] (a submission's weight) and nothing else (their samples are in no
+	/// queue or record).
+	fn passes(&mut self, miner: u8, stage: u16, epoch: u32, n: u32, now: u64) {
+		for _ in 0..n {
+			let id = self.st.next_lease.max(1 << 40);
+			let lease = Lease {
+				id,
+				miner: acc(miner),
+				stage,
+				epoch,
+				sample: u64::MAX - id,
+				kind: WorkKind::Backward,
+				granted_ms: now,
+				expires_at_ms: now + LEASE,
+				output_key: None,
+			};
+			self.apply(Event::LeaseGranted { lease, fresh: false });
+			self.apply(Event::LeaseCompleted {
+				lease: id,
+				output: None,
+				now_ms: now,
+				inner_step: 0,
+			});
+		}
+	}
 	fn loss(&mut self, l: &Lease, loss: f32, now: u64) {
 		let e = self.st.check_loss(&l.miner, l.id, loss, now).unwrap();
 		self.apply(e);
@@ -319,9 +346,79 @@ fn a_member_without_backward_passes_does_not_hold_up_the_upload_phase() {
 }
 
 #[test]
+fn a_submission_weighs_at_most_the_passes_accepted_from_its_miner() {
+	// Stage 0 has two miners; each runs one of the epoch's two samples.
+	let mut w = World::new(2, 4, &[&[1, 4], &[2], &[3]]);
+	w.run_sample([1, 2, 3], 10);
+	w.run_sample([4, 2, 3], 20);
+	assert_eq!((w.st.accepted_passes(0, 0, &acc(1)), w.st.accepted_passes(0, 0, &acc(4))), (1, 1));
+	assert_eq!(w.st.accepted_passes(0, 1, &acc(2)), 2);
+	assert_eq!(
+		w.st.accepted_passes(0, 2, &acc(3)),
+		2,
+		"the tail's forwards are its backward passes"
+	);
+	assert_eq!(w.st.accepted_passes(0, 1, &acc(1)), 0, "another stage's passes");
+	w.chain(0, 0, Phase::WeightsUploading, 0, &[1, 4], 30);
+	let g = |st: &State, m: u8| tensor(st.gradient_key(0, 0, &acc(m)), 10, &[m]);
+	let chunks = vec![ContentHash::of(b"c")];
+	// A claim of 1,000 samples for one accepted pass is refused, as is one of 2.
+	for claim in [1_000, 2] {
+		assert_eq!(
+			code(w.st.check_gradient(&acc(1), 0, 0, &g(&w.st, 1), &chunks, claim)),
+			ErrorCode::SampleCountMismatch
+		);
+	}
+	for m in [1, 4] {
+		let e = w.st.check_gradient(&acc(m), 0, 0, &g(&w.st, m), &chunks, 1).unwrap();
+		w.apply(e);
+	}
+	let st = w.st.stage(0).unwrap();
+	let total: u32 = st.merge.submissions.values().map(|(_, s)| s.samples).sum();
+	assert_eq!((total, st.backward_done), (2, 2), "the merge weighs the stage's accepted passes");
+	// The counts are rebuilt by replay.
+	let mut replay = State::new(w.st.config().clone());
+	for e in &w.log {
+		replay.apply(e);
+	}
+	assert_eq!(replay, w.st);
+}
+
+#[test]
+fn a_member_with_accepted_passes_is_awaited_after_the_pathway_log_is_written() {
+	// Stage 1 has two miners, each with one of the epoch's two samples; the epoch's pathway log is
+	// written (the head's merge is in) before stage 1's slower member submits.
+	let mut w = World::new(2, 4, &[&[1], &[2, 5], &[3]]);
+	w.run_sample([1, 2, 3], 10);
+	w.run_sample([1, 5, 3], 20);
+	w.chain(1, 0, Phase::WeightsUploading, 0, &[2, 5], 30);
+	let g = |st: &State, m: u8| tensor(st.gradient_key(1, 0, &acc(m)), 20, &[m]);
+	let chunks = vec![ContentHash::of(b"c")];
+	let e = w.st.check_gradient(&acc(2), 1, 0, &g(&w.st, 2), &chunks, 1).unwrap();
+	w.apply(e);
+	assert_eq!(w.st.report(1), StageReport { backward_done: 2, gradients_submitted: 1 });
+	w.apply(Event::PathwayWritten {
+		epoch: 0,
+		object: Obj { key: "log".into(), hash: ContentHash::of(b"l"), size: 1 },
+	});
+	assert!(w.st.samples.is_empty(), "the epoch's sample records left memory");
+	assert_eq!(
+		w.st.report(1),
+		StageReport { backward_done: 2, gradients_submitted: 1 },
+		"miner 5 is still awaited, not counted as idle"
+	);
+	let e = w.st.check_gradient(&acc(5), 1, 0, &g(&w.st, 5), &chunks, 1).unwrap();
+	w.apply(e);
+	assert_eq!(w.st.report(1).gradients_submitted, 2);
+}
+
+#[test]
 fn merge_bookkeeping_from_gradients_to_commit() {
 	let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
 	let (a, b) = (acc(7), acc(6));
+	w.passes(7, 0, 0, 3, 50);
+	w.passes(6, 0, 0, 3, 50);
+	assert_eq!((w.st.accepted_passes(0, 0, &a), w.st.accepted_passes(1, 0, &a)), (3, 0));
 	let g = |st: &State, m: &AccountId| tensor(st.gradient_key(0, 0, m), 10, &m.0);
 	let chunks = vec![ContentHash::of(b"c")];
 	assert_eq!(
@@ -350,6 +447,16 @@ fn merge_bookkeeping_from_gradients_to_commit() {
 	assert_eq!(
 		code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &[], 1)),
 		ErrorCode::ShapeMismatch
+	);
+	assert_eq!(
+		code(w.st.check_gradient(&a, 0, 0, &g(&w.st, &a), &chunks, 4)),
+		ErrorCode::SampleCountMismatch,
+		"more samples than its accepted passes"
+	);
+	assert_eq!(
+		code(w.st.check_gradient(&acc(9), 0, 0, &g(&w.st, &acc(9)), &chunks, 1)),
+		ErrorCode::SampleCountMismatch,
+		"no accepted pass at all"
 	);
 	for m in [&a, &b] {
 		let e = w.st.check_gradient(m, 0, 0, &g(&w.st, m), &chunks, 3).unwrap();
@@ -443,6 +550,8 @@ fn merge_bookkeeping_from_gradients_to_commit() {
 #[test]
 fn conflicting_state_hashes_block_the_commit() {
 	let mut w = World::new(1, 4, &[&[7, 6], &[2], &[3]]);
+	w.passes(7, 0, 0, 1, 0);
+	w.passes(6, 0, 0, 1, 0);
 	w.chain(0, 0, Phase::WeightsUploading, 0, &[7, 6], 1);
 	for m in [acc(7), acc(6)] {
 		let t = tensor(w.st.gradient_key(0, 0, &m), 10, b"g");
@@ -604,8 +713,10 @@ proptest::proptest! {
 						shape: vec![p],
 					};
 					let chunks = vec![ContentHash::of(b"c"); iota_protocol::chunk_count(p)];
+					// Its accepted passes (1 where none: refused, as a claim above them is).
+					let n = w.st.accepted_passes(epoch, stage, &acc(miners[m])).max(1);
 					w.st
-						.check_gradient(&acc(miners[m]), stage, epoch, &t, &chunks, 1)
+						.check_gradient(&acc(miners[m]), stage, epoch, &t, &chunks, n)
 						.map(|e| vec![e])
 				},
 				Step::Expire(dt) => {
@@ -778,9 +889,11 @@ fn predicted(stage: u16, epoch: u32, phase: Phase, m: &[u8], waited_ms: u64, now
 	Event::ChainPredicted { stage, epoch, phase, round: 0, members, waited_ms, now_ms }
 }
 
-/// Stage 0 (members 7 and 6, no samples run) through the merge of `epoch` from `t` ms, every phase
+/// Stage 0 (members 7 and 6, one pass each credited, no samples run) through the merge of `epoch` from `t` ms, every phase
 /// change predicted by the driver with `waited` ms of chain wait, up to a complete commit plan.
 fn merge_predicted(w: &mut World, epoch: u32, t: u64, waited: u64) -> CommitPlan {
+	w.passes(7, 0, epoch, 1, t);
+	w.passes(6, 0, epoch, 1, t);
 	w.apply(predicted(0, epoch, Phase::WeightsUploading, &[7, 6], waited, t));
 	for m in [acc(7), acc(6)] {
 		let g = tensor(w.st.gradient_key(0, epoch, &m), 10, b"g");
@@ -1008,17 +1121,13 @@ fn local_mode_passes_name_reported_inner_steps_and_the_log_carries_them() {
 	w.submit_at(&b02, 1, 5).unwrap();
 	// A pass at an earlier state than one already in is refused (the middle stage is at state 1 now).
 	assert_eq!(code(w.st.check_pass_step(&b12, 0)), ErrorCode::Invalid);
-	// The pseudo-gradient waits for the state after the last backward pass, for exactly its samples.
-	assert_eq!(code(w.st.check_trail_complete(&acc(3), 2, 0, 3)), ErrorCode::Invalid);
+	// The pseudo-gradient waits for the state after the last backward pass; its weight is bounded
+	// by the passes accepted (`check_gradient`).
+	assert_eq!(code(w.st.check_trail_complete(&acc(3), 2, 0)), ErrorCode::Invalid);
 	w.report(3, 2, 2, 32).unwrap();
-	assert_eq!(
-		code(w.st.check_trail_complete(&acc(3), 2, 0, 4)),
-		ErrorCode::Invalid,
-		"more samples than accepted passes"
-	);
-	w.st.check_trail_complete(&acc(3), 2, 0, 3).unwrap();
-	w.st.check_trail_complete(&acc(3), 2, 0, 2).unwrap();
-	assert_eq!(code(w.st.check_trail_complete(&acc(4), 2, 0, 3)), ErrorCode::Invalid, "no trail");
+	w.st.check_trail_complete(&acc(3), 2, 0).unwrap();
+	assert_eq!(w.st.accepted_passes(0, 2, &acc(3)), 3);
+	assert_eq!(code(w.st.check_trail_complete(&acc(4), 2, 0)), ErrorCode::Invalid, "no trail");
 
 	let log = w.st.pathway_log(0);
 	log.validate().unwrap();
@@ -1100,7 +1209,7 @@ fn sync_mode_has_no_inner_steps() {
 	let h = w.lease(1, 0, 1);
 	assert_eq!(code(w.submit_at(&h, 1, 1)), ErrorCode::Invalid);
 	w.submit_at(&h, 0, 1).unwrap();
-	w.st.check_trail_complete(&acc(1), 0, 0, 5).unwrap();
+	w.st.check_trail_complete(&acc(1), 0, 0).unwrap();
 	let log = w.st.pathway_log(0);
 	assert!(log.inner_states.is_empty());
 	assert_eq!(code(w.st.challenges_of(&acc(1), 0, 0)), ErrorCode::WrongPhase);
@@ -1113,6 +1222,7 @@ fn a_lossy_codecs_reduced_shard_is_taken_at_its_int8_length() {
 	let mut w = World::new(1, 4, &[&[7], &[2], &[3]]);
 	w.st = State::new(StateConfig { merge_codec: iota_protocol::MergeCodec::Int8, ..cfg(1, 4) });
 	w.chain(0, 0, Phase::WeightsUploading, 0, &[7], 0);
+	w.passes(7, 0, 0, 1, 0);
 	let a = acc(7);
 	let p = w.st.param_count(0);
 	let sub = w.st.gradient_key(0, 0, &a);
