@@ -173,11 +173,19 @@ mod tests {
 	}
 
 	/// An executable `/bin/sh` script in `dir` standing in for the browser (it ignores the flags).
+	/// A shell script standing in for the browser. It is written by a child `sh`, never through a file
+	/// descriptor of this process: another test's spawn forking while such a descriptor is open would
+	/// hold it in its child, and exec'ing the script then fails with `ETXTBSY` (seen in CI).
 	fn fake_browser(dir: &Path, body: &str) -> PathBuf {
-		use std::os::unix::fs::PermissionsExt;
 		let script = dir.join("fake-chromium");
-		std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
-		std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+		let ok = std::process::Command::new("sh")
+			.args(["-c", "printf '#!/bin/sh\\n%s\\n' \"$1\" > \"$2\" && chmod 755 \"$2\"", "sh"])
+			.arg(body)
+			.arg(&script)
+			.status()
+			.unwrap()
+			.success();
+		assert!(ok, "writing {}", script.display());
 		script
 	}
 
