@@ -7,8 +7,9 @@
 //! manifests name): every verdict the validator put on chain is `Pass`, each epoch has verdicts, every
 //! miner is judged at least once (a miner is spot-checked in an epoch only when it served a sample of
 //! it; while one reconnects after the crash its stage peer may take the whole quota), it set weights for
-//! every epoch and each judged miner has a positive weight, nobody was slashed, and its metrics count no
-//! failed check.
+//! every epoch and each judged miner has a positive weight, every verdict's evidence object is in the
+//! bucket with the BLAKE3 on chain (a verdict is sent only once its evidence is stored), nobody was
+//! slashed, and its metrics count no failed check.
 //!
 //! ```sh
 //! ./scripts/fetch-data.sh
@@ -24,6 +25,7 @@ use iota_chain::{AccountId, Signer, Verdict};
 use iota_e2e::*;
 use iota_model::ModelConfig;
 use iota_orchestrator::data::prepare_data;
+use iota_storage::keys::{self, Id};
 
 const RUN: &str = "e2e-validator-honest";
 const TIMEOUT: Duration = Duration::from_secs(900);
@@ -91,6 +93,20 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 				v.iter().all(|x| *x == Verdict::Pass),
 				"epoch {epoch}: honest miner {m} got {v:?}"
 			);
+			for check in client.spot_checks(epoch, m).await.unwrap() {
+				if check.validator != bob {
+					continue;
+				}
+				let key = keys::evidence(
+					&Id::new(RUN).unwrap(),
+					&Id::new(bob.to_string()).unwrap(),
+					u64::from(epoch),
+					&Id::new(m.to_string()).unwrap(),
+				);
+				s3.store.get(&key, &check.evidence).await.unwrap_or_else(|e| {
+					panic!("epoch {epoch}: the evidence of the verdict on {m} is not stored: {e}")
+				});
+			}
 			if !v.is_empty() {
 				in_epoch += 1;
 				*judged.entry(m.clone()).or_default() += 1;

@@ -17,6 +17,9 @@
 //! 3. The shard audit ([`shard_audit::audit_epoch`]) against the chain's manifests of `e`.
 //! 4. Per judged miner one evidence bundle, PUT through `iota_presignPut`
 //!    (`keys::evidence(run, validator, e, miner)`), for `submit_spot_check(e, miner, verdict, BLAKE3)`.
+//!    A `Pass` needs a conclusive check of the miner's own work (spot-check, inner step or
+//!    pseudo-gradient; shard audits alone give no verdict, counted as withheld); every bundle is stored
+//!    before anything of the epoch goes on chain, and a failed upload fails the epoch for this tick.
 //! 5. CLASP ([`clasp::score_epoch`]) with the spot-check statuses, the weight vector
 //!    ([`weights::weight_vector`]) over the chain's registered miners for `set_weights(e, w, version)`.
 //!    Weights and verdicts go on chain as one `batch_all` waiting for inclusion (call by call if the
@@ -764,6 +767,13 @@ impl Daemon {
 		let mut statuses: BTreeMap<AccountId, CheckStatus> = BTreeMap::new();
 		let mut bundles: Vec<EvidenceBundle> = Vec::new();
 		for (miner, findings) in found {
+			// A `Pass` needs a conclusive check of the miner's work (issue: six miners passed on shard
+			// audits alone while their checkpoint was gone); a failed shard copy is a `Fail` by itself.
+			if !findings.failed() && !findings.has_work_check() {
+				self.metrics.withheld.with_label_values(&["no_work_check"]).inc();
+				tracing::info!(epoch, miner = %miner, "no conclusive check of its work: no verdict");
+				continue;
+			}
 			if let Some(bundle) = EvidenceBundle::new(&spec_run, epoch, &me, &miner, findings) {
 				let failed = bundle.verdict == Verdict::Fail;
 				statuses
@@ -796,8 +806,10 @@ impl Daemon {
 				},
 			}
 		}
-		// Verdicts with evidence (uploaded first: the verdict carries its hash), failures first, after
-		// the weights in one extrinsic.
+		// Verdicts with evidence, failures first, after the weights in one extrinsic. Every bundle is
+		// stored before anything goes on chain: a verdict whose evidence is not in the bucket is never
+		// sent; a failed upload fails the epoch, which is judged again on a later tick (until its
+		// scoring window closes, after which nothing is sent for it).
 		bundles.sort_by_key(|b| b.verdict != Verdict::Fail);
 		let mut verdicts = Vec::new();
 		for bundle in bundles {
@@ -808,7 +820,8 @@ impl Daemon {
 					.await
 			{
 				self.metrics.error("evidence");
-				tracing::warn!(epoch, miner = %miner, error = %e, "evidence upload failed; the verdict still carries its hash");
+				tracing::warn!(epoch, miner = %miner, error = %e, "evidence upload failed; no verdict or weights for the epoch this tick");
+				return Err(e);
 			}
 			verdicts.push(VerdictCall { miner, verdict: bundle.verdict, evidence });
 		}

@@ -7,6 +7,7 @@
 //! | `iota_validator_failures_found_total` | `source` = spot_check, shard_audit | failing findings |
 //! | `iota_validator_shards_recomputed_total` | | butterfly shards recomputed |
 //! | `iota_validator_verdicts_submitted_total` | `verdict` = pass, fail | `submit_spot_check` extrinsics included |
+//! | `iota_validator_verdicts_withheld_total` | `reason` = no_work_check | judged miners given no verdict (a `Pass` only from shard audits) |
 //! | `iota_validator_weights_submitted_total` | | `set_weights` extrinsics included |
 //! | `iota_validator_epochs_finalized_total` | | `finalize_epoch` extrinsics this validator got included |
 //! | `iota_validator_errors_total` | `kind` (chain, orchestrator, store, pathway_log, clasp, weights, evidence, spec) | errors, each logged; the daemon keeps running |
@@ -28,6 +29,8 @@ pub struct Metrics {
 	pub shards: IntCounter,
 	/// Verdicts submitted by verdict.
 	pub verdicts: IntCounterVec,
+	/// Verdicts withheld by reason.
+	pub withheld: IntCounterVec,
 	/// Weight vectors submitted.
 	pub weights: IntCounter,
 	/// Epochs finalized by this validator.
@@ -64,6 +67,11 @@ impl Metrics {
 			"Verdicts included on chain.",
 			"verdict",
 		)?;
+		let withheld = cv(
+			"iota_validator_verdicts_withheld_total",
+			"Judged miners given no verdict, by reason.",
+			"reason",
+		)?;
 		let errors = cv(
 			"iota_validator_errors_total",
 			"Errors by kind (logged; the daemon keeps running).",
@@ -93,6 +101,7 @@ impl Metrics {
 			failures,
 			shards,
 			verdicts,
+			withheld,
 			weights,
 			finalized,
 			errors,

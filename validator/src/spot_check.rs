@@ -354,6 +354,12 @@ impl Findings {
 			&& self.pseudo_gradients.is_empty()
 	}
 
+	/// Whether a check of the miner's own work is among the findings (a spot-check, a challenged inner
+	/// step or a pseudo-gradient), as opposed to shard audits only: a `Pass` needs one.
+	pub fn has_work_check(&self) -> bool {
+		!self.checks.is_empty() || !self.inner_steps.is_empty() || !self.pseudo_gradients.is_empty()
+	}
+
 	/// Whether any finding is a `Fail`.
 	pub fn failed(&self) -> bool {
 		let fail = |v: &Verdict| *v == Verdict::Fail;
@@ -1325,5 +1331,24 @@ pub(crate) mod tests {
 		.unwrap();
 		assert_eq!(failed.verdict, Verdict::Fail);
 		assert_ne!(failed.hash(), h);
+
+		// A `Pass` needs a check of the miner's own work; shard audits alone are no such check.
+		let entry = ObjectEntry { key: "k".into(), hash: ContentHash::of(b"k") };
+		let shard = crate::shard_audit::ShardEvidence {
+			stage: 0,
+			round: 0,
+			shard: 0,
+			range: [0, 4],
+			submissions: vec![entry.clone()],
+			copy: entry,
+			recomputed: ContentHash::of(b"r"),
+			mismatch: false,
+			verdict: Verdict::Pass,
+			reason: None,
+		};
+		let shards_only = Findings { shards: vec![shard], ..Default::default() };
+		assert!(!shards_only.has_work_check() && !shards_only.failed());
+		assert!(Findings { checks, ..Default::default() }.has_work_check());
+		assert!(!Findings::default().has_work_check());
 	}
 }
