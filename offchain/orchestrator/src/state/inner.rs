@@ -41,8 +41,6 @@ pub struct InnerTrail {
 	pub last_step: u32,
 	/// Backward passes accepted at `last_step`.
 	pub backwards_at_last: u32,
-	/// Backward passes accepted in the epoch.
-	pub backwards: u32,
 	/// The pseudo-gradient was accepted: no more reports or passes.
 	pub closed: bool,
 }
@@ -217,7 +215,6 @@ impl State {
 			hashes: Vec::new(),
 			last_step: 0,
 			backwards_at_last: 0,
-			backwards: 0,
 			closed: false,
 		});
 		if t.hashes.len() == step as usize && !t.closed {
@@ -238,7 +235,6 @@ impl State {
 		}
 		if backward {
 			t.backwards_at_last += 1;
-			t.backwards += 1;
 		}
 	}
 
