@@ -239,13 +239,13 @@ pub fn render_markdown(d: &ReportData) -> String {
 	}
 	let _ = writeln!(
 		s,
-		"| epoch | loss | held-out loss | samples | tokens | wire bytes | wall s | merge s (all stages) | quota → start s | extrinsics |"
+		"| epoch | loss | held-out loss | samples | tokens | wire bytes | wall s | merge s (all stages) | quota → start s | extrinsics | recomputed / lost passes |"
 	);
-	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 	for e in &d.epochs {
 		let _ = writeln!(
 			s,
-			"| {} | {:.4} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} |",
+			"| {} | {:.4} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} / {} |",
 			e.epoch,
 			e.loss,
 			e.heldout_loss.map_or("—".into(), |h| format!("{h:.4}")),
@@ -256,7 +256,9 @@ pub fn render_markdown(d: &ReportData) -> String {
 			e.merge_ms as f64 / 1000.0,
 			e.quota_to_start_ms
 				.map_or("—".into(), |ms| format!("{:.1}", ms as f64 / 1000.0)),
-			e.extrinsics
+			e.extrinsics,
+			e.recomputed,
+			e.lost
 		);
 	}
 	if d.epochs.iter().any(|e| !e.stages.is_empty()) {
@@ -448,6 +450,8 @@ mod tests {
 			quota_to_start_ms: (e > 0).then_some(1_500 * u64::from(e)),
 			extrinsics: 3,
 			heldout_loss: None,
+			recomputed: 0,
+			lost: 0,
 		}
 	}
 

@@ -87,12 +87,22 @@ pub struct RpcOrchestrator {
 	keypair: Keypair,
 	retry: RpcRetry,
 	client: Mutex<Option<Arc<SignedClient>>>,
+	/// This process's session ([`iota_rpc::types::GetWork::session`]): drawn once, kept across
+	/// reconnections, so only a new process reads as a restart.
+	session: u64,
 }
 
 impl RpcOrchestrator {
-	/// A client for `url` (`ws://host:port`) signing with `keypair`; connects on first use.
+	/// A client for `url` (`ws://host:port`) signing with `keypair`; connects on first use. Draws the
+	/// session every `iota_getWork` carries: one `RpcOrchestrator` per miner process.
 	pub fn new(url: impl Into<String>, keypair: Keypair, retry: RpcRetry) -> Self {
-		RpcOrchestrator { url: url.into(), keypair, retry, client: Mutex::new(None) }
+		RpcOrchestrator {
+			url: url.into(),
+			keypair,
+			retry,
+			client: Mutex::new(None),
+			session: rand::random(),
+		}
 	}
 
 	async fn client(&self) -> std::result::Result<Arc<SignedClient>, ClientError> {
@@ -158,7 +168,8 @@ impl Orchestrator for RpcOrchestrator {
 			.map(|t| t.json.into_bytes())
 	}
 	async fn get_work(&self, stage: u16) -> Result<Work> {
-		self.with("iota_getWork", |c| async move { c.get_work(stage).await }).await
+		let session = self.session;
+		self.with("iota_getWork", |c| async move { c.get_work_in(stage, session).await }).await
 	}
 	async fn submit_activation(
 		&self,

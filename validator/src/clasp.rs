@@ -428,6 +428,7 @@ mod tests {
 					loss: loss.max(0.0) as f32,
 					forward_steps: vec![],
 					backward_steps: vec![],
+					recomputed: vec![],
 				}
 			})
 			.collect();

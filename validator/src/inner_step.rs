@@ -963,6 +963,7 @@ mod tests {
 				loss: 1.0,
 				forward_steps: vec![0, (i / 2) as u32, 0],
 				backward_steps: vec![0, (i / 2) as u32, 0],
+				recomputed: vec![],
 			})
 			.collect();
 		records[6].forward_steps[1] = 0;

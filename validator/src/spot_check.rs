@@ -1030,6 +1030,7 @@ pub(crate) mod tests {
 				loss: tail.loss.unwrap(),
 				forward_steps: vec![],
 				backward_steps: vec![],
+				recomputed: vec![],
 			});
 		}
 		(spec, PathwayLog { run: "run".into(), epoch: 0, stages: 3, records, inner_states: vec![] })
@@ -1103,6 +1104,7 @@ pub(crate) mod tests {
 				loss: 1.0,
 				forward_steps: vec![],
 				backward_steps: vec![],
+				recomputed: vec![],
 			})
 			.collect();
 		let log =

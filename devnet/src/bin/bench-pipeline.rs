@@ -1074,6 +1074,8 @@ mod tests {
 			quota_to_start_ms: None,
 			extrinsics: 0,
 			heldout_loss: None,
+			recomputed: 0,
+			lost: 0,
 		};
 		assert_eq!(pipeline_span_secs(&[e(0, 1_000, 2_000), e(1, 2_500, 4_000)]), Some(3.0));
 		assert_eq!(pipeline_span_secs(&[]), None);

@@ -678,6 +678,7 @@ mod tests {
 					samples_total: 1,
 					leases: 0,
 					leases_expired: 0,
+					restarts: 0,
 					refused: 0,
 					refusals: Default::default(),
 					last_seen_ms: 0,

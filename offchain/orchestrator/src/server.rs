@@ -525,6 +525,24 @@ impl Orchestrator {
 			inner.state.touch(&req.account, stage, now);
 		}
 		let plan = self.commit(nonce, |st| {
+			// A new session of the miner's process goes in first: a restart frees what the earlier
+			// process held before this request is planned.
+			let restart = req
+				.body
+				.session
+				.and_then(|session| st.check_session(&req.account, stage, session, now));
+			if let Some(ev) = restart {
+				let mut after = st.clone();
+				after.apply(&ev);
+				let plan = after.plan_work(&req.account, stage, now)?;
+				if after.restarts(&req.account) > st.restarts(&req.account) {
+					tracing::warn!(miner = %req.account, stage, "miner restarted: its leases are released and its lost passes re-listed");
+				}
+				return Ok(match &plan {
+					WorkPlan::Lease(e) => (vec![ev, e.clone()], plan),
+					_ => (vec![ev], plan),
+				});
+			}
 			let plan = st.plan_work(&req.account, stage, now)?;
 			Ok(match &plan {
 				WorkPlan::Lease(e) => (vec![e.clone()], plan),

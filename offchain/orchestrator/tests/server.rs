@@ -47,6 +47,7 @@ fn passes(who: &Keypair, stage: u16, first: u64, n: u64) -> Vec<Event> {
 				granted_ms: now,
 				expires_at_ms: now + 60_000,
 				output_key: None,
+				recompute: false,
 			};
 			[
 				Event::LeaseGranted { lease, fresh: false },
@@ -317,7 +318,7 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 		let bad = sign(
 			&key("//Dave"),
 			methods::GET_WORK,
-			GetWork { stage: 0 },
+			GetWork { stage: 0, session: None },
 			1_000 + i,
 			now_ms() - 120_000,
 		)

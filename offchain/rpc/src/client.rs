@@ -72,9 +72,14 @@ impl SignedClient {
 		self.inner.request(method, rpc_params![signed]).await
 	}
 
-	/// `iota_getWork`.
+	/// `iota_getWork` without a session (no restart detection).
 	pub async fn get_work(&self, stage: u16) -> Result<Work, ClientError> {
-		self.call(methods::GET_WORK, GetWork { stage }).await
+		self.call(methods::GET_WORK, GetWork { stage, session: None }).await
+	}
+
+	/// `iota_getWork` for the miner process whose session is `session` ([`GetWork::session`]).
+	pub async fn get_work_in(&self, stage: u16, session: u64) -> Result<Work, ClientError> {
+		self.call(methods::GET_WORK, GetWork { stage, session: Some(session) }).await
 	}
 
 	/// `iota_submitActivation`.

@@ -32,7 +32,9 @@ pub mod types;
 pub use api::{IotaApiClient, IotaApiServer, RpcResult};
 pub use client::SignedClient;
 pub use error::{code_of, ErrorCode};
-pub use pathway::{InnerStates, ObjectEntry, PathwayError, PathwayLog, PathwayRecord};
+pub use pathway::{
+	InnerStates, ObjectEntry, PathwayError, PathwayLog, PathwayRecord, RecomputedPass,
+};
 pub use signing::{sign, AuthError, NonceSource, Signed};
 pub use spec::{DataManifest, HeldOut, LrSchedule, RunSpec, SampleLocation, SpecError, SpecObject};
 

@@ -35,6 +35,23 @@ pub struct PathwayRecord {
 	/// gradient went into that miner's inner step from state `k` to `k + 1`. Empty in sync mode.
 	#[serde(default, skip_serializing_if = "Vec::is_empty")]
 	pub backward_steps: Vec<u32>,
+	/// Passes recomputed for the merge after the miner of the accepted one restarted before its gradient
+	/// reached a merge submission (sync mode): the accepted pass above is still what the neighbouring
+	/// stages used, the recomputation is what the stage's merge counted. Empty almost always.
+	#[serde(default, skip_serializing_if = "Vec::is_empty")]
+	pub recomputed: Vec<RecomputedPass>,
+}
+
+/// A pass of one stage recomputed for the merge ([`PathwayRecord::recomputed`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecomputedPass {
+	/// Stage.
+	pub stage: u16,
+	/// The miner that recomputed it (its merge submission counts it).
+	pub miner: AccountId,
+	/// Its output (the gradient w.r.t. the stage's input; none at the head).
+	pub output: Option<ObjectEntry>,
 }
 
 /// Local mode: the state hashes one miner reported for its replica of one stage in the epoch
@@ -261,6 +278,7 @@ mod tests {
 			loss,
 			forward_steps: vec![],
 			backward_steps: vec![],
+			recomputed: vec![],
 		}
 	}
 

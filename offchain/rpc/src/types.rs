@@ -84,6 +84,12 @@ pub struct DataSlice {
 pub struct GetWork {
 	/// The stage the miner believes it holds (refused with `WrongStage` if the chain says otherwise).
 	pub stage: u16,
+	/// The miner process's session: a random number drawn once per process start. Another session of the
+	/// same account is proof its earlier process is gone (a restart with the same key): its leases are
+	/// released at once and its accepted passes not yet in a merge submission are re-listed
+	/// (docs/design.md §3 step 5). `None`: no restart detection (tools, older clients).
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	pub session: Option<u64>,
 }
 
 /// A forward work item (the tail runs forward, loss and backward at once).
@@ -148,6 +154,9 @@ pub enum IdleReason {
 	QuotaIssued,
 	/// The stage is merging; see [`Work::UploadGradient`] and `iota_getShards`.
 	Merging,
+	/// Local mode: the miner restarted mid-epoch; its inner-step trail of the epoch ended with its earlier
+	/// process, so it waits for the stage's next epoch.
+	Restarted,
 }
 
 /// Answer of `iota_getWork`.
@@ -574,6 +583,9 @@ pub struct MinerActivity {
 	pub leases: u32,
 	/// Leases it let expire since the run began.
 	pub leases_expired: u64,
+	/// Times it came back under a new session (a process restart with the same key) since the run began.
+	#[serde(default)]
+	pub restarts: u64,
 	/// Requests refused since the run began (the sum of `refusals`).
 	pub refused: u64,
 	/// Requests refused since the run began, by error code name (`ErrorCode::name`: `wrong_phase`,
@@ -623,6 +635,15 @@ pub struct EpochSummary {
 	/// evaluated it; `None` without a held-out set, before the evaluation, or in older summaries.
 	#[serde(default, skip_serializing_if = "Option::is_none")]
 	pub heldout_loss: Option<f32>,
+	/// Backward passes (tail passes included) recomputed by a live member after the miner that ran them
+	/// restarted before its gradient reached a merge submission, summed over stages.
+	#[serde(default)]
+	pub recomputed: u32,
+	/// Accepted backward passes whose gradient reached no merge (their miner restarted once its stage
+	/// had left Training, or in local mode, where a pass belongs to its miner's inner-step trail), summed
+	/// over stages.
+	#[serde(default)]
+	pub lost: u32,
 }
 
 /// One stage's epoch, split into what it was doing, in milliseconds. The four parts sum to the stage's

@@ -87,6 +87,8 @@ pub fn status(run: &str, now_ms: u64, losses: &[f32], done: u32) -> Status {
 			extrinsics: 3,
 			// Evaluated from epoch 1 on: the first epoch shows none.
 			heldout_loss: (e > 0).then_some(loss + 0.5),
+			recomputed: 0,
+			lost: 0,
 		})
 		.collect();
 	let e = losses.len() as u32;
@@ -121,6 +123,7 @@ pub fn status(run: &str, now_ms: u64, losses: &[f32], done: u32) -> Status {
 				samples_total: 8 * u64::from(e) + u64::from(done),
 				leases: 1,
 				leases_expired: 0,
+				restarts: 0,
 				refused: u64::from(s),
 				refusals: (s > 0)
 					.then(|| ("wrong_phase".to_string(), u64::from(s)))

@@ -186,6 +186,7 @@ fn orchestrator(set: &Setup, name: &str, prefill: u64) -> Result<Arc<Orchestrato
 				granted_ms: now,
 				expires_at_ms: now + 600_000,
 				output_key: output_key.clone(),
+				recompute: false,
 			};
 			batch.push(Event::LeaseGranted { lease, fresh: stage == 0 });
 			if stage == 2 {

@@ -43,6 +43,15 @@ impl State {
 					loss: r.loss.unwrap_or_default(),
 					forward_steps: steps(&r.forward_steps),
 					backward_steps: steps(&r.backward_steps),
+					recomputed: r
+						.recomputed
+						.iter()
+						.map(|(stage, miner, o)| iota_rpc::RecomputedPass {
+							stage: *stage,
+							miner: miner.clone(),
+							output: o.as_ref().map(entry),
+						})
+						.collect(),
 				})
 			})
 			.collect();

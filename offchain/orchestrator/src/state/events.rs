@@ -33,6 +33,10 @@ pub struct Lease {
 	pub expires_at_ms: u64,
 	/// The key the result must be uploaded to (`None`: the head's backward, or a single-stage forward).
 	pub output_key: Option<String>,
+	/// A recomputation of a pass whose miner restarted (`StageState::recompute`): it counts for the
+	/// merge and leaves the sample's records as the other stages used them.
+	#[serde(default)]
+	pub recompute: bool,
 }
 
 /// One accepted state change. Persisted as JSON before the request is acknowledged and replayed through
@@ -77,6 +81,20 @@ pub enum Event {
 		lease: LeaseId,
 		/// Mean cross-entropy, nats.
 		loss: f32,
+	},
+	/// A miner process presented its session ([`iota_rpc::types::GetWork::session`]). Another session
+	/// than the account's last is a restart: its leases are released at once, the backward items of
+	/// its forwards go to anyone, and its accepted passes of the stage's epoch that reached no merge
+	/// submission are re-listed for recomputation (sync mode, stage still training) or counted as lost.
+	SessionStarted {
+		/// The miner.
+		miner: AccountId,
+		/// Its stage.
+		stage: u16,
+		/// The new session.
+		session: u64,
+		/// When, ms since the Unix epoch.
+		now_ms: u64,
 	},
 	/// A miner handed a lease back; the item is re-listed.
 	LeaseReleased {
@@ -274,8 +292,12 @@ impl State {
 					}
 				}
 			},
-			Event::LeaseReleased { lease } => self.relist(*lease, false),
-			Event::LeaseExpired { lease } => self.relist(*lease, true),
+			Event::SessionStarted { miner, stage, session, now_ms } => {
+				self.clock_ms = self.clock_ms.max(*now_ms);
+				self.apply_session(miner, *stage, *session, *now_ms)
+			},
+			Event::LeaseReleased { lease } => self.relist(*lease, false, false),
+			Event::LeaseExpired { lease } => self.relist(*lease, true, true),
 			Event::GradientAccepted {
 				stage,
 				epoch,
@@ -375,6 +397,9 @@ impl State {
 		self.next_lease = self.next_lease.max(lease.id + 1);
 		if let Some(st) = self.stages.get_mut(s) {
 			match lease.kind {
+				_ if lease.recompute => {
+					st.recompute.remove(&lease.sample);
+				},
 				WorkKind::Forward => {
 					st.forward_queue.remove(&lease.sample);
 				},
@@ -415,6 +440,9 @@ impl State {
 		inner_step: u32,
 	) {
 		let Some(l) = self.leases.remove(&id) else { return };
+		if l.recompute {
+			return self.apply_recomputed(&l, output, now_ms);
+		}
 		self.apply_pass_step(&l, inner_step);
 		let quota = self.cfg.backward_quota;
 		if let Some(st) = self.stages.get_mut(usize::from(l.stage)) {
@@ -525,7 +553,9 @@ impl State {
 		}
 	}
 
-	pub(super) fn relist(&mut self, id: LeaseId, expired: bool) {
+	/// Takes lease `id` back and re-lists its item (`open`: a backward item goes to anyone, not to the
+	/// forward's miner). `expired`: it passed its deadline (counted against its holder).
+	pub(super) fn relist(&mut self, id: LeaseId, expired: bool, open: bool) {
 		let Some(l) = self.leases.remove(&id) else { return };
 		if expired {
 			self.leases_expired_total += 1;
@@ -554,11 +584,14 @@ impl State {
 			return;
 		}
 		match l.kind {
+			_ if l.recompute => {
+				st.recompute.insert(l.sample);
+			},
 			WorkKind::Forward => {
 				st.forward_queue.insert(l.sample);
 			},
 			WorkKind::Backward => {
-				st.backward_queue.insert(l.sample, BackwardItem { open: expired });
+				st.backward_queue.insert(l.sample, BackwardItem { open });
 			},
 		}
 	}
@@ -656,6 +689,7 @@ impl State {
 				.retain(|n| *n / u64::from(self.cfg.backward_quota.max(1)) >= u64::from(epoch));
 			let q = u64::from(self.cfg.backward_quota.max(1));
 			st.backward_queue.retain(|n, _| *n / q >= u64::from(epoch));
+			st.recompute.clear();
 			if let Some(h) = hash {
 				self.committed.insert((stage, old), h);
 			}
@@ -754,7 +788,7 @@ impl State {
 			}
 		} else {
 			for id in stale {
-				self.relist(id, false);
+				self.relist(id, false, false);
 			}
 		}
 		self.committed.retain(|(s, e), _| *s != stage || *e < epoch);
@@ -764,6 +798,7 @@ impl State {
 		st.round = round;
 		st.members = members;
 		st.backward_done = 0;
+		st.recompute.clear();
 		st.merge = MergeState { round, ..Default::default() };
 		st.merge_started_ms = (phase != Phase::Training).then_some(now_ms);
 		st.clock = StageClock::entered(now_ms, 0);
@@ -831,6 +866,8 @@ impl State {
 				quota_to_start_ms: previous_end.map(|end| started.saturating_sub(end)),
 				extrinsics: a.extrinsics,
 				heldout_loss: self.heldout.get(&e).copied(),
+				recomputed: a.recomputed,
+				lost: a.lost,
 			};
 			self.summaries.push_back(summary);
 			if self.summaries.len() > MAX_SUMMARIES {

@@ -41,8 +41,11 @@ pub struct InnerTrail {
 	pub last_step: u32,
 	/// Backward passes accepted at `last_step`.
 	pub backwards_at_last: u32,
-	/// The pseudo-gradient was accepted: no more reports or passes.
+	/// The pseudo-gradient was accepted, or the miner restarted: no more reports or passes.
 	pub closed: bool,
+	/// Closed by the miner's restart ([`Event::SessionStarted`]): its later process waits for the
+	/// next epoch.
+	pub restarted: bool,
 }
 
 /// Key of a trail: (epoch, stage, account bytes).
@@ -87,6 +90,12 @@ impl State {
 			);
 		}
 		let trail = self.inner_trail(epoch, stage, miner);
+		if trail.is_some_and(|t| t.restarted) {
+			return refuse(
+				ErrorCode::WrongPhase,
+				format!("your inner-step trail of epoch {epoch} ended with your restart"),
+			);
+		}
 		if trail.is_some_and(|t| t.closed) {
 			return refuse(
 				ErrorCode::WrongPhase,
@@ -153,6 +162,12 @@ impl State {
 			);
 		}
 		let Some(t) = trail else { return Ok(()) };
+		if t.restarted {
+			return refuse(
+				ErrorCode::WrongPhase,
+				"your inner-step trail of this epoch ended with your restart; wait for the next epoch",
+			);
+		}
 		if t.closed {
 			return refuse(ErrorCode::Invalid, "your pseudo-gradient of this epoch is already in");
 		}
@@ -216,6 +231,7 @@ impl State {
 			last_step: 0,
 			backwards_at_last: 0,
 			closed: false,
+			restarted: false,
 		});
 		if t.hashes.len() == step as usize && !t.closed {
 			t.hashes.push(state_hash);

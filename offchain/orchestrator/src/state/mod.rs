@@ -99,6 +99,7 @@ mod audit;
 mod events;
 mod inner;
 mod merge;
+mod restart;
 #[cfg(test)]
 mod tests;
 mod times;
@@ -130,6 +131,10 @@ pub struct SampleState {
 	pub loss: Option<f32>,
 	/// Loss reported on a tail lease not yet completed: (lease, loss).
 	pub pending_loss: Option<(LeaseId, f32)>,
+	/// Passes recomputed for the merge after their miner restarted: (stage, miner, output). The last
+	/// entry of a stage is the pass its merge counts ([`State::counted_by`]).
+	#[serde(default)]
+	pub recomputed: Vec<(u16, AccountId, Option<Obj>)>,
 }
 
 impl SampleState {
@@ -220,6 +225,10 @@ pub struct EpochAudit {
 	training_end_ms: Option<u64>,
 	/// Extrinsics submitted for the epoch.
 	extrinsics: u32,
+	/// Passes recomputed after their miner restarted.
+	recomputed: u32,
+	/// Accepted passes whose gradient reached no merge (their miner restarted too late to re-list them).
+	lost: u32,
 }
 
 /// One stage as the chain and the orchestrator see it.
@@ -239,6 +248,10 @@ pub struct StageState {
 	forward_queue: BTreeSet<u64>,
 	/// Samples waiting for a backward here.
 	backward_queue: BTreeMap<u64, BackwardItem>,
+	/// Samples of `epoch` whose pass here is re-listed for recomputation (its miner restarted before its
+	/// gradient reached a merge submission): a backward lease (the tail: a forward lease) of any live
+	/// member, which counts for the merge and changes nothing the other stages used.
+	recompute: BTreeSet<u64>,
 	/// Merge progress of `epoch`.
 	pub merge: MergeState,
 	/// When the stage entered a merge phase in `epoch` (ms).
@@ -255,6 +268,10 @@ struct MinerStats {
 	samples_total: u64,
 	leases_expired: u64,
 	last_seen_ms: u64,
+	/// The session of its latest process ([`Event::SessionStarted`]).
+	session: Option<u64>,
+	/// Sessions after the first.
+	restarts: u64,
 }
 
 /// What `iota_getWork` decided.

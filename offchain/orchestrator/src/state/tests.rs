@@ -108,6 +108,7 @@ impl World {
 				granted_ms: now,
 				expires_at_ms: now + LEASE,
 				output_key: None,
+				recompute: false,
 			};
 			self.apply(Event::LeaseGranted { lease, fresh: false });
 			self.apply(Event::LeaseCompleted {
@@ -621,6 +622,7 @@ enum Step {
 	Chain(u16, u8, u32),
 	Seed(u16),
 	Forged(usize, u64),
+	Session(usize, u8),
 }
 
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {
@@ -635,6 +637,7 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
 		1 => (0..3u16, 0..3u8, 0..2u32).prop_map(|(s, p, r)| Step::Chain(s, p, r)),
 		1 => (0..3u16).prop_map(Step::Seed),
 		1 => (0..6usize, 0..10_000u64).prop_map(|(m, l)| Step::Forged(m, l)),
+		1 => (0..6usize, 0..3u8).prop_map(|(m, s)| Step::Session(m, s)),
 	]
 }
 
@@ -642,7 +645,7 @@ proptest::proptest! {
 	#![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
 	/// A random sequence of requests (leases, results, losses, releases, gradients, expiries, chain
-	/// phases and seeds, forged lease ids): every accepted event is applied live and recorded in the
+	/// phases and seeds, forged lease ids, miner sessions and restarts): every accepted event is applied live and recorded in the
 	/// database; replaying the database into a fresh state gives exactly the live state, and every
 	/// refused request leaves the state and the log as they were.
 	#[test]
@@ -740,6 +743,11 @@ proptest::proptest! {
 					}])
 				},
 				Step::Forged(m, id) => w.st.check_release(&acc(miners[m]), 100_000 + id, now).map(|e| vec![e]),
+				Step::Session(m, session) => Ok(w
+					.st
+					.check_session(&acc(miners[m]), stage_of(m), u64::from(session), now)
+					.into_iter()
+					.collect()),
 			};
 			match accepted {
 				Ok(events) => {
@@ -1240,4 +1248,135 @@ fn a_lossy_codecs_reduced_shard_is_taken_at_its_int8_length() {
 	assert_eq!(code(w.st.check_shard(&a, 0, 0, 0, 0, &f32_sized)), ErrorCode::ShapeMismatch);
 	let t = TensorRef { key, hash: ContentHash::of(b"s"), size: int8, shape: vec![p] };
 	assert!(w.st.check_shard(&a, 0, 0, 0, 0, &t).is_ok());
+}
+
+impl World {
+	/// `miner`'s process presents `session` (as `iota_getWork` does), recorded if it is new.
+	fn session(&mut self, miner: u8, stage: u16, session: u64, now: u64) -> bool {
+		match self.st.check_session(&acc(miner), stage, session, now) {
+			Some(e) => {
+				self.apply(e);
+				true
+			},
+			None => false,
+		}
+	}
+}
+
+#[test]
+fn a_restarted_miner_frees_its_leases_at_once_and_its_lost_passes_are_recomputed() {
+	// Stage 1 has two miners; miner 2 runs the epoch's first two samples, then holds a forward lease.
+	let mut w = World::new(4, 4, &[&[1], &[2, 5], &[3]]);
+	assert!(w.session(2, 1, 7, 0), "the first session is recorded");
+	assert!(!w.session(2, 1, 7, 1), "the same session again records nothing");
+	let (a, b) = (w.run_sample([1, 2, 3], 10), w.run_sample([1, 2, 3], 20));
+	let h = w.lease(1, 0, 30);
+	w.submit(&h, 30);
+	let held = w.lease(2, 1, 30);
+	assert_eq!((held.kind, held.sample), (WorkKind::Forward, h.sample));
+	assert_eq!((w.st.accepted_passes(0, 1, &acc(2)), w.st.stage(1).unwrap().backward_done), (2, 2));
+
+	// Miner 2's process is killed and comes back under another session, well inside the lease.
+	assert!(w.session(2, 1, 8, 40));
+	assert_eq!(w.st.restarts(&acc(2)), 1);
+	assert_eq!(w.st.leases().filter(|l| l.miner == acc(2)).count(), 0, "released, not expired");
+	assert_eq!(w.st.leases_expired_total(), 0);
+	assert_eq!(
+		code(w.st.check_submit(&acc(2), held.id, w.output(&held).as_ref(), 0, 41, 1 << 20)),
+		ErrorCode::LeaseExpired,
+		"the earlier process's lease is void"
+	);
+	// Its two passes reached no merge submission: the stage counts them undone and lists them.
+	assert_eq!((w.st.accepted_passes(0, 1, &acc(2)), w.st.stage(1).unwrap().backward_done), (0, 0));
+	// Miner 5 recomputes both (before the re-listed forward), each counting as its pass.
+	for (n, t) in [(a, 50), (b, 60)] {
+		let r = w.lease(5, 1, t);
+		assert_eq!((r.kind, r.sample, r.recompute), (WorkKind::Backward, n, true));
+		w.submit(&r, t);
+	}
+	assert_eq!(w.lease(5, 1, 70).sample, h.sample, "then the released forward");
+	assert_eq!((w.st.accepted_passes(0, 1, &acc(5)), w.st.stage(1).unwrap().backward_done), (2, 2));
+	let r = w.st.sample(a).unwrap();
+	assert_eq!(r.backward[1].as_ref().unwrap().0, acc(2), "the record the other stages used stays");
+	assert_eq!(w.st.counted_by(r, 1), Some(acc(5)));
+	assert_eq!(w.st.audits[&0].recomputed, 2);
+	let log = w.st.pathway_log(0);
+	log.validate().unwrap();
+	assert_eq!(log.records[0].recomputed.len(), 1);
+	assert_eq!(log.records[0].recomputed[0].miner, acc(5));
+	assert!(log.records[0].recomputed[0].output.is_some());
+	assert_eq!(w.st.stage_status()[1].backward_queue, 0);
+	// Replay rebuilds it all.
+	let mut again = State::new(w.st.config().clone());
+	for e in &w.log {
+		again.apply(e);
+	}
+	assert_eq!(again, w.st);
+}
+
+#[test]
+fn a_restarted_tail_and_head_have_their_passes_recomputed_too() {
+	let mut w = World::new(2, 4, &[&[1, 4], &[2], &[3, 6]]);
+	w.session(3, 2, 1, 0);
+	w.session(1, 0, 1, 0);
+	let n = w.run_sample([1, 2, 3], 10);
+	w.session(3, 2, 2, 20);
+	w.session(1, 0, 2, 20);
+	assert_eq!(w.st.stage(2).unwrap().backward_done, 0);
+	assert_eq!(w.st.stage(0).unwrap().backward_done, 0);
+	// The tail's pass is its forward (loss reported first); the head's a backward.
+	let t = w.lease(6, 2, 30);
+	assert_eq!((t.kind, t.sample, t.recompute), (WorkKind::Forward, n, true));
+	w.loss(&t, 2.0, 30);
+	w.submit(&t, 30);
+	let h = w.lease(4, 0, 30);
+	assert_eq!((h.kind, h.sample, h.recompute), (WorkKind::Backward, n, true));
+	w.submit(&h, 30);
+	let r = w.st.sample(n).unwrap();
+	assert_eq!((r.loss, r.forward[2].as_ref().unwrap().0.clone()), (Some(2.5), acc(3)));
+	assert_eq!(w.st.accepted_passes(0, 2, &acc(6)), 1);
+	assert_eq!(w.st.accepted_passes(0, 0, &acc(4)), 1);
+	assert_eq!(w.st.stage_status()[1].backward_queue, 0, "nothing went downstream again");
+	assert_eq!(w.st.totals().0, 8, "the sample completed once");
+}
+
+#[test]
+fn a_restart_after_its_stage_left_training_loses_its_passes_and_the_merge_does_not_wait() {
+	let mut w = World::new(2, 4, &[&[1], &[2, 5], &[3]]);
+	w.session(2, 1, 1, 0);
+	w.run_sample([1, 2, 3], 10);
+	w.run_sample([1, 5, 3], 20);
+	w.chain(1, 0, Phase::WeightsUploading, 0, &[2, 5], 30);
+	let g = tensor(w.st.gradient_key(1, 0, &acc(5)), 20, b"g");
+	let e = w.st.check_gradient(&acc(5), 1, 0, &g, &[ContentHash::of(b"c")], 1).unwrap();
+	w.apply(e);
+	assert_eq!(w.st.report(1).gradients_submitted, 1, "miner 2's gradient is awaited");
+	w.session(2, 1, 2, 40);
+	assert_eq!(w.st.report(1).gradients_submitted, 2, "no longer: it died with its process");
+	assert_eq!((w.st.audits[&0].lost, w.st.audits[&0].recomputed), (1, 0));
+	assert!(w.st.stage(1).unwrap().recompute.is_empty());
+	// A restart after its gradient is in loses nothing.
+	w.session(5, 1, 1, 50);
+	w.session(5, 1, 2, 51);
+	assert_eq!(w.st.audits[&0].lost, 1);
+}
+
+#[test]
+fn local_mode_a_restart_ends_the_miners_trail_for_the_epoch() {
+	let mut w = World::local(4, 2, &[&[1], &[2], &[3]]);
+	for (m, s) in [(1, 0), (2, 1), (3, 2)] {
+		w.session(m, s, 1, 0);
+		w.report(m, s, 0, 10 * m).unwrap();
+	}
+	w.local_sample([0, 0, 0], 1).unwrap();
+	w.session(2, 1, 2, 5);
+	let t = w.st.inner_trail(0, 1, &acc(2)).unwrap();
+	assert!(t.closed && t.restarted);
+	assert_eq!(w.work(2, 1, 6), WorkPlan::Idle(IdleReason::Restarted));
+	assert_eq!(code(w.report(2, 1, 0, 20)), ErrorCode::WrongPhase);
+	assert_eq!(w.st.accepted_passes(0, 1, &acc(2)), 0);
+	assert_eq!(w.st.audits[&0].lost, 1, "its pass belonged to its inner-step trail");
+	assert_eq!(w.st.stage(1).unwrap().backward_done, 1, "a lost pass is not trained again");
+	// The trail stays in the pathway log as it was reported (its states were challengeable).
+	assert_eq!(w.st.pathway_log(0).reported(1, &acc(2)), 1);
 }

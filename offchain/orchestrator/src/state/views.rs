@@ -28,7 +28,7 @@ impl State {
 					} else {
 						0
 					},
-				backward_queue: s.backward_queue.len() as u32,
+				backward_queue: (s.backward_queue.len() + s.recompute.len()) as u32,
 				leases: self.leases.values().filter(|l| usize::from(l.stage) == i).count() as u32,
 				backward_done: s.backward_done,
 				gradients_submitted: s.merge.submissions.len() as u32,
@@ -52,6 +52,7 @@ impl State {
 					samples_total: m.samples_total,
 					leases: self.leases_of(a),
 					leases_expired: m.leases_expired,
+					restarts: m.restarts,
 					refused: 0,
 					refusals: Default::default(),
 					last_seen_ms: m.last_seen_ms,

@@ -28,13 +28,16 @@ impl State {
 		if st.phase == Phase::Merging {
 			return Ok(WorkPlan::Idle(IdleReason::Merging));
 		}
+		if self.inner_trail(st.epoch, stage, miner).is_some_and(|t| t.restarted) {
+			return Ok(WorkPlan::Idle(IdleReason::Restarted));
+		}
 		if self.leases_of(miner) >= self.cfg.max_leases {
 			return Ok(WorkPlan::Idle(IdleReason::InFlightLimit));
 		}
 		let epoch = st.epoch;
 		let q = u64::from(self.cfg.backward_quota);
 		let in_epoch = |n: u64| self.epoch_of(n) == epoch;
-		let lease = |sample: u64, kind: WorkKind, fresh: bool| {
+		let lease = |sample: u64, kind: WorkKind, fresh: bool, recompute: bool| {
 			WorkPlan::Lease(Event::LeaseGranted {
 				lease: Lease {
 					id: self.next_lease,
@@ -46,6 +49,7 @@ impl State {
 					granted_ms: now_ms,
 					expires_at_ms: now_ms.saturating_add(self.cfg.lease_ms),
 					output_key: self.output_key(stage, epoch, sample, kind, miner),
+					recompute,
 				},
 				fresh,
 			})
@@ -59,7 +63,7 @@ impl State {
 				.and_then(|s| s.forward.get(usize::from(stage)).cloned().flatten())
 				.map(|(m, _)| m);
 			match by {
-				Some(by) if &by == miner => return Ok(lease(n, WorkKind::Backward, false)),
+				Some(by) if &by == miner => return Ok(lease(n, WorkKind::Backward, false, false)),
 				Some(by) if !item.open && self.is_live(&by, stage, now_ms) => {},
 				_ => {
 					if other.is_none() {
@@ -68,11 +72,16 @@ impl State {
 				},
 			}
 		}
+		// Then passes of a restarted miner to recompute for the merge (the tail's pass is its forward).
+		if let Some(&n) = st.recompute.iter().find(|n| in_epoch(**n)) {
+			let kind = if stage == self.tail() { WorkKind::Forward } else { WorkKind::Backward };
+			return Ok(lease(n, kind, false, true));
+		}
 		if let Some(n) = other {
-			return Ok(lease(n, WorkKind::Backward, false));
+			return Ok(lease(n, WorkKind::Backward, false, false));
 		}
 		if let Some(&n) = st.forward_queue.iter().find(|n| in_epoch(**n)) {
-			return Ok(lease(n, WorkKind::Forward, false));
+			return Ok(lease(n, WorkKind::Forward, false, false));
 		}
 		if stage == 0 {
 			let issued = if self.head_issued.0 == epoch { self.head_issued.1 } else { 0 };
@@ -81,6 +90,7 @@ impl State {
 					u64::from(epoch) * q + u64::from(issued),
 					WorkKind::Forward,
 					true,
+					false,
 				));
 			}
 			return Ok(WorkPlan::Idle(IdleReason::QuotaIssued));

@@ -1,0 +1,169 @@
+//! A miner that comes back under a new session (its process restarted with the same key) and what its
+//! earlier process left: leases, backward items routed to it, and accepted passes whose gradient died
+//! with it (docs/design.md §3 step 5).
+//!
+//! The same account presenting another session is proof the earlier process is gone, so nothing waits
+//! for it: its leases are released at once (their items go to anyone), and its accepted passes of the
+//! stage's current epoch that reached no merge submission are
+//! - re-listed for recomputation while the stage still trains in sync mode (every replica holds the same
+//!   weights, so any live member, the restarted miner included, recomputes the pass from the stored input
+//!   activation and output gradient; the recomputation counts for the merge, the original stays what the
+//!   neighbouring stages used; [`SampleState::recomputed`]);
+//! - otherwise counted as lost: once the stage left Training no pass can be added to its merge, and in
+//!   local mode a pass belongs to its miner's inner-step trail (the states a validator replays), which
+//!   ended with the earlier process; the restarted miner waits for the next epoch there.
+//!
+//! Either way the miner's accepted-pass count of the epoch is cleared, so the merge does not wait for a
+//! gradient that cannot come and the manifest counts what was merged.
+
+use super::*;
+
+impl State {
+	/// The event `iota_getWork` records for `miner`'s `session`: `None` when it is the session already
+	/// recorded.
+	pub fn check_session(
+		&self,
+		miner: &AccountId,
+		stage: u16,
+		session: u64,
+		now_ms: u64,
+	) -> Option<Event> {
+		let known = self.miners.get(&miner.0).and_then(|(_, m)| m.session);
+		(known != Some(session)).then(|| Event::SessionStarted {
+			miner: miner.clone(),
+			stage,
+			session,
+			now_ms,
+		})
+	}
+
+	/// Restarts of `miner` seen since the run began (sessions after its first).
+	pub fn restarts(&self, miner: &AccountId) -> u64 {
+		self.miners.get(&miner.0).map_or(0, |(_, m)| m.restarts)
+	}
+
+	/// The miner whose pass of `stage` the merge counts for `sample`: its last recomputation, else the
+	/// accepted backward (the tail: its forward).
+	pub fn counted_by(&self, sample: &SampleState, stage: u16) -> Option<AccountId> {
+		if let Some((_, m, _)) = sample.recomputed.iter().rev().find(|(s, _, _)| *s == stage) {
+			return Some(m.clone());
+		}
+		let s = usize::from(stage);
+		let pass = if stage == self.tail() { &sample.forward } else { &sample.backward };
+		pass.get(s).cloned().flatten().map(|(m, _)| m)
+	}
+
+	pub(super) fn apply_session(
+		&mut self,
+		miner: &AccountId,
+		stage: u16,
+		session: u64,
+		now_ms: u64,
+	) {
+		let m = self.miner_mut(miner, stage);
+		m.last_seen_ms = m.last_seen_ms.max(now_ms);
+		let before = m.session.replace(session);
+		if before.is_none() || before == Some(session) {
+			return;
+		}
+		m.restarts += 1;
+		// Its leases: released at once; a backward item goes to anyone (its kept activations are gone).
+		let held: Vec<LeaseId> =
+			self.leases.values().filter(|l| &l.miner == miner).map(|l| l.id).collect();
+		for id in held {
+			self.relist(id, false, true);
+		}
+		let s = usize::from(stage);
+		let Some(st) = self.stages.get(s) else { return };
+		let epoch = st.epoch;
+		// Backward items queued for its forwards go to anyone too.
+		let own: Vec<u64> = st
+			.backward_queue
+			.keys()
+			.copied()
+			.filter(|n| {
+				self.samples
+					.get(n)
+					.and_then(|r| r.forward.get(s).cloned().flatten())
+					.is_some_and(|(by, _)| &by == miner)
+			})
+			.collect();
+		if let Some(st) = self.stages.get_mut(s) {
+			for n in own {
+				st.backward_queue.insert(n, BackwardItem { open: true });
+			}
+		}
+		self.forfeit_passes(stage, epoch, miner);
+	}
+
+	/// `miner`'s accepted passes at `stage` in `epoch` died with its process: re-listed or counted lost
+	/// (module docs).
+	fn forfeit_passes(&mut self, stage: u16, epoch: u32, miner: &AccountId) {
+		let Some(st) = self.stages.get(usize::from(stage)) else { return };
+		if st.epoch != epoch || st.merge.submissions.contains_key(&miner.0) {
+			return;
+		}
+		let accepted = self.accepted.remove(&(epoch, stage, miner.0)).unwrap_or(0);
+		if accepted == 0 {
+			return;
+		}
+		let relist = !self.local_mode() && st.phase == Phase::Training && !self.uploads_open(st);
+		let mut listed = 0u32;
+		if relist {
+			let q = u64::from(self.cfg.backward_quota.max(1));
+			let mine: Vec<u64> = self
+				.samples
+				.range(u64::from(epoch) * q..u64::from(epoch + 1) * q)
+				.filter(|(_, r)| self.counted_by(r, stage).is_some_and(|m| &m == miner))
+				.map(|(n, _)| *n)
+				.collect();
+			listed = (mine.len() as u32).min(accepted);
+			if let Some(st) = self.stages.get_mut(usize::from(stage)) {
+				st.recompute.extend(mine.into_iter().take(listed as usize));
+				st.backward_done = st.backward_done.saturating_sub(listed);
+			}
+		} else if let Some(t) = self.inner.get_mut(&(epoch, stage, miner.0)) {
+			// Local mode: its trail ended with the earlier process.
+			t.closed = true;
+			t.restarted = true;
+		}
+		self.audits.entry(epoch).or_default().lost += accepted - listed;
+	}
+
+	/// A recomputation (lease `l`, [`Lease::recompute`]) completed: it counts for the stage's merge
+	/// as `l.miner`'s pass; the sample's records stay as the neighbouring stages used them.
+	pub(super) fn apply_recomputed(&mut self, l: &Lease, output: Option<Obj>, now_ms: u64) {
+		let quota = self.cfg.backward_quota;
+		let wire = output.as_ref().map_or(0, |o| o.size);
+		self.wire_bytes += wire;
+		let audit = self.audits.entry(l.epoch).or_default();
+		audit.wire_bytes += wire;
+		{
+			let m = self.miner_mut(&l.miner, l.stage);
+			m.last_seen_ms = m.last_seen_ms.max(now_ms);
+			if m.epoch != l.epoch {
+				m.epoch = l.epoch;
+				m.samples_epoch = 0;
+			}
+			m.samples_epoch += 1;
+			m.samples_total += 1;
+		}
+		if let Some(r) = self.samples.get_mut(&l.sample) {
+			if r.pending_loss.is_some_and(|(lid, _)| lid == l.id) {
+				r.pending_loss = None;
+			}
+			r.recomputed.push((l.stage, l.miner.clone(), output));
+		}
+		let Some(st) = self.stages.get_mut(usize::from(l.stage)) else { return };
+		if st.epoch != l.epoch {
+			return;
+		}
+		st.clock.lease_in(now_ms);
+		st.backward_done += 1;
+		if st.backward_done >= quota && st.clock.quota_ms.is_none() {
+			st.clock.quota_ms = Some(now_ms);
+		}
+		*self.accepted.entry((l.epoch, l.stage, l.miner.0)).or_default() += 1;
+		self.audits.entry(l.epoch).or_default().recomputed += 1;
+	}
+}
