@@ -999,6 +999,18 @@ impl TestNetwork {
 		stage: u16,
 		timeout: Duration,
 	) -> FrozenMiner {
+		self.freeze_miner_after(watcher, stage, 0, timeout).await
+	}
+
+	/// [`freeze_busy_miner`](Self::freeze_busy_miner), once the miner also has at least `backward`
+	/// accepted backward passes in the epoch (`MinerActivity::backward_this_epoch`).
+	pub async fn freeze_miner_after(
+		&mut self,
+		watcher: &SignedClient,
+		stage: u16,
+		backward: u32,
+		timeout: Duration,
+	) -> FrozenMiner {
 		let members = self
 			.wait(
 				"both miners of the stage seated in the orchestrator's view",
@@ -1019,6 +1031,7 @@ impl TestNetwork {
 			let v = s.miners.iter().find(|m| m.account == account)?;
 			(st.phase == iota_primitives::Phase::Training
 				&& v.samples_this_epoch > 0
+				&& v.backward_this_epoch >= backward
 				&& v.leases > 0)
 				.then_some((st.epoch, v.leases))
 		};

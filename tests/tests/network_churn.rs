@@ -15,6 +15,15 @@
 //! The same in local mode (inner AdamW steps every 2 backward passes, int8 pseudo-gradient merges): no
 //! sample is lost and the stage merges the survivor's pseudo-gradient alone.
 //!
+//! Restart (sync mode, 60-second leases, quota 16): the busy stage-1 miner is killed and started again at
+//! once with the same key. Asserted: its new process's session is seen as a restart; its leases were
+//! released by it (none expired); its passes that reached no merge submission were recomputed (the
+//! pathway log names each, none lost); every stage's manifest counts 16 of 16 samples, merged from the
+//! miners whose passes it counts; the restarted miner works on in a later epoch. The times from the
+//! restart to its detection and to the epoch's last commit are printed. The miner is frozen once it has
+//! two accepted backward passes of the epoch (the status's `backward_this_epoch`), so there is work to
+//! recompute.
+//!
 //! ```sh
 //! ./scripts/fetch-data.sh
 //! cargo build -p iota-orchestrator -p iota-miner -p iota-validator          # and the node
@@ -32,6 +41,8 @@ use iota_protocol::codec::MergeCodec;
 use iota_protocol::optim::Training;
 
 const QUOTA: u32 = 8;
+/// The restart scenario's backward quota per stage and epoch.
+const RESTART_QUOTA: u32 = 16;
 const VICTIM_STAGE: u16 = 1;
 const TIMEOUT: Duration = Duration::from_secs(900);
 
@@ -49,6 +60,115 @@ async fn local_mode_a_miner_killed_mid_epoch_loses_no_sample_and_the_merge_compl
 	// pseudo-gradient alone.
 	let local = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
 	churn("e2e-net-churn-local", "network_churn_local", local, MergeCodec::Int8).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and kills and restarts one (see the file's docs)"]
+async fn a_miner_killed_and_restarted_with_the_same_key_frees_its_leases_and_loses_no_sample() {
+	let started = Instant::now();
+	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_churn_restart");
+	let mut options = tiny_network("e2e-net-restart", &dir, 3, 2, 0, RESTART_QUOTA);
+	// Leases far longer than the restart takes: only the restart can free them.
+	options.orchestrator_args = ["--lease-ms", "60000", "--phase-timeout", "60"]
+		.iter()
+		.map(|s| s.to_string())
+		.collect();
+	let mut net = TestNetwork::start(options).await;
+	let chain = net.chain().await.unwrap();
+	let spec = net.prepared.spec.clone();
+	let watcher = net.client_as("//Bob").await;
+
+	// Once it has accepted backward passes of the epoch (what its process takes with it).
+	let frozen = net.freeze_miner_after(&watcher, VICTIM_STAGE, 2, TIMEOUT).await;
+	let (victim, epoch, held) = (frozen.account.clone(), frozen.epoch, frozen.leases);
+	net.miners[frozen.index].kill9();
+	net.miners[frozen.index].restart().unwrap();
+	let restarted = Instant::now();
+	eprintln!(
+		"killed and restarted {victim} in epoch {epoch} holding {held} leases after {:?}",
+		started.elapsed()
+	);
+
+	// Its new process presents a new session: its leases are released at once, none expired.
+	net.wait("the restart seen by the orchestrator", TIMEOUT, &[], || async {
+		let s = watcher.status().await.ok()?;
+		let v = s.miners.iter().find(|m| m.account == victim)?;
+		(v.restarts == 1).then_some(())
+	})
+	.await;
+	let seen = restarted.elapsed();
+	net.wait("the epoch committed at every stage", TIMEOUT, &[], || async {
+		for s in 0..3u16 {
+			chain.merge_manifest(epoch, s).await.ok()??;
+		}
+		Some(())
+	})
+	.await;
+	let committed = restarted.elapsed();
+	let status = watcher.status().await.unwrap();
+	let v = status.miners.iter().find(|m| m.account == victim).unwrap();
+	assert_eq!(v.leases_expired, 0, "its leases were released by the restart, not by expiry");
+	let summary = net
+		.wait("the epoch in the orchestrator's status", TIMEOUT, &[], || async {
+			watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
+		})
+		.await;
+	let store = net.bucket().await;
+	let log = pathway_log(&net, &watcher, &store, epoch).await;
+	let recomputed: usize = log.records.iter().map(|r| r.recomputed.len()).sum();
+	eprintln!(
+		"restart seen {seen:?} after it, epoch {epoch} committed everywhere {committed:?} after it; \
+		 {} samples, {} passes recomputed, {} lost",
+		summary.samples, summary.recomputed, summary.lost
+	);
+	assert_eq!(summary.lost, 0, "the stage was training: every pass could be recomputed");
+	assert!(summary.recomputed >= 2, "its accepted backward passes were recomputed");
+	assert_eq!(summary.recomputed as usize, recomputed, "the log names every recomputation");
+	assert!(
+		log.records
+			.iter()
+			.flat_map(|r| &r.recomputed)
+			.all(|p| p.stage == VICTIM_STAGE && p.output.is_some()),
+		"only the victim's stage recomputed, each with its output"
+	);
+	// Every manifest counts its whole quota, merged from the miners whose passes it counts.
+	for s in 0..3u16 {
+		let m = chain.merge_manifest(epoch, s).await.unwrap().unwrap();
+		assert_eq!(m.samples, RESTART_QUOTA, "stage {s}'s manifest counts every sample");
+		let counted: BTreeSet<&iota_rpc::AccountId> = log
+			.records
+			.iter()
+			.map(|r| {
+				let si = usize::from(s);
+				r.recomputed
+					.iter()
+					.rev()
+					.find(|p| p.stage == s)
+					.map(|p| &p.miner)
+					.unwrap_or(if si == 2 { &r.forward[si] } else { &r.backward[si] })
+			})
+			.collect();
+		check_manifest(&store, &spec, s, epoch, &m, counted.len() as u32).await;
+	}
+	// The restarted process works on: it runs passes of a later epoch at its stage.
+	let mut later = epoch + 1;
+	loop {
+		assert!(later <= epoch + 4, "the restarted miner ran no pass in epochs {}..={}", epoch + 1, epoch + 4);
+		let written = watcher.epoch_record(later).await.ok().and_then(|r| r.pathway_log).is_some();
+		if !written {
+			net.assert_alive(&[]);
+			assert!(started.elapsed() < TIMEOUT, "timed out waiting for epoch {later}'s pathway log");
+			tokio::time::sleep(Duration::from_millis(500)).await;
+			continue;
+		}
+		let log = pathway_log(&net, &watcher, &store, later).await;
+		if log.records.iter().any(|r| r.backward[usize::from(VICTIM_STAGE)] == victim) {
+			eprintln!("the restarted miner ran stage {VICTIM_STAGE} passes of epoch {later}");
+			break;
+		}
+		later += 1;
+	}
+	eprintln!("done after {:?}", started.elapsed());
 }
 
 /// The scenario (module docs) for `training` and `codec`, logs under `$CARGO_TARGET_TMPDIR/<dir_name>`.

@@ -569,6 +569,8 @@ pub fn miner(p: &MinerPanel) -> Markup {
 					dt { "samples total" } dd #miner-samples-total { (a.samples_total) }
 					dt { "leases held" } dd { (a.leases) }
 					dt { "leases expired" } dd { (a.leases_expired) }
+					dt { "backward passes this epoch" } dd #miner-backward-epoch { (a.backward_this_epoch) }
+					dt { "restarts" } dd #miner-restarts { (a.restarts) }
 					dt { "requests refused" } dd #miner-refused { (refusals(a)) }
 					dt { "last seen" } dd { (format_clock(a.last_seen_ms)) " UTC" }
 				},

@@ -577,6 +577,10 @@ pub struct MinerActivity {
 	pub stage: u16,
 	/// Work items completed in the stage's current epoch.
 	pub samples_this_epoch: u32,
+	/// Backward passes (tail passes included) of the stage's current epoch accepted from it that its
+	/// merge submission may weigh (cleared by a restart that lost them).
+	#[serde(default)]
+	pub backward_this_epoch: u32,
 	/// Work items completed since the run began.
 	pub samples_total: u64,
 	/// Leases it holds now.

@@ -49,6 +49,7 @@ impl State {
 					account: a.clone(),
 					stage: m.stage,
 					samples_this_epoch: if m.epoch == epoch { m.samples_epoch } else { 0 },
+					backward_this_epoch: self.accepted_passes(epoch, m.stage, a),
 					samples_total: m.samples_total,
 					leases: self.leases_of(a),
 					leases_expired: m.leases_expired,
