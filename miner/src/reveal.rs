@@ -9,6 +9,11 @@
 //! its block is final, which is a matter of blocks, not epochs: with short epochs and a lagging chain
 //! many epochs can wait (a rule of "the last few epochs" gave up on reveals that were still due).
 //!
+//! The log outlives a crash of its process: a miner restarted in the same run ([`InnerLog::open`]) finds
+//! the epochs its earlier process kept and answers their challenges, the epoch it was training included
+//! (the orchestrator ended that trail at the restart and the validators still challenge it). Files are
+//! written under a temporary name and renamed, so a kill mid-write leaves no partial step behind.
+//!
 //! The disk used is bounded: [`InnerLog::new`]'s `max_bytes` over every epoch kept. A new epoch makes
 //! room by dropping the oldest waiting ones; an inner step that would pass the bound is not kept, and
 //! nor is any later one of its epoch. States that cannot be rebuilt leave their challenges unanswered
@@ -30,7 +35,13 @@ struct Trail {
 	truncated: bool,
 	/// Bytes on disk.
 	bytes: u64,
+	/// Left by an earlier process of the miner ([`InnerLog::open`]): kept to answer its challenges, never
+	/// written to again.
+	reopened: bool,
 }
+
+/// The file naming the run a log folder belongs to.
+const RUN_FILE: &str = "run";
 
 /// The per-epoch trajectories of one stage replica (module docs).
 #[derive(Debug)]
@@ -57,11 +68,83 @@ impl InnerLog {
 		Ok(InnerLog { dir, max_bytes, epochs: BTreeMap::new() })
 	}
 
+	/// The log in `dir` of run `run`, using at most `max_bytes`, and the epochs an earlier process of the
+	/// miner left there (ascending): a folder of the same run keeps every epoch whose start and first `k`
+	/// steps are whole (anything after a partial file is removed), oldest dropped first past the bound;
+	/// any other folder is cleared as [`new`](Self::new) does.
+	///
+	/// # Errors
+	/// [`MinerError::BadInput`] if the directory cannot be read, created or cleared.
+	pub fn open(dir: PathBuf, max_bytes: u64, run: &str) -> Result<(Self, Vec<u32>)> {
+		let same_run = std::fs::read_to_string(dir.join(RUN_FILE)).is_ok_and(|r| r == run);
+		if !same_run {
+			let log = Self::new(dir, max_bytes)?;
+			let path = log.dir.join(RUN_FILE);
+			std::fs::write(&path, run).map_err(|e| io_err("writing", &path, e))?;
+			return Ok((log, Vec::new()));
+		}
+		let mut log = InnerLog { dir, max_bytes, epochs: BTreeMap::new() };
+		let entries = std::fs::read_dir(&log.dir).map_err(|e| io_err("reading", &log.dir, e))?;
+		let mut starts = Vec::new();
+		let mut files = Vec::new();
+		for entry in entries.flatten() {
+			let name = entry.file_name().to_string_lossy().into_owned();
+			if let Some(e) = name.strip_prefix('e').and_then(|n| n.strip_suffix("-start.bin")) {
+				if let Ok(e) = e.parse::<u32>() {
+					starts.push(e);
+				}
+			}
+			if name != RUN_FILE {
+				files.push(entry.path());
+			}
+		}
+		let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).ok();
+		for epoch in starts {
+			let Some(start) = size(&log.start_path(epoch)) else { continue };
+			if start < 8 || (start - 8) % 12 != 0 {
+				continue;
+			}
+			let p = (start - 8) / 12;
+			let mut kept = 0u32;
+			while size(&log.grad_path(epoch, kept)) == Some(4 * p) {
+				kept += 1;
+			}
+			let bytes = start + 4 * p * u64::from(kept);
+			log.epochs.insert(epoch, Trail { kept, truncated: true, bytes, reopened: true });
+		}
+		// Whatever no kept epoch names (partial writes, steps after a gap) goes.
+		let mut named: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+		for (e, t) in &log.epochs {
+			named.insert(log.start_path(*e));
+			named.extend((0..t.kept).map(|k| log.grad_path(*e, k)));
+		}
+		for f in files.into_iter().filter(|f| !named.contains(f)) {
+			let _ = std::fs::remove_file(f);
+		}
+		while log.bytes() > log.max_bytes {
+			let Some(&oldest) = log.epochs.keys().next() else { break };
+			log.forget(oldest);
+		}
+		let epochs: Vec<u32> = log.epochs.keys().copied().collect();
+		if !epochs.is_empty() {
+			tracing::info!(?epochs, bytes = log.bytes(), "inner-step log: epochs of an earlier process kept for their challenges");
+		}
+		Ok((log, epochs))
+	}
+
+	/// Writes `bytes` to `path` whole or not at all (a temporary file renamed).
+	fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+		let tmp = path.with_extension("tmp");
+		std::fs::write(&tmp, bytes)?;
+		std::fs::rename(&tmp, path)
+	}
+
 	fn start_path(&self, epoch: u32) -> PathBuf {
 		self.dir.join(format!("e{epoch}-start.bin"))
 	}
 
 	fn grad_path(&self, epoch: u32, step: u32) -> PathBuf {
+		// The one name of a step's file (`record` spells it too, under a borrow of its trail).
 		self.dir.join(format!("e{epoch}-g{step}.f32"))
 	}
 
@@ -76,7 +159,9 @@ impl InnerLog {
 	}
 
 	/// Epoch `epoch` begins at `start`: keep it and, of the epochs before it, those `waiting` names
-	/// (their challenges are still to be answered); drop every other one. When the bound leaves no room
+	/// (their challenges are still to be answered); drop every other one. An epoch an earlier process
+	/// left ([`open`](Self::open)) is kept as it is, `epoch` included: that trail is the one the
+	/// orchestrator holds and challenges (the miner sits the rest of the epoch out). When the bound leaves no room
 	/// for the new start, the oldest waiting epochs are dropped first (their challenges then go
 	/// unanswered: the newest epochs are the ones whose reveals are still most likely to be asked).
 	///
@@ -89,10 +174,17 @@ impl InnerLog {
 		start: &InnerState,
 		waiting: &dyn Fn(u32) -> bool,
 	) -> Result<()> {
-		let old: Vec<u32> =
-			self.epochs.keys().copied().filter(|e| *e >= epoch || !waiting(*e)).collect();
+		let old: Vec<u32> = self
+			.epochs
+			.iter()
+			.filter(|(e, t)| if **e >= epoch { !t.reopened } else { !waiting(**e) })
+			.map(|(e, _)| *e)
+			.collect();
 		for e in old {
 			self.forget(e);
+		}
+		if self.epochs.get(&epoch).is_some_and(|t| t.reopened) {
+			return Ok(());
 		}
 		let bytes = start.to_bytes();
 		let len = bytes.len() as u64;
@@ -114,8 +206,8 @@ impl InnerLog {
 			return Ok(());
 		}
 		let path = self.start_path(epoch);
-		std::fs::write(&path, bytes).map_err(|e| io_err("writing", &path, e))?;
-		self.epochs.insert(epoch, Trail { kept: 0, truncated: false, bytes: len });
+		Self::write_whole(&path, &bytes).map_err(|e| io_err("writing", &path, e))?;
+		self.epochs.insert(epoch, Trail { kept: 0, truncated: false, bytes: len, reopened: false });
 		Ok(())
 	}
 
@@ -143,7 +235,7 @@ impl InnerLog {
 			return Ok(());
 		}
 		let path = self.dir.join(format!("e{epoch}-g{step}.f32"));
-		if let Err(e) = std::fs::write(&path, iota_protocol::f32le::to_bytes(mean_grad)) {
+		if let Err(e) = Self::write_whole(&path, &iota_protocol::f32le::to_bytes(mean_grad)) {
 			t.truncated = true;
 			return Err(io_err("writing", &path, e));
 		}
@@ -210,9 +302,13 @@ impl InnerLog {
 	}
 }
 
+/// At exit the folder goes only when it keeps no epoch: one that does may still be challenged, and a
+/// miner restarted in the same run answers from it ([`InnerLog::open`]).
 impl Drop for InnerLog {
 	fn drop(&mut self) {
-		let _ = std::fs::remove_dir_all(&self.dir);
+		if self.epochs.is_empty() {
+			let _ = std::fs::remove_dir_all(&self.dir);
+		}
 	}
 }
 
@@ -260,7 +356,7 @@ mod tests {
 		assert!(!log.keeps(3) && log.keeps(4), "the waiting epoch made room");
 		assert!(log.bytes() <= (8 + 12 * p + 2 * 4 * p) as u64);
 		drop(log);
-		assert!(!dir.exists(), "the log's files go with it");
+		assert!(dir.exists(), "a log that keeps an epoch stays for a restarted miner");
 
 		// With room, later epochs keep an epoch while it waits for its challenges, however many go by;
 		// once it no longer waits the next epoch drops it.
@@ -275,7 +371,64 @@ mod tests {
 		log.begin(20, &live, &|_| false).unwrap();
 		assert!(!log.keeps(3) && !log.keeps(19) && log.keeps(20));
 		assert!(log.states_at(3, &[0].into(), &decay, &opts, 4 * p).is_err());
+		log.forget(20);
 		drop(log);
-		assert!(!dir.exists(), "the log's files go with it");
+		assert!(!dir.exists(), "an empty log's folder goes with it");
+	}
+
+	#[test]
+	fn a_restarted_miner_finds_what_its_earlier_process_kept_and_replays_it() {
+		let p = 32;
+		let dir = std::env::temp_dir().join(format!("iota-inner-reopen-{}", std::process::id()));
+		let decay = vec![true; p];
+		let opts = StepOptions::default();
+		let (mut log, found) = InnerLog::open(dir.clone(), 1 << 20, "run-a").unwrap();
+		assert!(found.is_empty(), "a fresh folder");
+		let mut live = state(p);
+		let mut hashes = Vec::new();
+		for e in [4u32, 5] {
+			log.begin(e, &live, &|w| w == 4).unwrap();
+			hashes.push(vec![live.hash()]);
+			for k in 0..3u32 {
+				let g: Vec<f32> = (0..p).map(|i| ((i as u32 * 3 + k + e) as f32).cos()).collect();
+				log.record(e, k, &g).unwrap();
+				live.step(&g, &decay, &opts, 4 * p).unwrap();
+				hashes.last_mut().unwrap().push(live.hash());
+			}
+		}
+		// Killed (no drop runs), with step 2 of epoch 5 half written and a stray temporary file.
+		std::mem::forget(log);
+		let g2 = dir.join("e5-g2.f32");
+		let whole = std::fs::read(&g2).unwrap();
+		std::fs::write(&g2, &whole[..whole.len() / 2]).unwrap();
+		std::fs::write(dir.join("e5-g3.tmp"), b"partial").unwrap();
+
+		let (mut log, found) = InnerLog::open(dir.clone(), 1 << 20, "run-a").unwrap();
+		assert_eq!(found, vec![4, 5]);
+		let at = |log: &InnerLog, e: u32, ks: &[u32]| {
+			log.states_at(e, &ks.iter().copied().collect(), &decay, &opts, 4 * p)
+		};
+		for (i, e) in [4u32, 5].into_iter().enumerate() {
+			let whole_steps: &[u32] = if e == 4 { &[0, 1, 2, 3] } else { &[0, 1, 2] };
+			for (k, s) in at(&log, e, whole_steps).unwrap() {
+				assert_eq!(s.hash(), hashes[i][k as usize], "epoch {e} state {k}");
+			}
+		}
+		assert!(at(&log, 5, &[3]).is_err(), "the step after the partial write is gone");
+		assert!(!g2.exists() && !dir.join("e5-g3.tmp").exists(), "partial files removed");
+		// The epoch it was training (5) is kept as it was: no new start, no more steps.
+		log.begin(5, &state(p), &|_| true).unwrap();
+		log.record(5, 2, &vec![1.0; p]).unwrap();
+		assert_eq!(at(&log, 5, &[2]).unwrap()[&2].hash(), hashes[1][2]);
+		assert!(at(&log, 5, &[3]).is_err());
+		// The next epoch drops what no longer waits for its challenges.
+		log.begin(6, &live, &|w| w == 5).unwrap();
+		assert!(!log.keeps(4) && log.keeps(5) && log.keeps(6));
+		drop(log);
+		// Another run's miner clears the folder.
+		let (log, found) = InnerLog::open(dir.clone(), 1 << 20, "run-b").unwrap();
+		assert!(found.is_empty() && !log.keeps(5));
+		drop(log);
+		assert!(!dir.exists());
 	}
 }

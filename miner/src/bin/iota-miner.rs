@@ -48,9 +48,9 @@ struct Cli {
 	/// Cache data shards here.
 	#[arg(long, env = "IOTA_CACHE_DIR")]
 	cache_dir: Option<PathBuf>,
-	/// Local mode: keep the inner-step log (what answers challenges) in this folder, which it owns (emptied
-	/// at start, removed at exit); default `<cache-dir>/inner-s<stage>-<account>`, else a folder in the
-	/// temporary directory.
+	/// Local mode: keep the inner-step log (what answers challenges) in this folder, which it owns (what an
+	/// earlier process of the same run left is kept and answered from after a restart, anything else is
+	/// removed); default `<cache-dir>/inner-s<stage>-<account>`, else a folder in the temporary directory.
 	#[arg(long, env = "IOTA_REVEAL_DIR")]
 	reveal_dir: Option<PathBuf>,
 	/// Local mode: most disk the inner-step log may use, in MiB (the current epoch and those whose

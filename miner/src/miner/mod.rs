@@ -125,7 +125,8 @@ pub struct MinerConfig {
 	pub fault: Option<Fault>,
 	/// Local mode: where the inner-step log that answers challenges lives ([`crate::reveal`]; `None`:
 	/// `<cache_dir>/inner-s<stage>-<account>`, else a folder of its own in the system's temporary
-	/// directory). The folder is the log's own: it is emptied at start and removed at exit.
+	/// directory). The folder is the log's own: a miner of the same run keeps what an earlier process
+	/// left there (to answer its challenges), any other content is removed; it goes at exit once empty.
 	pub reveal_dir: Option<PathBuf>,
 	/// Local mode: most bytes the inner-step log may use on disk, over the epoch being trained and those
 	/// waiting for their challenges ([`crate::reveal::InnerLog::begin`]).
@@ -382,8 +383,17 @@ impl Miner {
 							.join(format!("iota-inner-{}-{n}-s{index}", std::process::id()))
 					},
 				});
-				Some(InnerLog::new(dir, cfg.reveal_max_bytes)?)
+				Some(InnerLog::open(dir, cfg.reveal_max_bytes, &spec.run)?)
 			},
+		};
+		// Epochs an earlier process of this miner kept (it crashed or was restarted): their challenges
+		// are answered from the log, the one it was training included.
+		let (inner_log, reveal_due) = match inner_log {
+			Some((log, found)) => {
+				let now = Instant::now();
+				(Some(log), found.into_iter().map(|e| (e, now)).collect())
+			},
+			None => (None, Default::default()),
 		};
 		Ok(Miner {
 			orch,
@@ -401,7 +411,7 @@ impl Miner {
 			acc: Accumulator::default(),
 			local,
 			inner_log,
-			reveal_due: Default::default(),
+			reveal_due,
 			resync_floor: None,
 			feedback: ErrorFeedback::default(),
 			feedback_next: None,
