@@ -22,7 +22,10 @@
 //! miners whose passes it counts; the restarted miner works on in a later epoch. The times from the
 //! restart to its detection and to the epoch's last commit are printed. The miner is frozen once it has
 //! two accepted backward passes of the epoch (the status's `backward_this_epoch`), so there is work to
-//! recompute.
+//! recompute. In local mode (with a validator): its passes of the epoch, part of its inner-step trail,
+//! are counted lost and the manifest counts the rest; its trail stays in the pathway log, and the
+//! restarted process answers the trail's challenges from the inner-step log its earlier process kept,
+//! so the validator's verdicts on it for that epoch are `Pass`.
 //!
 //! ```sh
 //! ./scripts/fetch-data.sh
@@ -168,6 +171,86 @@ async fn a_miner_killed_and_restarted_with_the_same_key_frees_its_leases_and_los
 		}
 		later += 1;
 	}
+	eprintln!("done after {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and a validator, and kills and restarts one miner (see the file's docs)"]
+async fn local_mode_a_miner_restarted_with_the_same_key_answers_its_challenges_from_its_kept_log() {
+	let started = Instant::now();
+	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_churn_restart_local");
+	let mut options = tiny_network("e2e-net-restart-local", &dir, 3, 2, 1, RESTART_QUOTA);
+	options.data.training = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
+	options.data.merge_codec = MergeCodec::Int8;
+	options.orchestrator_args = ["--lease-ms", "60000", "--phase-timeout", "60"]
+		.iter()
+		.map(|s| s.to_string())
+		.collect();
+	let mut net = TestNetwork::start(options).await;
+	let chain = net.chain().await.unwrap();
+	let watcher = net.client_as("//Bob").await;
+	let validator = iota_chain::Signer::from_uri(net.accounts().1[0]).unwrap().account_id();
+
+	// Four backward passes: two inner steps (every 2), so its trail has a reported step to challenge.
+	let frozen = net.freeze_miner_after(&watcher, VICTIM_STAGE, 4, TIMEOUT).await;
+	let (victim, epoch) = (frozen.account.clone(), frozen.epoch);
+	net.miners[frozen.index].kill9();
+	net.miners[frozen.index].restart().unwrap();
+	eprintln!("killed and restarted {victim} in epoch {epoch} after {:?}", started.elapsed());
+	net.wait("the restart seen by the orchestrator", TIMEOUT, &[], || async {
+		let s = watcher.status().await.ok()?;
+		(s.miners.iter().find(|m| m.account == victim)?.restarts == 1).then_some(())
+	})
+	.await;
+	net.wait("the epoch committed at every stage", TIMEOUT, &[], || async {
+		for s in 0..3u16 {
+			chain.merge_manifest(epoch, s).await.ok()??;
+		}
+		Some(())
+	})
+	.await;
+	let summary = net
+		.wait("the epoch in the orchestrator's status", TIMEOUT, &[], || async {
+			watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
+		})
+		.await;
+	let status = watcher.status().await.unwrap();
+	let v = status.miners.iter().find(|m| m.account == victim).unwrap();
+	assert_eq!(v.leases_expired, 0, "its leases were released by the restart, not by expiry");
+	// Its passes belonged to its inner-step trail, which ended with its process: counted lost, the
+	// stage's manifest merged the rest.
+	let m = chain.merge_manifest(epoch, VICTIM_STAGE).await.unwrap().unwrap();
+	eprintln!(
+		"epoch {epoch}: {} passes lost, {} recomputed; stage {VICTIM_STAGE} merged {} of {RESTART_QUOTA}",
+		summary.lost, summary.recomputed, m.samples
+	);
+	assert!(summary.lost >= 4 && summary.recomputed == 0, "{summary:?}");
+	assert_eq!(m.samples + summary.lost, RESTART_QUOTA, "the manifest counts every pass it merged");
+	let store = net.bucket().await;
+	let log = pathway_log(&net, &watcher, &store, epoch).await;
+	assert!(
+		log.inner_states.iter().any(|t| t.stage == VICTIM_STAGE && t.miner == victim),
+		"its trail of the epoch stays challengeable"
+	);
+	// The validator's verdicts on it for that epoch: its restarted process answered the challenges from
+	// the log its earlier one kept, so there is one and none is a Fail.
+	let client = chain;
+	let got = net
+		.wait("the validator's verdict on the restarted miner", TIMEOUT, &[], || async {
+			let v = verdicts(&client, epoch, &victim, &validator).await;
+			(!v.is_empty()).then_some(v)
+		})
+		.await;
+	eprintln!("verdicts on the restarted miner for epoch {epoch}: {got:?}");
+	assert!(got.iter().all(|v| *v == iota_chain::Verdict::Pass), "{got:?}");
+	let text = net.miner_logs()[frozen.index].clone();
+	let reopened = text
+		.find("epochs of an earlier process kept for their challenges")
+		.expect("the restarted miner reopened its log");
+	assert!(
+		text[reopened..].contains(&format!("stage={VICTIM_STAGE} epoch={epoch} step=")),
+		"the restarted process revealed challenged steps of epoch {epoch}"
+	);
 	eprintln!("done after {:?}", started.elapsed());
 }
 
