@@ -4,7 +4,8 @@
 //! butterfly merge, state attestation, `commit_merge` on chain, pathway log). On the way: a lease expires
 //! and its item is re-listed; a replayed request (NonceReused), a forged one (BadSignature), a stale one,
 //! unregistered and wrong-role callers, a wrong stage, an unknown lease and an oversize key are refused
-//! with their own codes and counted in the metrics.
+//! with their own codes and counted in the metrics. At the end a miner registered mid-run (its extrinsic
+//! waited for the best block only) is served within two blocks of its registration.
 //!
 //! ```sh
 //! cargo build -p iota-orchestrator        # the node binary must exist too (scripts/test.sh builds it)
@@ -230,6 +231,43 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	assert_eq!(record.shard_copies.len(), 3);
 	assert_eq!(record.submissions.len(), 3);
 	assert!(record.shard_mismatches.is_empty());
+
+	// ---- a miner registered mid-run is served from the best block -----------------------------------
+	// The orchestrator reads registrations at the best block it acts on (money waits for finality), so a
+	// new miner's getWork is accepted within two blocks of the block holding its registration.
+	let included = client
+		.submit_calls(
+			&Signer::dev("alice").unwrap(),
+			vec![iota_chain::calls::register_miner()],
+			iota_chain::Wait::InBlock,
+		)
+		.await
+		.unwrap()
+		.unwrap()
+		.block_number;
+	let alice_stage = client
+		.at_block(client.best_hash().await.unwrap())
+		.miner(&alice.account())
+		.await
+		.unwrap()
+		.expect("registered at the best block")
+		.stage;
+	let served_at = wait_for("the new miner served", T, || async {
+		match alice.get_work(alice_stage).await {
+			Err(e) if code_of(&e) == Some(ErrorCode::NotRegistered) => None,
+			// The best block after the answer: an upper bound of the one it was served at.
+			_ => client.best_number().await.ok(),
+		}
+	})
+	.await;
+	let finalized = client.finalized_number().await.unwrap();
+	eprintln!(
+		"registered in block {included}, served by best block {served_at} (finalized: {finalized})"
+	);
+	assert!(
+		served_at <= included + 2,
+		"a new miner is served within two blocks of its registration: block {included}, served at {served_at}"
+	);
 
 	// ---- phase changes were pushed --------------------------------------------------------------
 	let mut events = Vec::new();

@@ -203,6 +203,12 @@ pub mod calls {
 		runtime::Call::Iota(C::advance_phase { stage, epoch, report })
 	}
 
+	/// `register_miner()` (any funded account): for a caller that waits for the best block only
+	/// ([`IotaClient::submit_calls`]); [`IotaClient::register_miner`] waits for finality.
+	pub fn register_miner() -> runtime::Call {
+		runtime::Call::Iota(C::register_miner {})
+	}
+
 	/// `commit_merge(stage, epoch, manifest)` (orchestrator).
 	pub fn commit_merge(stage: StageId, epoch: Epoch, manifest: MergeManifest) -> runtime::Call {
 		runtime::Call::Iota(C::commit_merge { stage, epoch, manifest })
