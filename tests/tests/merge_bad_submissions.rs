@@ -11,7 +11,12 @@
 //! (`HashMismatch`), then its real gradient, which is accepted (the refusals left nothing behind).
 //! Asserted from the chain's manifests and the epoch record: stage 1 merged its honest member alone,
 //! every other stage both members; each manifest's sample count is its members' accepted passes (the
-//! whole quota at stages 0 and 2); the refusals are counted by code in the metrics.
+//! whole quota at stages 0 and 2); the refusals are counted by code in the metrics, and by sender
+//! (`iota_orchestrator_merge_vectors_refused_total{miner, stage, method, code}`); the three refused
+//! vectors the orchestrator read are in the epoch record under their senders, and the validator's
+//! check of them (`iota_validator::vector_audit`, the same acceptance rule) fails the NaN sender on the
+//! vector still in the bucket (its Inf upload overwrote the NaN one at the same key, which is left
+//! unjudged, as is the chunk-hash refusal).
 //!
 //! ```sh
 //! cargo build -p iota-orchestrator        # the node binary must exist too (scripts/test.sh builds it)
@@ -243,8 +248,47 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 		"the NaN miner is in no round"
 	);
 	assert!(record.shard_mismatches.is_empty());
+	// The refused vectors read from the bucket are in the record, each named by its sender: the NaN and
+	// Inf gradients and the one with wrong chunk hashes (the inflated claim and the short vector were
+	// refused by their declared size and count before their objects were read).
+	let refused: Vec<(u16, &iota_rpc::AccountId, &str)> = record
+		.refused_vectors
+		.iter()
+		.map(|v| (v.stage, &v.source.miner, v.reason.as_str()))
+		.collect();
+	eprintln!("refused vectors in the epoch record: {refused:?}");
+	let nan_account = miners[nan_miner].account();
+	let fixed_account = miners[fixed_miner].account();
+	assert_eq!(record.refused_vectors.len(), 3, "{refused:?}");
+	assert_eq!(refused.iter().filter(|r| *r.1 == nan_account).count(), 2);
+	assert_eq!(refused.iter().filter(|r| *r.1 == fixed_account).count(), 1);
+	// What a validator makes of them with the acceptance rule: the Inf vector (the NaN miner's last
+	// upload) fails it; the NaN one was overwritten at the same key by it and the chunk-hash refusal's
+	// list is the orchestrator's report, not in the object: neither is judged.
+	let http = s3.http();
+	let objects = iota_validator::objects::OrchestratorObjects { rpc: &watcher, http: &http };
+	let spec_params: Vec<u64> =
+		(0..=usize::from(tail)).map(|s| spec.model.stage_param_count(s).unwrap() as u64).collect();
+	let audit = iota_validator::vector_audit::audit_refused_vectors(
+		&record,
+		spec.merge_codec,
+		&spec_params,
+		&objects,
+	)
+	.await;
+	let failed: Vec<&iota_rpc::AccountId> = audit.findings.iter().map(|f| &f.miner).collect();
+	assert_eq!(failed, vec![&nan_account], "{audit:?}");
+	assert!(audit.findings[0].evidence.refused.contains("non-finite value at element 0"), "{audit:?}");
+	assert_eq!(audit.unjudged.len(), 2, "{audit:?}");
 
 	let metrics = http_get(&orch.metrics_addr, "/metrics").await;
+	// Per sender: the NaN miner's refusals name it and its stage.
+	assert!(
+		metrics.contains(&format!(
+			"iota_orchestrator_merge_vectors_refused_total{{code=\"non_finite\",method=\"iota_submitGradient\",miner=\"{nan_account}\",stage=\"1\"}} 2"
+		)),
+		"the NaN sender named in the metrics:\n{metrics}"
+	);
 	for code in ["sample_count_mismatch", "non_finite", "shape_mismatch", "hash_mismatch"] {
 		assert!(
 			metrics.contains(&format!("iota_orchestrator_refusals_total{{code=\"{code}\"}}")),

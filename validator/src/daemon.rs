@@ -761,6 +761,23 @@ impl Daemon {
 			found.entry(f.miner).or_default().shards.push(f.evidence);
 		}
 
+		// Refused merge vectors, checked again with the acceptance rule.
+		let vectors = crate::vector_audit::audit_refused_vectors(
+			&record,
+			layout.codec,
+			&layout.param_counts,
+			&objects,
+		)
+		.await;
+		for u in &vectors.unjudged {
+			tracing::info!(epoch, "{u}: not judged");
+		}
+		for f in vectors.findings {
+			self.metrics.failures.with_label_values(&["refused_vector"]).inc();
+			tracing::warn!(epoch, miner = %f.miner, stage = f.evidence.stage, refused = %f.evidence.refused, "refused merge vector breaks the acceptance rule");
+			found.entry(f.miner).or_default().vectors.push(f.evidence);
+		}
+
 		// Evidence bundles (one per judged miner) and the spot-check statuses CLASP needs.
 		let mut summary = EpochSummary::default();
 		let mut weights = None;

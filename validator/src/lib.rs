@@ -70,4 +70,5 @@ pub mod recompute;
 pub mod shard_audit;
 pub mod spot_check;
 pub mod tolerance;
+pub mod vector_audit;
 pub mod weights;

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `iota_validator_checks_total` | `outcome` = pass, fail, inconclusive | spot-checks run |
 //! | `iota_validator_inconclusive_total` | `kind` (e.g. unavailable, garbage_object, bad_input, malformed_log, weights, unconfirmed, manifest_mismatch) | checks and audits without a verdict |
-//! | `iota_validator_failures_found_total` | `source` = spot_check, shard_audit | failing findings |
+//! | `iota_validator_failures_found_total` | `source` = spot_check, shard_audit, inner_step, refused_vector | failing findings |
 //! | `iota_validator_shards_recomputed_total` | | butterfly shards recomputed |
 //! | `iota_validator_verdicts_submitted_total` | `verdict` = pass, fail | `submit_spot_check` extrinsics included |
 //! | `iota_validator_verdicts_withheld_total` | `reason` = no_work_check | judged miners given no verdict (a `Pass` only from shard audits) |

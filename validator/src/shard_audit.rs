@@ -530,6 +530,7 @@ mod tests {
 			shard_mismatches: mismatches,
 			shard_copies: copies,
 			submissions,
+			refused_vectors: vec![],
 		};
 		(record, chain)
 	}

@@ -330,6 +330,10 @@ pub struct EvidenceBundle {
 	/// Local mode: the submitted pseudo-gradients judged against the revealed last state.
 	#[serde(default, skip_serializing_if = "Vec::is_empty")]
 	pub pseudo_gradients: Vec<PseudoGradientEvidence>,
+	/// Gradient submissions the orchestrator refused that break the acceptance rule by their bytes
+	/// ([`crate::vector_audit`]).
+	#[serde(default, skip_serializing_if = "Vec::is_empty")]
+	pub vectors: Vec<crate::vector_audit::VectorEvidence>,
 }
 
 /// Everything conclusive a validator found about one miner in one epoch.
@@ -343,6 +347,8 @@ pub struct Findings {
 	pub inner_steps: Vec<InnerStepEvidence>,
 	/// Local mode: pseudo-gradient checks.
 	pub pseudo_gradients: Vec<PseudoGradientEvidence>,
+	/// Refused merge vectors that break the acceptance rule (always `Fail`).
+	pub vectors: Vec<crate::vector_audit::VectorEvidence>,
 }
 
 impl Findings {
@@ -352,6 +358,7 @@ impl Findings {
 			&& self.shards.is_empty()
 			&& self.inner_steps.is_empty()
 			&& self.pseudo_gradients.is_empty()
+			&& self.vectors.is_empty()
 	}
 
 	/// Whether a check of the miner's own work is among the findings (a spot-check, a challenged inner
@@ -367,6 +374,7 @@ impl Findings {
 			|| self.shards.iter().any(|c| fail(&c.verdict))
 			|| self.inner_steps.iter().any(|c| fail(&c.verdict))
 			|| self.pseudo_gradients.iter().any(|c| fail(&c.verdict))
+			|| self.vectors.iter().any(|c| fail(&c.verdict))
 	}
 }
 
@@ -383,7 +391,7 @@ impl EvidenceBundle {
 			return None;
 		}
 		let verdict = if findings.failed() { Verdict::Fail } else { Verdict::Pass };
-		let Findings { checks, shards, inner_steps, pseudo_gradients } = findings;
+		let Findings { checks, shards, inner_steps, pseudo_gradients, vectors } = findings;
 		Some(Self {
 			version: EVIDENCE_VERSION,
 			run: run.into(),
@@ -395,6 +403,7 @@ impl EvidenceBundle {
 			shards,
 			inner_steps,
 			pseudo_gradients,
+			vectors,
 		})
 	}
 

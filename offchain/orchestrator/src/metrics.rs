@@ -1,5 +1,5 @@
 //! Prometheus metrics, served at `/metrics` on their own address: requests by method and result,
-//! refusals by error code, leases expired, queue depth per stage and direction, tokens per second, loss.
+//! refusals by error code, refused merge vectors by sender, leases expired, queue depth per stage and direction, tokens per second, loss.
 
 use std::net::SocketAddr;
 
@@ -14,6 +14,9 @@ pub struct Metrics {
 	pub requests: IntCounterVec,
 	/// `iota_orchestrator_refusals_total{code}`.
 	pub refusals: IntCounterVec,
+	/// `iota_orchestrator_merge_vectors_refused_total{miner, stage, method, code}`: refused gradient
+	/// submissions and shard copies by sender (SS58) and its stage.
+	pub vectors_refused: IntCounterVec,
 	/// `iota_orchestrator_leases_expired_total`.
 	pub leases_expired: IntCounter,
 	/// `iota_orchestrator_queue_depth{stage, direction}`.
@@ -39,6 +42,13 @@ impl Metrics {
 			Opts::new("iota_orchestrator_refusals_total", "Refused RPC requests by error code"),
 			&["code"],
 		)?;
+		let vectors_refused = IntCounterVec::new(
+			Opts::new(
+				"iota_orchestrator_merge_vectors_refused_total",
+				"Refused merge vectors (gradients, shard copies) by sender, stage, method and error code",
+			),
+			&["miner", "stage", "method", "code"],
+		)?;
 		let leases_expired = IntCounter::new(
 			"iota_orchestrator_leases_expired_total",
 			"Leases that expired and were re-listed",
@@ -54,11 +64,21 @@ impl Metrics {
 		let loss = Gauge::new("iota_orchestrator_loss", "Last reported tail loss (nats)")?;
 		registry.register(Box::new(requests.clone()))?;
 		registry.register(Box::new(refusals.clone()))?;
+		registry.register(Box::new(vectors_refused.clone()))?;
 		registry.register(Box::new(leases_expired.clone()))?;
 		registry.register(Box::new(queue_depth.clone()))?;
 		registry.register(Box::new(tokens_per_sec.clone()))?;
 		registry.register(Box::new(loss.clone()))?;
-		Ok(Self { registry, requests, refusals, leases_expired, queue_depth, tokens_per_sec, loss })
+		Ok(Self {
+			registry,
+			requests,
+			refusals,
+			vectors_refused,
+			leases_expired,
+			queue_depth,
+			tokens_per_sec,
+			loss,
+		})
 	}
 
 	/// The text exposition of every metric ([`iota_telemetry::render`]).

@@ -360,6 +360,15 @@ impl Orchestrator {
 				if method == methods::SUBMIT_GRADIENT || method == methods::SUBMIT_SHARD {
 					// A refused merge vector names its sender where an operator looks.
 					tracing::warn!(method, %account, code = e.code.name(), message = %e.message, "merge vector refused");
+					let stage = self
+						.registry()
+						.miners
+						.get(&account.0)
+						.map_or_else(|| "-".to_owned(), |(s, _)| s.to_string());
+					self.metrics
+						.vectors_refused
+						.with_label_values(&[&account.to_string(), &stage, method, e.code.name()])
+						.inc();
 				} else {
 					tracing::debug!(method, %account, code = e.code.name(), message = %e.message, "refused");
 				}
@@ -654,9 +663,28 @@ impl Orchestrator {
 			st.check_gradient(&req.account, stage, b.epoch, &b.gradient, &b.chunk_hashes, b.samples)
 		})?;
 		let bytes = self.fetch_checked(&b.gradient.key, &b.gradient.hash, b.gradient.size).await?;
-		let p = self.with_state(|st| st.param_count(stage));
-		iota_protocol::accept_submission(self.spec.merge_codec, &bytes, &b.chunk_hashes, p)
-			.map_err(|e| acceptance_refusal("gradient", e))?;
+		let (p, round) =
+			self.with_state(|st| (st.param_count(stage), st.stage(stage).map_or(0, |s| s.round)));
+		if let Err(e) =
+			iota_protocol::accept_submission(self.spec.merge_codec, &bytes, &b.chunk_hashes, p)
+		{
+			let refusal = acceptance_refusal("gradient", e);
+			// The object is in the bucket: the refusal is evidence a validator can check (epoch record).
+			let evidence = Event::GradientRefused {
+				stage,
+				epoch: b.epoch,
+				round,
+				miner: req.account.clone(),
+				object: b.gradient.object(),
+				chunk_hashes: b.chunk_hashes.clone(),
+				samples: b.samples,
+				reason: refusal.message.clone(),
+			};
+			if let Err(e) = self.record(vec![evidence]) {
+				tracing::warn!(error = %e, "cannot record a refused gradient");
+			}
+			return Err(refusal);
+		}
 		self.commit(nonce, |st| {
 			Ok((
 				vec![st.check_gradient(
@@ -954,7 +982,28 @@ impl Orchestrator {
 				},
 			});
 		}
-		Ok(EpochRecord { epoch, pathway_log, shard_mismatches, shard_copies, submissions })
+		let mut refused_vectors = Vec::new();
+		for (stage, round, miner, s, reason) in &audit.refused {
+			refused_vectors.push(RefusedVector {
+				stage: *stage,
+				round: *round,
+				source: SubmissionSource {
+					miner: miner.clone(),
+					samples: s.samples,
+					object: self.get_of(&s.object).await?,
+					chunk_hashes: s.chunk_hashes.clone(),
+				},
+				reason: reason.clone(),
+			});
+		}
+		Ok(EpochRecord {
+			epoch,
+			pathway_log,
+			shard_mismatches,
+			shard_copies,
+			submissions,
+			refused_vectors,
+		})
 	}
 
 	/// `iota_status`.

@@ -465,6 +465,29 @@ pub struct EpochRecord {
 	pub shard_copies: Vec<ShardCopy>,
 	/// Per stage, every gradient submission of the final merge round.
 	pub submissions: Vec<StageSubmission>,
+	/// Gradient submissions the orchestrator refused after reading them from the bucket (the protocol's
+	/// acceptance rule: length, chunk hashes, finite values), at most
+	/// [`MAX_REFUSED_VECTORS_PER_MINER`] per miner and stage: evidence a validator checks with the same
+	/// rule and judges the sender by.
+	#[serde(default)]
+	pub refused_vectors: Vec<RefusedVector>,
+}
+
+/// Refused gradient submissions an epoch record keeps per miner and stage.
+pub const MAX_REFUSED_VECTORS_PER_MINER: usize = 4;
+
+/// A gradient submission the orchestrator refused ([`EpochRecord::refused_vectors`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedVector {
+	/// Stage.
+	pub stage: u16,
+	/// Merge round.
+	pub round: u32,
+	/// The submission as it was sent (miner, claimed samples, object, chunk hashes).
+	pub source: SubmissionSource,
+	/// Why the orchestrator refused it.
+	pub reason: String,
 }
 
 /// One accepted copy of a reduced shard.

@@ -123,6 +123,27 @@ pub enum Event {
 		/// Micro-batches summed.
 		samples: u32,
 	},
+	/// A gradient submission was refused once read from the bucket (the protocol's acceptance rule): kept
+	/// in the epoch's audit record as evidence against its sender (at most
+	/// [`iota_rpc::types::MAX_REFUSED_VECTORS_PER_MINER`] per miner and stage). Changes nothing else.
+	GradientRefused {
+		/// Stage.
+		stage: u16,
+		/// Epoch.
+		epoch: u32,
+		/// Merge round.
+		round: u32,
+		/// Submitter.
+		miner: AccountId,
+		/// The object.
+		object: Obj,
+		/// Chunk hashes it listed.
+		chunk_hashes: Vec<ContentHash>,
+		/// Micro-batches it claimed.
+		samples: u32,
+		/// The refusal.
+		reason: String,
+	},
 	/// A reduced shard copy was accepted.
 	ShardAccepted {
 		/// Stage.
@@ -318,6 +339,27 @@ impl State {
 					}
 				}
 				self.close_trail(*stage, *epoch, miner);
+			},
+			Event::GradientRefused {
+				stage,
+				epoch,
+				round,
+				miner,
+				object,
+				chunk_hashes,
+				samples,
+				reason,
+			} => {
+				let audit = self.audits.entry(*epoch).or_default();
+				let kept = audit.refused.iter().filter(|r| r.0 == *stage && &r.2 == miner).count();
+				if kept < iota_rpc::types::MAX_REFUSED_VECTORS_PER_MINER {
+					let sub = Submission {
+						object: object.clone(),
+						chunk_hashes: chunk_hashes.clone(),
+						samples: *samples,
+					};
+					audit.refused.push((*stage, *round, miner.clone(), sub, reason.clone()));
+				}
 			},
 			Event::ShardAccepted { stage, epoch, round, shard, miner, object } => self.apply_shard(
 				*stage,

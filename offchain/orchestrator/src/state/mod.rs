@@ -198,6 +198,9 @@ pub struct MergeState {
 /// A shard whose copies disagreed: (stage, round, shard, element range, the copies).
 pub type MismatchRec = (u16, u32, u32, [u64; 2], Vec<CopyRec>);
 
+/// A refused gradient submission: (stage, round, miner, the submission, the refusal).
+pub type RefusedRec = (u16, u32, AccountId, Submission, String);
+
 /// An accepted shard copy: (stage, round, shard, element range, the copy).
 pub type CopyAudit = (u16, u32, u32, [u64; 2], CopyRec);
 
@@ -212,6 +215,8 @@ pub struct EpochAudit {
 	pub copies: Vec<CopyAudit>,
 	/// (stage, round, miner, submission) of each stage's final round.
 	pub submissions: Vec<(u16, u32, AccountId, Submission)>,
+	/// (stage, round, miner, submission, reason) of refused gradient submissions ([`Event::GradientRefused`]).
+	pub refused: Vec<RefusedRec>,
 	/// Sum of losses, number of losses, completed samples, wire bytes.
 	loss_sum: f64,
 	losses: u32,

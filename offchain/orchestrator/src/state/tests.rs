@@ -1380,3 +1380,31 @@ fn local_mode_a_restart_ends_the_miners_trail_for_the_epoch() {
 	// The trail stays in the pathway log as it was reported (its states were challengeable).
 	assert_eq!(w.st.pathway_log(0).reported(1, &acc(2)), 1);
 }
+
+#[test]
+fn refused_gradients_are_kept_as_evidence_up_to_a_bound_per_sender() {
+	let mut w = World::new(2, 4, &[&[1], &[2, 5], &[3]]);
+	let refused = |m: u8, i: u8| Event::GradientRefused {
+		stage: 1,
+		epoch: 0,
+		round: 0,
+		miner: acc(m),
+		object: Obj { key: format!("g{m}-{i}"), hash: ContentHash::of(&[m, i]), size: 80 },
+		chunk_hashes: vec![ContentHash::of(b"c")],
+		samples: 1,
+		reason: "gradient: non-finite value at element 0".into(),
+	};
+	for i in 0..6 {
+		w.apply(refused(2, i));
+	}
+	w.apply(refused(5, 0));
+	let kept = &w.st.audit(0).unwrap().refused;
+	let by = |m: u8| kept.iter().filter(|r| r.2 == acc(m)).count();
+	assert_eq!((by(2), by(5)), (iota_rpc::types::MAX_REFUSED_VECTORS_PER_MINER, 1));
+	assert!(w.st.stage(1).unwrap().merge.submissions.is_empty(), "evidence, not a submission");
+	let mut again = State::new(w.st.config().clone());
+	for e in &w.log {
+		again.apply(e);
+	}
+	assert_eq!(again, w.st);
+}
