@@ -169,7 +169,8 @@ impl Orchestrator for RpcOrchestrator {
 	}
 	async fn get_work(&self, stage: u16) -> Result<Work> {
 		let session = self.session;
-		self.with("iota_getWork", |c| async move { c.get_work_in(stage, session).await }).await
+		self.with("iota_getWork", |c| async move { c.get_work_in(stage, session).await })
+			.await
 	}
 	async fn submit_activation(
 		&self,

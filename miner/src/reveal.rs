@@ -127,7 +127,11 @@ impl InnerLog {
 		}
 		let epochs: Vec<u32> = log.epochs.keys().copied().collect();
 		if !epochs.is_empty() {
-			tracing::info!(?epochs, bytes = log.bytes(), "inner-step log: epochs of an earlier process kept for their challenges");
+			tracing::info!(
+				?epochs,
+				bytes = log.bytes(),
+				"inner-step log: epochs of an earlier process kept for their challenges"
+			);
 		}
 		Ok((log, epochs))
 	}
@@ -207,7 +211,8 @@ impl InnerLog {
 		}
 		let path = self.start_path(epoch);
 		Self::write_whole(&path, &bytes).map_err(|e| io_err("writing", &path, e))?;
-		self.epochs.insert(epoch, Trail { kept: 0, truncated: false, bytes: len, reopened: false });
+		self.epochs
+			.insert(epoch, Trail { kept: 0, truncated: false, bytes: len, reopened: false });
 		Ok(())
 	}
 

@@ -267,8 +267,9 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	// list is the orchestrator's report, not in the object: neither is judged.
 	let http = s3.http();
 	let objects = iota_validator::objects::OrchestratorObjects { rpc: &watcher, http: &http };
-	let spec_params: Vec<u64> =
-		(0..=usize::from(tail)).map(|s| spec.model.stage_param_count(s).unwrap() as u64).collect();
+	let spec_params: Vec<u64> = (0..=usize::from(tail))
+		.map(|s| spec.model.stage_param_count(s).unwrap() as u64)
+		.collect();
 	let audit = iota_validator::vector_audit::audit_refused_vectors(
 		&record,
 		spec.merge_codec,
@@ -278,7 +279,10 @@ async fn bad_merge_vectors_are_refused_and_the_merge_completes_without_them() {
 	.await;
 	let failed: Vec<&iota_rpc::AccountId> = audit.findings.iter().map(|f| &f.miner).collect();
 	assert_eq!(failed, vec![&nan_account], "{audit:?}");
-	assert!(audit.findings[0].evidence.refused.contains("non-finite value at element 0"), "{audit:?}");
+	assert!(
+		audit.findings[0].evidence.refused.contains("non-finite value at element 0"),
+		"{audit:?}"
+	);
 	assert_eq!(audit.unjudged.len(), 2, "{audit:?}");
 
 	let metrics = http_get(&orch.metrics_addr, "/metrics").await;

@@ -92,7 +92,14 @@ async fn replayed_forged_oversize_nan_and_mismatched_traffic_is_refused_while_tr
 	let attacker = Miner::connect(&net.orchestrator_url, head.clone(), 0, spec.clone(), http).await;
 	let raw = attacker.rpc.raw();
 	let work = |nonce: u64| {
-		sign(head.keypair(), methods::GET_WORK, GetWork { stage: 0, session: None }, nonce, now_ms()).unwrap()
+		sign(
+			head.keypair(),
+			methods::GET_WORK,
+			GetWork { stage: 0, session: None },
+			nonce,
+			now_ms(),
+		)
+		.unwrap()
 	};
 	let mut nonce = now_ms() * 1000 + 777_000;
 
@@ -151,9 +158,14 @@ async fn replayed_forged_oversize_nan_and_mismatched_traffic_is_refused_while_tr
 		ErrorCode::BadSignature,
 	);
 	nonce += 1;
-	let stale =
-		sign(head.keypair(), methods::GET_WORK, GetWork { stage: 0, session: None }, nonce, now_ms() - 60_000)
-			.unwrap();
+	let stale = sign(
+		head.keypair(),
+		methods::GET_WORK,
+		GetWork { stage: 0, session: None },
+		nonce,
+		now_ms() - 60_000,
+	)
+	.unwrap();
 	refused(
 		"getWork signed a minute ago",
 		raw.request::<Work, _>(methods::GET_WORK, rpc_params![stale]).await,

@@ -156,11 +156,19 @@ async fn a_miner_killed_and_restarted_with_the_same_key_frees_its_leases_and_los
 	// The restarted process works on: it runs passes of a later epoch at its stage.
 	let mut later = epoch + 1;
 	loop {
-		assert!(later <= epoch + 4, "the restarted miner ran no pass in epochs {}..={}", epoch + 1, epoch + 4);
+		assert!(
+			later <= epoch + 4,
+			"the restarted miner ran no pass in epochs {}..={}",
+			epoch + 1,
+			epoch + 4
+		);
 		let written = watcher.epoch_record(later).await.ok().and_then(|r| r.pathway_log).is_some();
 		if !written {
 			net.assert_alive(&[]);
-			assert!(started.elapsed() < TIMEOUT, "timed out waiting for epoch {later}'s pathway log");
+			assert!(
+				started.elapsed() < TIMEOUT,
+				"timed out waiting for epoch {later}'s pathway log"
+			);
 			tokio::time::sleep(Duration::from_millis(500)).await;
 			continue;
 		}

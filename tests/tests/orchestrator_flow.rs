@@ -71,8 +71,14 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 
 	// ---- refusals -----------------------------------------------------------------------------
 	let raw = head.rpc.raw();
-	let signed =
-		sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0, session: None }, 42, now_ms()).unwrap();
+	let signed = sign(
+		head.signer.keypair(),
+		methods::GET_WORK,
+		GetWork { stage: 0, session: None },
+		42,
+		now_ms(),
+	)
+	.unwrap();
 	let first: Work = raw.request(methods::GET_WORK, rpc_params![signed.clone()]).await.unwrap();
 	let Work::Forward(first) = first else { panic!("the head gets a forward, got {first:?}") };
 	assert_eq!(first.sample, 0);
@@ -80,16 +86,27 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 		raw.request::<Work, _>(methods::GET_WORK, rpc_params![signed.clone()]).await,
 		ErrorCode::NonceReused,
 	);
-	let mut forged =
-		sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0, session: None }, 43, now_ms()).unwrap();
+	let mut forged = sign(
+		head.signer.keypair(),
+		methods::GET_WORK,
+		GetWork { stage: 0, session: None },
+		43,
+		now_ms(),
+	)
+	.unwrap();
 	forged.account = miners[1].account();
 	expect_code(
 		raw.request::<Work, _>(methods::GET_WORK, rpc_params![forged]).await,
 		ErrorCode::BadSignature,
 	);
-	let stale =
-		sign(head.signer.keypair(), methods::GET_WORK, GetWork { stage: 0, session: None }, 44, now_ms() - 60_000)
-			.unwrap();
+	let stale = sign(
+		head.signer.keypair(),
+		methods::GET_WORK,
+		GetWork { stage: 0, session: None },
+		44,
+		now_ms() - 60_000,
+	)
+	.unwrap();
 	expect_code(
 		raw.request::<Work, _>(methods::GET_WORK, rpc_params![stale]).await,
 		ErrorCode::StaleTimestamp,

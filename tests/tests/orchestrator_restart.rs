@@ -78,9 +78,14 @@ async fn kill_9_mid_epoch_loses_nothing_and_the_epoch_completes() {
 	miners[2].forward(&t0, 3.0).await;
 	let Work::Forward(t1) = miners[2].next_work(T).await else { panic!("tail forward") };
 	miners[2].rpc.report_loss(t1.lease, 4.0).await.unwrap();
-	let used =
-		sign(miners[0].signer.keypair(), methods::GET_WORK, GetWork { stage: 0, session: None }, 7, now_ms())
-			.unwrap();
+	let used = sign(
+		miners[0].signer.keypair(),
+		methods::GET_WORK,
+		GetWork { stage: 0, session: None },
+		7,
+		now_ms(),
+	)
+	.unwrap();
 	let _: Work = miners[0]
 		.rpc
 		.raw()

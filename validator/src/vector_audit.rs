@@ -117,8 +117,8 @@ mod tests {
 		list: Option<Vec<ContentHash>>,
 	) -> RefusedVector {
 		let bytes = iota_protocol::f32le::to_bytes(values);
-		let chunks = list
-			.unwrap_or_else(|| chunk_hashes(MergeCodec::F32, &bytes, values.len() as u64));
+		let chunks =
+			list.unwrap_or_else(|| chunk_hashes(MergeCodec::F32, &bytes, values.len() as u64));
 		let hash = objects.put(key, bytes.clone());
 		RefusedVector {
 			stage: 1,
