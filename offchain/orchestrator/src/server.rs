@@ -727,12 +727,7 @@ impl Orchestrator {
 		})?;
 		let mut submissions = Vec::with_capacity(subs.len());
 		for (miner, s) in subs {
-			submissions.push(SubmissionSource {
-				miner,
-				samples: s.samples,
-				object: self.get_of(&s.object).await?,
-				chunk_hashes: s.chunk_hashes,
-			});
+			submissions.push(self.source_of(&miner, &s).await?);
 		}
 		let pos = plan.members.iter().position(|m| m == &req.account).unwrap_or(usize::MAX) as u32;
 		let mut shards = Vec::new();
@@ -924,6 +919,20 @@ impl Orchestrator {
 		self.put_of(&req.body.key).await
 	}
 
+	/// A recorded submission of `miner` as readers get it (a presigned GET of its object).
+	async fn source_of(
+		&self,
+		miner: &AccountId,
+		s: &crate::state::Submission,
+	) -> Result<SubmissionSource, Refusal> {
+		Ok(SubmissionSource {
+			miner: miner.clone(),
+			samples: s.samples,
+			object: self.get_of(&s.object).await?,
+			chunk_hashes: s.chunk_hashes.clone(),
+		})
+	}
+
 	async fn epoch_record(&self, req: Signed<MergeQuery>) -> Result<EpochRecord, Refusal> {
 		let nonce = self.authenticate(methods::EPOCH_RECORD, &req)?;
 		self.registry().validator(&req.account)?;
@@ -971,30 +980,14 @@ impl Orchestrator {
 		}
 		let mut submissions = Vec::new();
 		for (stage, round, miner, s) in &audit.submissions {
-			submissions.push(StageSubmission {
-				stage: *stage,
-				round: *round,
-				source: SubmissionSource {
-					miner: miner.clone(),
-					samples: s.samples,
-					object: self.get_of(&s.object).await?,
-					chunk_hashes: s.chunk_hashes.clone(),
-				},
-			});
+			let source = self.source_of(miner, s).await?;
+			submissions.push(StageSubmission { stage: *stage, round: *round, source });
 		}
 		let mut refused_vectors = Vec::new();
 		for (stage, round, miner, s, reason) in &audit.refused {
-			refused_vectors.push(RefusedVector {
-				stage: *stage,
-				round: *round,
-				source: SubmissionSource {
-					miner: miner.clone(),
-					samples: s.samples,
-					object: self.get_of(&s.object).await?,
-					chunk_hashes: s.chunk_hashes.clone(),
-				},
-				reason: reason.clone(),
-			});
+			let source = self.source_of(miner, s).await?;
+			let (stage, round, reason) = (*stage, *round, reason.clone());
+			refused_vectors.push(RefusedVector { stage, round, source, reason });
 		}
 		Ok(EpochRecord {
 			epoch,

@@ -495,19 +495,7 @@ impl State {
 		let tail = self.tail();
 		let s = usize::from(l.stage);
 		let tps = self.cfg.tokens_per_sample;
-		let wire = output.as_ref().map_or(0, |o| o.size);
-		self.wire_bytes += wire;
-		self.audits.entry(l.epoch).or_default().wire_bytes += wire;
-		{
-			let m = self.miner_mut(&l.miner, l.stage);
-			m.last_seen_ms = m.last_seen_ms.max(now_ms);
-			if m.epoch != l.epoch {
-				m.epoch = l.epoch;
-				m.samples_epoch = 0;
-			}
-			m.samples_epoch += 1;
-			m.samples_total += 1;
-		}
+		self.count_pass(&l, output.as_ref(), now_ms);
 		if self.is_backward(&l) && self.stages.get(s).is_some_and(|st| st.epoch == l.epoch) {
 			*self.accepted.entry((l.epoch, l.stage, l.miner.0)).or_default() += 1;
 		}
@@ -597,6 +585,22 @@ impl State {
 
 	/// Takes lease `id` back and re-lists its item (`open`: a backward item goes to anyone, not to the
 	/// forward's miner). `expired`: it passed its deadline (counted against its holder).
+	/// A completed pass of lease `l` (output `output`, at `now_ms`): its wire bytes and its miner's
+	/// activity counters.
+	pub(super) fn count_pass(&mut self, l: &Lease, output: Option<&Obj>, now_ms: u64) {
+		let wire = output.map_or(0, |o| o.size);
+		self.wire_bytes += wire;
+		self.audits.entry(l.epoch).or_default().wire_bytes += wire;
+		let m = self.miner_mut(&l.miner, l.stage);
+		m.last_seen_ms = m.last_seen_ms.max(now_ms);
+		if m.epoch != l.epoch {
+			m.epoch = l.epoch;
+			m.samples_epoch = 0;
+		}
+		m.samples_epoch += 1;
+		m.samples_total += 1;
+	}
+
 	pub(super) fn relist(&mut self, id: LeaseId, expired: bool, open: bool) {
 		let Some(l) = self.leases.remove(&id) else { return };
 		if expired {

@@ -134,20 +134,7 @@ impl State {
 	/// as `l.miner`'s pass; the sample's records stay as the neighbouring stages used them.
 	pub(super) fn apply_recomputed(&mut self, l: &Lease, output: Option<Obj>, now_ms: u64) {
 		let quota = self.cfg.backward_quota;
-		let wire = output.as_ref().map_or(0, |o| o.size);
-		self.wire_bytes += wire;
-		let audit = self.audits.entry(l.epoch).or_default();
-		audit.wire_bytes += wire;
-		{
-			let m = self.miner_mut(&l.miner, l.stage);
-			m.last_seen_ms = m.last_seen_ms.max(now_ms);
-			if m.epoch != l.epoch {
-				m.epoch = l.epoch;
-				m.samples_epoch = 0;
-			}
-			m.samples_epoch += 1;
-			m.samples_total += 1;
-		}
+		self.count_pass(l, output.as_ref(), now_ms);
 		if let Some(r) = self.samples.get_mut(&l.sample) {
 			if r.pending_loss.is_some_and(|(lid, _)| lid == l.id) {
 				r.pending_loss = None;
