@@ -49,6 +49,9 @@ pub struct InnerLog {
 	dir: PathBuf,
 	max_bytes: u64,
 	epochs: BTreeMap<u32, Trail>,
+	/// Opened for a run ([`InnerLog::open`]): the folder outlives the process while it keeps an epoch.
+	/// A log made with [`InnerLog::new`] takes its folder with it.
+	persistent: bool,
 }
 
 fn io_err(what: &str, path: &std::path::Path, e: std::io::Error) -> MinerError {
@@ -65,7 +68,7 @@ impl InnerLog {
 			std::fs::remove_dir_all(&dir).map_err(|e| io_err("clearing", &dir, e))?;
 		}
 		std::fs::create_dir_all(&dir).map_err(|e| io_err("creating", &dir, e))?;
-		Ok(InnerLog { dir, max_bytes, epochs: BTreeMap::new() })
+		Ok(InnerLog { dir, max_bytes, epochs: BTreeMap::new(), persistent: false })
 	}
 
 	/// The log in `dir` of run `run`, using at most `max_bytes`, and the epochs an earlier process of the
@@ -78,12 +81,13 @@ impl InnerLog {
 	pub fn open(dir: PathBuf, max_bytes: u64, run: &str) -> Result<(Self, Vec<u32>)> {
 		let same_run = std::fs::read_to_string(dir.join(RUN_FILE)).is_ok_and(|r| r == run);
 		if !same_run {
-			let log = Self::new(dir, max_bytes)?;
+			let mut log = Self::new(dir, max_bytes)?;
+			log.persistent = true;
 			let path = log.dir.join(RUN_FILE);
 			std::fs::write(&path, run).map_err(|e| io_err("writing", &path, e))?;
 			return Ok((log, Vec::new()));
 		}
-		let mut log = InnerLog { dir, max_bytes, epochs: BTreeMap::new() };
+		let mut log = InnerLog { dir, max_bytes, epochs: BTreeMap::new(), persistent: true };
 		let entries = std::fs::read_dir(&log.dir).map_err(|e| io_err("reading", &log.dir, e))?;
 		let mut starts = Vec::new();
 		let mut files = Vec::new();
@@ -307,11 +311,12 @@ impl InnerLog {
 	}
 }
 
-/// At exit the folder goes only when it keeps no epoch: one that does may still be challenged, and a
-/// miner restarted in the same run answers from it ([`InnerLog::open`]).
+/// At exit the folder of an [`InnerLog::open`]ed log goes only when it keeps no epoch: one that does
+/// may still be challenged, and a miner restarted in the same run answers from it. A log made with
+/// [`InnerLog::new`] takes its folder with it.
 impl Drop for InnerLog {
 	fn drop(&mut self) {
-		if self.epochs.is_empty() {
+		if !self.persistent || self.epochs.is_empty() {
 			let _ = std::fs::remove_dir_all(&self.dir);
 		}
 	}
@@ -361,7 +366,7 @@ mod tests {
 		assert!(!log.keeps(3) && log.keeps(4), "the waiting epoch made room");
 		assert!(log.bytes() <= (8 + 12 * p + 2 * 4 * p) as u64);
 		drop(log);
-		assert!(dir.exists(), "a log that keeps an epoch stays for a restarted miner");
+		assert!(!dir.exists(), "a log made with `new` takes its folder with it");
 
 		// With room, later epochs keep an epoch while it waits for its challenges, however many go by;
 		// once it no longer waits the next epoch drops it.
@@ -376,9 +381,8 @@ mod tests {
 		log.begin(20, &live, &|_| false).unwrap();
 		assert!(!log.keeps(3) && !log.keeps(19) && log.keeps(20));
 		assert!(log.states_at(3, &[0].into(), &decay, &opts, 4 * p).is_err());
-		log.forget(20);
 		drop(log);
-		assert!(!dir.exists(), "an empty log's folder goes with it");
+		assert!(!dir.exists(), "the log's files go with it");
 	}
 
 	#[test]
@@ -430,6 +434,7 @@ mod tests {
 		log.begin(6, &live, &|w| w == 5).unwrap();
 		assert!(!log.keeps(4) && log.keeps(5) && log.keeps(6));
 		drop(log);
+		assert!(dir.exists(), "an opened log that keeps epochs stays for a restarted miner");
 		// Another run's miner clears the folder.
 		let (log, found) = InnerLog::open(dir.clone(), 1 << 20, "run-b").unwrap();
 		assert!(found.is_empty() && !log.keeps(5));

@@ -127,6 +127,7 @@ pub struct MinerConfig {
 	/// `<cache_dir>/inner-s<stage>-<account>`, else a folder of its own in the system's temporary
 	/// directory). The folder is the log's own: a miner of the same run keeps what an earlier process
 	/// left there (to answer its challenges), any other content is removed; it goes at exit once empty.
+	/// The temporary folder is emptied at start and goes at exit.
 	pub reveal_dir: Option<PathBuf>,
 	/// Local mode: most bytes the inner-step log may use on disk, over the epoch being trained and those
 	/// waiting for their challenges ([`crate::reveal::InnerLog::begin`]).
@@ -372,18 +373,23 @@ impl Miner {
 		let inner_log = match &local {
 			None => None,
 			Some(_) => {
-				let dir = cfg.reveal_dir.clone().unwrap_or_else(|| match &cfg.cache_dir {
-					Some(c) => c.join(format!("inner-s{index}-{me}")),
+				let named = cfg.reveal_dir.clone().or_else(|| {
+					cfg.cache_dir.as_ref().map(|c| c.join(format!("inner-s{index}-{me}")))
+				});
+				match named {
+					// A folder of the miner's own: kept across a crash for a restart in the same run.
+					Some(dir) => Some(InnerLog::open(dir, cfg.reveal_max_bytes, &spec.run)?),
 					None => {
-						// One folder per miner instance, even for several in one process.
+						// One temporary folder per miner instance, even for several in one process,
+						// gone with it (a restarted process would not find it again).
 						static NEXT: std::sync::atomic::AtomicU64 =
 							std::sync::atomic::AtomicU64::new(0);
 						let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-						std::env::temp_dir()
-							.join(format!("iota-inner-{}-{n}-s{index}", std::process::id()))
+						let dir = std::env::temp_dir()
+							.join(format!("iota-inner-{}-{n}-s{index}", std::process::id()));
+						Some((InnerLog::new(dir, cfg.reveal_max_bytes)?, Vec::new()))
 					},
-				});
-				Some(InnerLog::open(dir, cfg.reveal_max_bytes, &spec.run)?)
+				}
 			},
 		};
 		// Epochs an earlier process of this miner kept (it crashed or was restarted): their challenges
