@@ -1382,6 +1382,31 @@ fn local_mode_a_restart_ends_the_miners_trail_for_the_epoch() {
 }
 
 #[test]
+fn local_mode_the_backward_of_a_restarted_miners_forward_goes_to_another_member() {
+	let mut w = World::local(4, 2, &[&[1], &[2, 5], &[3]]);
+	for (m, s) in [(1, 0), (2, 1), (5, 1), (3, 2)] {
+		w.session(m, s, 1, 0);
+		w.report(m, s, 0, 10 * m).unwrap();
+	}
+	// Miner 2 runs a whole sample, then stage 1's forward of the next; it restarts before that
+	// sample's backward reaches stage 1. (With no backward pass in, its trail would go on: the new
+	// process starts from the same state 0.)
+	w.local_sample([0, 0, 0], 1).unwrap();
+	let h = w.lease(1, 0, 1);
+	w.submit_at(&h, 0, 1).unwrap();
+	let f = w.lease(2, 1, 1);
+	w.submit_at(&f, 0, 1).unwrap();
+	w.session(2, 1, 2, 2);
+	let t = w.lease(3, 2, 3);
+	w.loss(&t, 2.0, 3);
+	w.submit_at(&t, 0, 3).unwrap();
+	// Miner 2 polls (so it looks live) but sits the epoch out; miner 5 takes the backward.
+	assert_eq!(w.work(2, 1, 4), WorkPlan::Idle(IdleReason::Restarted));
+	let b = w.lease(5, 1, 4);
+	assert_eq!((b.kind, b.sample), (WorkKind::Backward, h.sample));
+}
+
+#[test]
 fn refused_gradients_are_kept_as_evidence_up_to_a_bound_per_sender() {
 	let mut w = World::new(2, 4, &[&[1], &[2, 5], &[3]]);
 	let refused = |m: u8, i: u8| Event::GradientRefused {

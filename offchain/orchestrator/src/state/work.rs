@@ -64,7 +64,12 @@ impl State {
 				.map(|(m, _)| m);
 			match by {
 				Some(by) if &by == miner => return Ok(lease(n, WorkKind::Backward, false, false)),
-				Some(by) if !item.open && self.is_live(&by, stage, now_ms) => {},
+				// Its forward miner is live and may take it, unless that miner restarted in local mode
+				// (it sits the epoch out: its trail ended with its earlier process).
+				Some(by)
+					if !item.open
+						&& self.is_live(&by, stage, now_ms)
+						&& !self.inner_trail(epoch, stage, &by).is_some_and(|t| t.restarted) => {},
 				_ => {
 					if other.is_none() {
 						other = Some(n);
