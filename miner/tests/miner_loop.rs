@@ -532,7 +532,12 @@ fn fault_options_parse_strictly() {
 	assert_eq!("perturb-state=0.1".parse::<Fault>(), Ok(Fault::PerturbState(0.1)));
 	assert_eq!("ignore-challenges".parse::<Fault>(), Ok(Fault::IgnoreChallenges));
 	assert_eq!("pseudo-gradient=1.5".parse::<Fault>(), Ok(Fault::ScalePseudoGradient(1.5)));
+	assert_eq!("slow-upload=8000@1".parse::<Fault>(), Ok(Fault::SlowUpload { ms: 8000, stage: 1 }));
 	for bad in [
+		"slow-upload=0@1",
+		"slow-upload=8000",
+		"slow-upload=x@1",
+		"slow-upload=8000@-1",
 		"perturb=0",
 		"perturb=-1",
 		"perturb=nan",

@@ -63,7 +63,8 @@ struct Cli {
 	/// Inject a fault (tests only): `perturb=<amplitude>` adds noise to uploaded activations;
 	/// `perturb-state=<amplitude>` (local mode) adds noise to the gradient of about half the inner
 	/// steps (a fixed coin per epoch and step); `ignore-challenges` (local mode) reveals nothing; `pseudo-gradient=<factor>` (local mode) submits
-	/// the pseudo-gradient scaled.
+	/// the pseudo-gradient scaled; `slow-upload=<ms>@<stage>` waits before uploading the epoch's
+	/// gradient when seated at that stage.
 	#[cfg(feature = "fault-injection")]
 	#[arg(long, env = "IOTA_FAULT")]
 	fault: Option<iota_miner::Fault>,

@@ -39,6 +39,12 @@ impl Miner {
 			// The orchestrator takes the pseudo-gradient only with the state it came from reported.
 			self.report_inner_states().await?;
 		}
+		if let Some(Fault::SlowUpload { ms, stage }) = self.fault() {
+			if stage == self.index && self.acc.count > 0 {
+				tracing::warn!(stage, epoch, ms, "fault: gradient upload delayed");
+				tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+			}
+		}
 		if self.acc.count == 0 {
 			tracing::info!(
 				stage = self.index,

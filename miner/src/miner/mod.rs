@@ -67,6 +67,14 @@ pub enum Fault {
 	/// records the noised gradient, so the reveals match the reported hashes and only the validator's
 	/// replay of the step can tell.
 	PerturbState(f32),
+	/// Wait this long (ms) before uploading the epoch's gradient when seated at the given stage: a slow
+	/// but honest member (`slow-upload=<ms>@<stage>`).
+	SlowUpload {
+		/// Delay, ms.
+		ms: u64,
+		/// Only a miner of this stage waits.
+		stage: u16,
+	},
 }
 
 /// Whether [`Fault::PerturbState`] perturbs inner step `step` of `epoch`: bit 0 of the BLAKE3 of both
@@ -81,11 +89,20 @@ pub fn perturbs_state_at(epoch: u32, step: u32) -> bool {
 impl std::str::FromStr for Fault {
 	type Err = String;
 	/// `perturb=<amplitude>` (finite, > 0), `perturb-state=<amplitude>` (finite, > 0),
-	/// `ignore-challenges`, `pseudo-gradient=<factor>` (finite, ≠ 1).
+	/// `ignore-challenges`, `pseudo-gradient=<factor>` (finite, ≠ 1), `slow-upload=<ms>@<stage>`.
 	fn from_str(s: &str) -> std::result::Result<Self, String> {
 		let expected =
-			"expected perturb=<amplitude>, perturb-state=<amplitude>, ignore-challenges or pseudo-gradient=<factor>";
+			"expected perturb=<amplitude>, perturb-state=<amplitude>, ignore-challenges, pseudo-gradient=<factor> or slow-upload=<ms>@<stage>";
 		match s.split_once('=') {
+			Some(("slow-upload", v)) => {
+				let parsed = v
+					.split_once('@')
+					.and_then(|(ms, st)| Some((ms.parse::<u64>().ok()?, st.parse::<u16>().ok()?)));
+				match parsed {
+					Some((ms, stage)) if ms > 0 => Ok(Fault::SlowUpload { ms, stage }),
+					_ => Err(format!("slow-upload {v:?} must be <ms>@<stage> with ms > 0")),
+				}
+			},
 			Some(("perturb", a)) => match a.parse::<f32>() {
 				Ok(a) if a.is_finite() && a > 0.0 => Ok(Fault::Perturb(a)),
 				_ => Err(format!("perturb amplitude {a:?} must be a finite number > 0")),
