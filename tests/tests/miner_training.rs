@@ -70,7 +70,7 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 	// Two epochs committed at every stage.
 	two_epochs_committed_at_every_stage(&client).await;
 
-	// Every replica that merged attested the committed state hash; both replicas of every stage
+	// Every replica that stepped holds the committed state hash; both replicas of every stage
 	// merged in at least one of the epochs.
 	let logs: Vec<BTreeMap<(u16, u32), String>> =
 		miners.iter().map(|m| attested_state_hashes(&m.log_text())).collect();
@@ -87,10 +87,13 @@ async fn three_stages_of_two_miners_train_two_epochs_on_shakespeare() {
 			let committed = m.state_hash.to_string();
 			let replicas: Vec<&String> =
 				logs.iter().filter_map(|l| l.get(&(stage, epoch))).collect();
-			assert_eq!(
-				replicas.len() as u32,
-				m.members,
-				"stage {stage} epoch {epoch}: every member stepped"
+			// Every member stepped; a replica with no accepted pass in the epoch is no member but
+			// applies the same step to stay in sync (its attestation is refused, its state equal).
+			assert!(
+				(m.members as usize..=2).contains(&replicas.len()),
+				"stage {stage} epoch {epoch}: {} replicas stepped, {} members",
+				replicas.len(),
+				m.members
 			);
 			assert!(
 				replicas.iter().all(|h| **h == committed),
