@@ -958,6 +958,21 @@ impl TestNetwork {
 		}
 	}
 
+	/// Epoch `epoch`'s summary in the orchestrator's status (`watcher`'s view), once the epoch is
+	/// complete; waits as [`wait`](Self::wait) does.
+	pub async fn epoch_summary(
+		&mut self,
+		watcher: &SignedClient,
+		epoch: u32,
+		timeout: Duration,
+		allowed: &[&str],
+	) -> iota_rpc::types::EpochSummary {
+		self.wait("the epoch in the orchestrator's status", timeout, allowed, || async {
+			watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
+		})
+		.await
+	}
+
 	/// A client of the network's bucket (the orchestrator's credentials).
 	pub async fn bucket(&self) -> ObjectStore {
 		ObjectStore::connect(self.0.store_config.clone()).await.unwrap()

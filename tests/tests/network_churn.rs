@@ -1,19 +1,22 @@
 //! Churn: a miner dies mid-epoch and the run goes on. A whole network (`iota_devnet::Network`: dev node,
 //! orchestrator with the embedded S3 server, 3 × 2 real `iota-miner` processes, no validators) trains the
 //! `tiny` preset re-cut into 3 stages with 10-second leases and a 60-block phase timeout. Mid-epoch
-//! (the first time a stage-1 miner that has done work in the epoch is seen holding a lease while its
-//! stage trains), it is frozen (SIGSTOP), the orchestrator's count of its leases is read again, and it is
+//! (the first time a stage-1 miner that has done work in the epoch, in sync mode two accepted backward
+//! passes, is seen holding a lease while its stage trains), it is frozen (SIGSTOP), the orchestrator's count of its leases is read again, and it is
 //! killed with SIGKILL (if it no longer holds one, it is let go, SIGCONT, and watched again).
 //!
 //! Asserted (no timing): every lease it held expired and was re-listed (`leases_expired` in
 //! `iota_status`; it holds none afterwards); that epoch completes at every stage; stage 1's manifest is
 //! committed with the remaining member alone (one butterfly shard, in the bucket under its committed hash,
-//! the checkpoint reproducing the attested state, which the survivor's log attested) and merges exactly
-//! the backward passes the survivor ran (the pathway log's `backward` column), while every other stage
-//! merges exactly the miners that ran its backward passes; the pathway log in the bucket matches the orchestrator's hash and the epoch's
-//! sample count; and the survivor alone trains and merges the next epoch (its manifest and pathway log).
-//! The same in local mode (inner AdamW steps every 2 backward passes, int8 pseudo-gradient merges): no
-//! sample is lost and the stage merges the survivor's pseudo-gradient alone.
+//! the checkpoint reproducing the attested state, which the survivor's log attested) and merges the
+//! backward passes the survivor ran (the pathway log's `backward` column) plus the victim's accepted
+//! backward passes, which the orchestrator re-listed once the victim was silent for a lease's length and
+//! the survivor recomputed (every one of them: the manifest counts the whole quota, nothing lost), while
+//! every other stage merges exactly the miners that ran its backward passes; the pathway log in the bucket
+//! matches the orchestrator's hash and the epoch's sample count; and the survivor alone trains and merges
+//! the next epoch (its manifest and pathway log). The same in local mode (inner AdamW steps every 2
+//! backward passes, int8 pseudo-gradient merges), where the victim's accepted passes belonged to its
+//! inner-step trail: none is recomputed, and the stage merges the survivor's pseudo-gradient alone.
 //!
 //! Restart (sync mode, 60-second leases, quota 16): the busy stage-1 miner is killed and started again at
 //! once with the same key. Asserted: its new process's session is seen as a restart; its leases were
@@ -26,6 +29,14 @@
 //! are counted lost and the manifest counts the rest; its trail stays in the pathway log, and the
 //! restarted process answers the trail's challenges from the inner-step log its earlier process kept,
 //! so the validator's verdicts on it for that epoch are `Pass`.
+//!
+//! Silent (sync mode, 10-second leases, quota 8): a stage-1 miner with two accepted backward passes is
+//! frozen (SIGSTOP) until the orchestrator finds it silent for a lease's length (no lease, no request:
+//! `gone` in `iota_status`), then let go (SIGCONT). Asserted: its passes were re-listed and recomputed by
+//! the other member (none lost); stage 1's manifest counts the whole quota from that member alone; the
+//! thawed miner is never asked for its (void) gradient of the epoch (`Idle: forfeited` while the stage
+//! trains, `merging` once uploads open), so nothing of it is refused, and it applies the merge's step,
+//! holding the committed state; a later epoch merges both members again.
 //!
 //! ```sh
 //! ./scripts/fetch-data.sh
@@ -52,7 +63,8 @@ const TIMEOUT: Duration = Duration::from_secs(900);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and kills one (see the file's docs)"]
 async fn a_miner_killed_mid_epoch_loses_no_shard_and_the_run_goes_on() {
-	churn("e2e-net-churn", "network_churn", Training::Sync, MergeCodec::F32).await;
+	// Once it has accepted backward passes of the epoch, which the survivor recomputes.
+	churn("e2e-net-churn", "network_churn", Training::Sync, MergeCodec::F32, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -62,24 +74,17 @@ async fn local_mode_a_miner_killed_mid_epoch_loses_no_sample_and_the_merge_compl
 	// steps die with it, its passes' samples are recomputed, and the merge takes the survivor's
 	// pseudo-gradient alone.
 	let local = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
-	churn("e2e-net-churn-local", "network_churn_local", local, MergeCodec::Int8).await;
+	churn("e2e-net-churn-local", "network_churn_local", local, MergeCodec::Int8, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and kills and restarts one (see the file's docs)"]
 async fn a_miner_killed_and_restarted_with_the_same_key_frees_its_leases_and_loses_no_sample() {
 	let started = Instant::now();
-	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_churn_restart");
-	let mut options = tiny_network("e2e-net-restart", &dir, 3, 2, 0, RESTART_QUOTA);
 	// Leases far longer than the restart takes: only the restart can free them.
-	options.orchestrator_args = ["--lease-ms", "60000", "--phase-timeout", "60"]
-		.iter()
-		.map(|s| s.to_string())
-		.collect();
-	let mut net = TestNetwork::start(options).await;
-	let chain = net.chain().await.unwrap();
+	let (mut net, chain, watcher) =
+		start("e2e-net-restart", "network_churn_restart", 0, RESTART_QUOTA, 60_000, |_| {}).await;
 	let spec = net.prepared.spec.clone();
-	let watcher = net.client_as("//Bob").await;
 
 	// Once it has accepted backward passes of the epoch (what its process takes with it).
 	let frozen = net.freeze_miner_after(&watcher, VICTIM_STAGE, 2, TIMEOUT).await;
@@ -111,11 +116,7 @@ async fn a_miner_killed_and_restarted_with_the_same_key_frees_its_leases_and_los
 	let status = watcher.status().await.unwrap();
 	let v = status.miners.iter().find(|m| m.account == victim).unwrap();
 	assert_eq!(v.leases_expired, 0, "its leases were released by the restart, not by expiry");
-	let summary = net
-		.wait("the epoch in the orchestrator's status", TIMEOUT, &[], || async {
-			watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
-		})
-		.await;
+	let summary = net.epoch_summary(&watcher, epoch, TIMEOUT, &[]).await;
 	let store = net.bucket().await;
 	let log = pathway_log(&net, &watcher, &store, epoch).await;
 	let recomputed: usize = log.records.iter().map(|r| r.recomputed.len()).sum();
@@ -138,19 +139,8 @@ async fn a_miner_killed_and_restarted_with_the_same_key_frees_its_leases_and_los
 	for s in 0..3u16 {
 		let m = chain.merge_manifest(epoch, s).await.unwrap().unwrap();
 		assert_eq!(m.samples, RESTART_QUOTA, "stage {s}'s manifest counts every sample");
-		let counted: BTreeSet<&iota_rpc::AccountId> = log
-			.records
-			.iter()
-			.map(|r| {
-				let si = usize::from(s);
-				r.recomputed
-					.iter()
-					.rev()
-					.find(|p| p.stage == s)
-					.map(|p| &p.miner)
-					.unwrap_or(if si == 2 { &r.forward[si] } else { &r.backward[si] })
-			})
-			.collect();
+		let counted: BTreeSet<&iota_rpc::AccountId> =
+			log.records.iter().filter_map(|r| r.counted_by(s)).collect();
 		check_manifest(&store, &spec, s, epoch, &m, counted.len() as u32).await;
 	}
 	// The restarted process works on: it runs passes of a later epoch at its stage.
@@ -186,17 +176,18 @@ async fn a_miner_killed_and_restarted_with_the_same_key_frees_its_leases_and_los
 #[ignore = "starts iota-node, iota-orchestrator, six iota-miner processes and a validator, and kills and restarts one miner (see the file's docs)"]
 async fn local_mode_a_miner_restarted_with_the_same_key_answers_its_challenges_from_its_kept_log() {
 	let started = Instant::now();
-	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_churn_restart_local");
-	let mut options = tiny_network("e2e-net-restart-local", &dir, 3, 2, 1, RESTART_QUOTA);
-	options.data.training = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
-	options.data.merge_codec = MergeCodec::Int8;
-	options.orchestrator_args = ["--lease-ms", "60000", "--phase-timeout", "60"]
-		.iter()
-		.map(|s| s.to_string())
-		.collect();
-	let mut net = TestNetwork::start(options).await;
-	let chain = net.chain().await.unwrap();
-	let watcher = net.client_as("//Bob").await;
+	let (mut net, chain, watcher) = start(
+		"e2e-net-restart-local",
+		"network_churn_restart_local",
+		1,
+		RESTART_QUOTA,
+		60_000,
+		|o| {
+			o.data.training = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
+			o.data.merge_codec = MergeCodec::Int8;
+		},
+	)
+	.await;
 	let validator = iota_chain::Signer::from_uri(net.accounts().1[0]).unwrap().account_id();
 
 	// Four backward passes: two inner steps (every 2), so its trail has a reported step to challenge.
@@ -217,11 +208,7 @@ async fn local_mode_a_miner_restarted_with_the_same_key_answers_its_challenges_f
 		Some(())
 	})
 	.await;
-	let summary = net
-		.wait("the epoch in the orchestrator's status", TIMEOUT, &[], || async {
-			watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
-		})
-		.await;
+	let summary = net.epoch_summary(&watcher, epoch, TIMEOUT, &[]).await;
 	let status = watcher.status().await.unwrap();
 	let v = status.miners.iter().find(|m| m.account == victim).unwrap();
 	assert_eq!(v.leases_expired, 0, "its leases were released by the restart, not by expiry");
@@ -262,26 +249,122 @@ async fn local_mode_a_miner_restarted_with_the_same_key_answers_its_challenges_f
 	eprintln!("done after {:?}", started.elapsed());
 }
 
-/// The scenario (module docs) for `training` and `codec`, logs under `$CARGO_TARGET_TMPDIR/<dir_name>`.
-async fn churn(run: &str, dir_name: &str, training: Training, codec: MergeCodec) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and freezes one past its lease (see the file's docs)"]
+async fn a_miner_silent_past_its_lease_forfeits_its_passes_and_steps_with_the_merge() {
 	let started = Instant::now();
-	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), dir_name);
-	let mut options = tiny_network(run, &dir, 3, 2, 0, QUOTA);
-	options.data.training = training;
-	options.data.merge_codec = codec;
-	options.orchestrator_args = ["--lease-ms", "10000", "--phase-timeout", "60"]
-		.iter()
-		.map(|s| s.to_string())
-		.collect();
-	let mut net = TestNetwork::start(options).await;
-	let chain = net.chain().await.unwrap();
+	let (mut net, chain, watcher) =
+		start("e2e-net-silent", "network_churn_silent", 0, QUOTA, 10_000, |_| {}).await;
 	let spec = net.prepared.spec.clone();
-	let watcher = net.client_as("//Bob").await; // status is public; Bob (a genesis validator) may read epoch records
+
+	// Frozen (SIGSTOP) holding a lease and two accepted backward passes of the epoch, until the
+	// orchestrator has found it silent for a lease's length; then let go (SIGCONT).
+	let frozen = net.freeze_miner_after(&watcher, VICTIM_STAGE, 2, TIMEOUT).await;
+	let (victim, survivor, epoch) = (frozen.account.clone(), frozen.other.clone(), frozen.epoch);
+	let frozen_at = Instant::now();
+	net.wait("the frozen miner found silent", TIMEOUT, &[], || async {
+		let s = watcher.status().await.ok()?;
+		(s.miners.iter().find(|m| m.account == victim)?.gone == 1).then_some(())
+	})
+	.await;
+	eprintln!(
+		"froze {victim} in epoch {epoch}; found silent {:?} later (10 s leases); thawing",
+		frozen_at.elapsed()
+	);
+	signal(frozen.pid, "-CONT");
+
+	let m = net
+		.wait("stage 1 merged the epoch", TIMEOUT, &[], || async {
+			chain.merge_manifest(epoch, VICTIM_STAGE).await.ok()?
+		})
+		.await;
+	let summary = net.epoch_summary(&watcher, epoch, TIMEOUT, &[]).await;
+	let store = net.bucket().await;
+	let log = pathway_log(&net, &watcher, &store, epoch).await;
+	let stage = usize::from(VICTIM_STAGE);
+	let by_victim = log.records.iter().filter(|r| r.backward[stage] == victim).count() as u32;
+	eprintln!(
+		"epoch {epoch}: stage 1 merged {} samples from {} member(s); the victim's accepted backward \
+		 passes {by_victim}; {} recomputed, {} lost; committed {:?} after the freeze",
+		m.samples,
+		m.members,
+		summary.recomputed,
+		summary.lost,
+		frozen_at.elapsed()
+	);
+	// Its passes were recomputed by the other member, which alone is merged, for the whole quota.
+	assert!(by_victim >= 2, "{by_victim}");
+	assert_eq!((summary.recomputed, summary.lost), (by_victim, 0));
+	assert!(log.records.iter().all(|r| r.counted_by(VICTIM_STAGE) == Some(&survivor)));
+	assert_eq!((m.samples, m.members), (QUOTA, 1));
+	let state = check_manifest(&store, &spec, VICTIM_STAGE, epoch, &m, 1).await;
+	// The thawed miner was never asked for its gradient of the epoch (void: its passes were
+	// recomputed), so nothing of it was refused; it stepped with the merge as a replica without
+	// samples, holding the committed state.
+	let status = watcher.status().await.unwrap();
+	let refusals = &status.miners.iter().find(|m| m.account == victim).unwrap().refusals;
+	assert!(!refusals.contains_key("sample_count_mismatch"), "{refusals:?}");
+	let text = &net.miner_logs()[frozen.index];
+	assert_eq!(
+		attested_state_hashes(text).get(&(VICTIM_STAGE, epoch)),
+		Some(&state.to_string()),
+		"the thawed miner holds the committed state"
+	);
+	// It works on in a later epoch, its passes merged again.
+	let later = net
+		.wait("a later epoch of stage 1 merged with both members", TIMEOUT, &[], || async {
+			for e in (epoch + 1)..(epoch + 10) {
+				match chain.merge_manifest(e, VICTIM_STAGE).await.ok()? {
+					Some(m) if m.members == 2 => return Some(e),
+					Some(_) => continue,
+					None => return None,
+				}
+			}
+			None
+		})
+		.await;
+	eprintln!("epoch {later}: stage 1 merged both members; done after {:?}", started.elapsed());
+	net.assert_alive(&[]);
+}
+
+/// A 3 × 2 `tiny` network (`validators` validators, `quota` samples per stage and epoch, `lease_ms`
+/// leases, a 60-block phase timeout) with `tune` applied to its options, logs under
+/// `$CARGO_TARGET_TMPDIR/<dir_name>`; with a chain client and a status client (Bob, a genesis validator:
+/// it may read epoch records).
+async fn start(
+	run: &str,
+	dir_name: &str,
+	validators: u32,
+	quota: u32,
+	lease_ms: u64,
+	tune: impl FnOnce(&mut iota_devnet::NetworkOptions),
+) -> (TestNetwork, iota_chain::IotaClient, iota_rpc::SignedClient) {
+	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), dir_name);
+	let mut options = tiny_network(run, &dir, 3, 2, validators, quota);
+	options.orchestrator_args =
+		vec!["--lease-ms".into(), lease_ms.to_string(), "--phase-timeout".into(), "60".into()];
+	tune(&mut options);
+	let net = TestNetwork::start(options).await;
+	let chain = net.chain().await.unwrap();
+	let watcher = net.client_as("//Bob").await;
+	(net, chain, watcher)
+}
+
+/// The scenario (module docs) for `training` and `codec`, the victim frozen once it has `backward`
+/// accepted backward passes of the epoch; logs under `$CARGO_TARGET_TMPDIR/<dir_name>`.
+async fn churn(run: &str, dir_name: &str, training: Training, codec: MergeCodec, backward: u32) {
+	let started = Instant::now();
+	let (mut net, chain, watcher) = start(run, dir_name, 0, QUOTA, 10_000, |o| {
+		o.data.training = training;
+		o.data.merge_codec = codec;
+	})
+	.await;
+	let spec = net.prepared.spec.clone();
 
 	// Mid-epoch: once a stage-1 miner has done work in the epoch and holds a lease while its stage
 	// trains, it is frozen (SIGSTOP) and, if it still holds a lease two seconds later (so the leases
 	// counted are ones it can never complete), killed (SIGKILL); the other one survives.
-	let frozen = net.freeze_busy_miner(&watcher, VICTIM_STAGE, TIMEOUT).await;
+	let frozen = net.freeze_miner_after(&watcher, VICTIM_STAGE, backward, TIMEOUT).await;
 	net.miners[frozen.index].kill9();
 	let (victim, survivor, epoch, held) =
 		(frozen.account, frozen.other, frozen.epoch, frozen.leases);
@@ -300,7 +383,7 @@ async fn churn(run: &str, dir_name: &str, training: Training, codec: MergeCodec)
 	})
 	.await;
 
-	// The epoch completes at every stage (stage 1 after its phase timeout, with the survivor alone).
+	// The epoch completes at every stage (stage 1 with the survivor alone).
 	net.wait("the epoch committed at every stage", TIMEOUT, &allowed, || async {
 		for s in 0..3u16 {
 			chain.merge_manifest(epoch, s).await.ok()??;
@@ -318,15 +401,11 @@ async fn churn(run: &str, dir_name: &str, training: Training, codec: MergeCodec)
 		attested_state_hashes(&net.miner_logs()[i])
 	};
 	// The pathway log: in the bucket under the orchestrator's hash, every completed sample.
-	let summary = net
-		.wait("the epoch in the orchestrator's status", TIMEOUT, &allowed, || async {
-			watcher.status().await.ok()?.epochs.into_iter().find(|e| e.epoch == epoch)
-		})
-		.await;
+	let summary = net.epoch_summary(&watcher, epoch, TIMEOUT, &allowed).await;
 	let log = pathway_log(&net, &watcher, &store, epoch).await;
 	assert_eq!(log.records.len() as u32, summary.samples, "the log holds every completed sample");
 	// Each manifest merged exactly the live miners that ran the stage's backward passes (at stage 1 the
-	// survivor alone: the victim's accumulated gradient died with it, nothing was filled in).
+	// survivor alone: the victim's accumulated gradient died with it).
 	let mut manifests = Vec::new();
 	for s in 0..3u16 {
 		let m = chain.merge_manifest(epoch, s).await.unwrap().unwrap();
@@ -381,10 +460,41 @@ async fn churn(run: &str, dir_name: &str, training: Training, codec: MergeCodec)
 		.count();
 	eprintln!("the victim's accepted forwards: {fwd_by_victim}, of which the survivor recomputed the backward: {recomputed}");
 	assert!(fwd_by_victim + by_victim > 0, "the victim's accepted work of the epoch is in the log");
+	// Its accepted backward passes: in sync mode re-listed once it was silent for a lease's length
+	// (no lease, no request) while its stage trained, and recomputed by the survivor; in local mode
+	// they belonged to its inner-step trail and are lost with it.
+	let for_victim = log
+		.records
+		.iter()
+		.filter(|r| {
+			r.backward[usize::from(VICTIM_STAGE)] == victim
+				&& r.recomputed.iter().any(|p| p.stage == VICTIM_STAGE && p.miner == survivor)
+		})
+		.count() as u32;
+	let victim_status = watcher.status().await.unwrap();
+	let gone = victim_status.miners.iter().find(|m| m.account == victim).map_or(0, |m| m.gone);
+	eprintln!(
+		"the victim's backward passes recomputed by the survivor: {for_victim} of {by_victim}; \
+		 epoch summary: {} recomputed, {} lost; the victim was found silent {gone} time(s)",
+		summary.recomputed, summary.lost
+	);
+	if matches!(training, Training::Sync) {
+		assert!(by_victim >= backward, "{by_victim} backward passes of the victim in the log");
+		assert_eq!(for_victim, by_victim, "every backward pass of the victim was recomputed");
+		assert_eq!((summary.recomputed, summary.lost), (by_victim, 0));
+		assert_eq!(gone, u64::from(by_victim > 0), "found silent once, if it had passes to lose");
+		assert_eq!(
+			manifests[usize::from(VICTIM_STAGE)].samples,
+			QUOTA,
+			"stage 1 merged every sample of the epoch"
+		);
+	} else {
+		assert_eq!((for_victim, gone), (0, 0));
+	}
 	assert_eq!(
 		manifests[usize::from(VICTIM_STAGE)].samples,
-		by_survivor,
-		"stage 1 merged the survivor's passes only"
+		by_survivor + for_victim,
+		"stage 1 merged the survivor's passes and its recomputations of the victim's"
 	);
 
 	// The run goes on: stage 1 trains the next epoch with the survivor alone (every pass of the epoch is its

@@ -28,6 +28,18 @@ impl Miner {
 					self.enter_merge(self.epoch, false);
 					return Ok(Outcome::Worked);
 				}
+				if reason == IdleReason::Forfeited && self.acc.count > 0 {
+					// The orchestrator re-listed this epoch's passes after this miner fell silent
+					// (paused, cut off): other members recompute them, so the gradient kept here
+					// would count them twice. The merge finds it with none, a replica that steps.
+					tracing::warn!(
+						stage = self.index,
+						epoch = self.epoch,
+						samples = self.acc.count,
+						"accepted passes forfeited after a silence; dropping the epoch's gradient"
+					);
+					self.acc.clear();
+				}
 				Ok(Outcome::Idle(Duration::from_millis(retry_after_ms.clamp(20, 5_000))))
 			},
 			Work::UploadGradient { epoch, output } => self.upload_gradient(epoch, output).await,

@@ -571,6 +571,7 @@ pub fn miner(p: &MinerPanel) -> Markup {
 					dt { "leases expired" } dd { (a.leases_expired) }
 					dt { "backward passes this epoch" } dd #miner-backward-epoch { (a.backward_this_epoch) }
 					dt { "restarts" } dd #miner-restarts { (a.restarts) }
+					dt { "silences (passes re-listed)" } dd #miner-gone { (a.gone) }
 					dt { "requests refused" } dd #miner-refused { (refusals(a)) }
 					dt { "last seen" } dd { (format_clock(a.last_seen_ms)) " UTC" }
 				},

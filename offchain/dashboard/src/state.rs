@@ -679,6 +679,7 @@ mod tests {
 					leases: 0,
 					leases_expired: 0,
 					restarts: 0,
+					gone: 0,
 					backward_this_epoch: 0,
 					refused: 0,
 					refusals: Default::default(),

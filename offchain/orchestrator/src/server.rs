@@ -84,6 +84,8 @@ pub struct Orchestrator {
 	due: tokio::sync::Notify,
 	/// Per stage: when its call became due (ms), until the driver takes it.
 	due_since: Mutex<HashMap<u16, u64>>,
+	/// When this process built its state (ms): liveness counts from here ([`State::gone_miners`]).
+	started_ms: u64,
 }
 
 /// A nonce to record with an accepted request: (account, nonce, timestamp ms).
@@ -131,6 +133,7 @@ impl Orchestrator {
 			refused: Mutex::new(HashMap::new()),
 			due: tokio::sync::Notify::new(),
 			due_since: Mutex::new(HashMap::new()),
+			started_ms: now,
 			finalized: std::sync::atomic::AtomicU32::new(0),
 		}))
 	}
@@ -238,6 +241,22 @@ impl Orchestrator {
 				tracing::warn!(error = %e, "cannot record lease expiry");
 			}
 		}
+		let gone = self.with_state(|s| s.gone_miners(now, self.started_ms));
+		for ev in &gone {
+			if let Event::MinerGone { miner, stage, epoch, .. } = ev {
+				tracing::warn!(
+					%miner,
+					stage,
+					epoch,
+					"miner silent for a lease's length with unsubmitted passes; re-listed for recomputation"
+				);
+			}
+		}
+		if !gone.is_empty() {
+			if let Err(e) = self.record(gone) {
+				tracing::warn!(error = %e, "cannot record a silent miner");
+			}
+		}
 		let inner = self.lock();
 		for s in inner.state.stage_status() {
 			let st = s.stage.to_string();
@@ -277,8 +296,31 @@ impl Orchestrator {
 		nonce: NonceRec,
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
+		self.commit_after(nonce, |_| Vec::new(), decide)
+	}
+
+	/// [`commit`](Self::commit), with the events `first` returns recorded and applied before `decide`
+	/// sees the state (under the same lock, after the nonce check); they stay when `decide` refuses.
+	fn commit_after<R>(
+		&self,
+		nonce: NonceRec,
+		first: impl FnOnce(&State) -> Vec<Event>,
+		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
+	) -> Result<R, Refusal> {
 		let mut inner = self.lock();
 		inner.nonces.check(&AccountId::from(nonce.0), nonce.1)?;
+		let pre = first(&inner.state);
+		if !pre.is_empty() {
+			inner
+				.db
+				.record(None, &pre)
+				.map_err(|e| Refusal::new(ErrorCode::Unavailable, format!("database: {e}")))?;
+			let due_before = due_stages(&inner.state, &pre);
+			for e in &pre {
+				inner.state.apply(e);
+			}
+			self.wake_if_due(&inner.state, due_before);
+		}
 		let (events, out) = decide(&inner.state)?;
 		inner
 			.db
@@ -533,31 +575,29 @@ impl Orchestrator {
 			let mut inner = self.lock();
 			inner.state.touch(&req.account, stage, now);
 		}
-		let plan = self.commit(nonce, |st| {
+		let restarts = self.with_state(|s| s.restarts(&req.account));
+		let plan = self.commit_after(
+			nonce,
 			// A new session of the miner's process goes in first: a restart frees what the earlier
 			// process held before this request is planned.
-			let restart = req
-				.body
-				.session
-				.and_then(|session| st.check_session(&req.account, stage, session, now));
-			if let Some(ev) = restart {
-				let mut after = st.clone();
-				after.apply(&ev);
-				let plan = after.plan_work(&req.account, stage, now)?;
-				if after.restarts(&req.account) > st.restarts(&req.account) {
-					tracing::warn!(miner = %req.account, stage, "miner restarted: its leases are released and its lost passes re-listed");
-				}
-				return Ok(match &plan {
-					WorkPlan::Lease(e) => (vec![ev, e.clone()], plan),
-					_ => (vec![ev], plan),
-				});
-			}
-			let plan = st.plan_work(&req.account, stage, now)?;
-			Ok(match &plan {
-				WorkPlan::Lease(e) => (vec![e.clone()], plan),
-				_ => (vec![], plan),
-			})
-		})?;
+			|st| {
+				let session = req.body.session;
+				session
+					.and_then(|s| st.check_session(&req.account, stage, s, now))
+					.into_iter()
+					.collect()
+			},
+			|st| {
+				let plan = st.plan_work(&req.account, stage, now)?;
+				Ok(match &plan {
+					WorkPlan::Lease(e) => (vec![e.clone()], plan),
+					_ => (vec![], plan),
+				})
+			},
+		)?;
+		if self.with_state(|s| s.restarts(&req.account)) > restarts {
+			tracing::warn!(miner = %req.account, stage, "miner restarted: its leases are released and its lost passes re-listed");
+		}
 		match plan {
 			WorkPlan::Lease(Event::LeaseGranted { lease, .. }) => {
 				let sample = self.with_state(|s| s.sample(lease.sample).cloned());

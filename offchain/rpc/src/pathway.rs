@@ -42,6 +42,24 @@ pub struct PathwayRecord {
 	pub recomputed: Vec<RecomputedPass>,
 }
 
+impl PathwayRecord {
+	/// The miner whose pass of `stage` the stage's merge counted for this sample: its last
+	/// recomputation there, else the accepted backward (at the tail, the last stage, the accepted
+	/// forward: its one pass). `None` for a stage outside the record. The orchestrator's own rule
+	/// (`State::counted_by`) reads the same fields before the log is written.
+	pub fn counted_by(&self, stage: u16) -> Option<&AccountId> {
+		if let Some(p) = self.recomputed.iter().rev().find(|p| p.stage == stage) {
+			return Some(&p.miner);
+		}
+		let s = usize::from(stage);
+		if s + 1 == self.forward.len() {
+			self.forward.get(s)
+		} else {
+			self.backward.get(s)
+		}
+	}
+}
+
 /// A pass of one stage recomputed for the merge ([`PathwayRecord::recomputed`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

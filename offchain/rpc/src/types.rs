@@ -157,6 +157,11 @@ pub enum IdleReason {
 	/// Local mode: the miner restarted mid-epoch; its inner-step trail of the epoch ended with its earlier
 	/// process, so it waits for the stage's next epoch.
 	Restarted,
+	/// Sync mode: the miner made no request for a lease's length while holding accepted passes of the
+	/// epoch that reached no merge submission, so the orchestrator re-listed them for recomputation by
+	/// other members. The gradient it accumulated in the epoch is void: drop it and wait for the stage's
+	/// next epoch (the merge then finds it with no samples, a replica that applies the step).
+	Forfeited,
 }
 
 /// Answer of `iota_getWork`.
@@ -613,6 +618,10 @@ pub struct MinerActivity {
 	/// Times it came back under a new session (a process restart with the same key) since the run began.
 	#[serde(default)]
 	pub restarts: u64,
+	/// Times it fell silent (no lease, no request for a lease's length) holding accepted passes of its
+	/// stage's epoch, which were re-listed for recomputation by other members, since the run began.
+	#[serde(default)]
+	pub gone: u64,
 	/// Requests refused since the run began (the sum of `refusals`).
 	pub refused: u64,
 	/// Requests refused since the run began, by error code name (`ErrorCode::name`: `wrong_phase`,

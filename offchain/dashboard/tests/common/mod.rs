@@ -124,6 +124,7 @@ pub fn status(run: &str, now_ms: u64, losses: &[f32], done: u32) -> Status {
 				leases: 1,
 				leases_expired: 0,
 				restarts: 0,
+				gone: 0,
 				backward_this_epoch: 0,
 				refused: u64::from(s),
 				refusals: (s > 0)

@@ -96,6 +96,20 @@ pub enum Event {
 		/// When, ms since the Unix epoch.
 		now_ms: u64,
 	},
+	/// Sync mode: a miner of a training stage fell silent holding accepted passes of the stage's epoch
+	/// that reached no merge submission: no lease, no request for a lease's length
+	/// ([`State::gone_miners`]). Its passes are re-listed for recomputation as for a restart, and it
+	/// takes no more work in the epoch ([`iota_rpc::types::IdleReason::Forfeited`]).
+	MinerGone {
+		/// The miner.
+		miner: AccountId,
+		/// Its stage.
+		stage: u16,
+		/// The stage's epoch whose passes it forfeits.
+		epoch: u32,
+		/// When, ms since the Unix epoch.
+		now_ms: u64,
+	},
 	/// A miner handed a lease back; the item is re-listed.
 	LeaseReleased {
 		/// Lease id.
@@ -316,6 +330,10 @@ impl State {
 			Event::SessionStarted { miner, stage, session, now_ms } => {
 				self.clock_ms = self.clock_ms.max(*now_ms);
 				self.apply_session(miner, *stage, *session, *now_ms)
+			},
+			Event::MinerGone { miner, stage, epoch, now_ms } => {
+				self.clock_ms = self.clock_ms.max(*now_ms);
+				self.apply_gone(miner, *stage, *epoch)
 			},
 			Event::LeaseReleased { lease } => self.relist(*lease, false, false),
 			Event::LeaseExpired { lease } => self.relist(*lease, true, true),

@@ -277,6 +277,11 @@ struct MinerStats {
 	session: Option<u64>,
 	/// Sessions after the first.
 	restarts: u64,
+	/// Times it fell silent holding accepted passes that were then re-listed ([`Event::MinerGone`]).
+	gone: u64,
+	/// The epoch of its stage it forfeited by falling silent: no more work in it (a new session of its
+	/// process clears this).
+	gone_in: Option<u32>,
 }
 
 /// What `iota_getWork` decided.

@@ -15,6 +15,10 @@
 //!
 //! Either way the miner's accepted-pass count of the epoch is cleared, so the merge does not wait for a
 //! gradient that cannot come and the manifest counts what was merged.
+//!
+//! A miner that dies and does not come back is found by its silence instead (sync mode, stage
+//! training: [`State::gone_miners`], [`Event::MinerGone`]); its passes are re-listed the same way and
+//! it takes no more work in the epoch (its accumulated gradient is void).
 
 use super::*;
 
@@ -67,6 +71,8 @@ impl State {
 			return;
 		}
 		m.restarts += 1;
+		// A fresh process holds no gradient of the epoch: it may work again.
+		m.gone_in = None;
 		// Its leases: released at once; a backward item goes to anyone (its kept activations are gone).
 		let held: Vec<LeaseId> =
 			self.leases.values().filter(|l| &l.miner == miner).map(|l| l.id).collect();
@@ -93,6 +99,50 @@ impl State {
 				st.backward_queue.insert(n, BackwardItem { open: true });
 			}
 		}
+		self.forfeit_passes(stage, epoch, miner);
+	}
+
+	/// Sync mode: the [`Event::MinerGone`] due at `now_ms`. A miner is gone when its stage trains (uploads
+	/// not open), it holds accepted passes of the stage's epoch that reached no merge submission, it
+	/// holds no lease, and it made no request for `lease_ms` counted from the later of its last request
+	/// and `since_ms` (when this orchestrator process started: liveness is not persisted, so a restarted
+	/// orchestrator gives every miner a lease's length to show up). A live miner of a training stage asks
+	/// for work far more often (idle answers retry within seconds), so silence that long is a dead or
+	/// cut-off process, whose gradient the merge would otherwise wait for until its phase timeout.
+	///
+	/// Local mode has none: a pass belongs to its miner's inner-step trail and cannot be recomputed
+	/// by another member.
+	pub fn gone_miners(&self, now_ms: u64, since_ms: u64) -> Vec<Event> {
+		if self.local_mode() {
+			return Vec::new();
+		}
+		let mut out = Vec::new();
+		for (i, st) in self.stages.iter().enumerate() {
+			if st.phase != Phase::Training || self.uploads_open(st) {
+				continue;
+			}
+			let stage = i as u16;
+			let first = (st.epoch, stage, [0u8; 32]);
+			let last = (st.epoch, stage, [u8::MAX; 32]);
+			for (&(epoch, _, key), &n) in self.accepted.range(first..=last) {
+				let Some((miner, m)) = self.miners.get(&key) else { continue };
+				let silent =
+					m.last_seen_ms.max(since_ms).saturating_add(self.cfg.lease_ms) < now_ms;
+				if n > 0
+					&& silent && !st.merge.submissions.contains_key(&key)
+					&& self.leases_of(miner) == 0
+				{
+					out.push(Event::MinerGone { miner: miner.clone(), stage, epoch, now_ms });
+				}
+			}
+		}
+		out
+	}
+
+	pub(super) fn apply_gone(&mut self, miner: &AccountId, stage: u16, epoch: u32) {
+		let m = self.miner_mut(miner, stage);
+		m.gone += 1;
+		m.gone_in = Some(epoch);
 		self.forfeit_passes(stage, epoch, miner);
 	}
 

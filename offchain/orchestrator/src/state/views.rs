@@ -54,6 +54,7 @@ impl State {
 					leases: self.leases_of(a),
 					leases_expired: m.leases_expired,
 					restarts: m.restarts,
+					gone: m.gone,
 					refused: 0,
 					refusals: Default::default(),
 					last_seen_ms: m.last_seen_ms,

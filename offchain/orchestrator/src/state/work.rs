@@ -18,8 +18,11 @@ impl State {
 				format!("stage {stage} is not below the run's {} stages", self.cfg.stages),
 			);
 		};
+		// A miner found silent in this epoch has no pass to submit (they were re-listed): it follows
+		// the merge as a replica without samples.
+		let gone = self.miners.get(&miner.0).is_some_and(|(_, m)| m.gone_in == Some(st.epoch));
 		if self.uploads_open(st) {
-			return Ok(if st.merge.submissions.contains_key(&miner.0) {
+			return Ok(if gone || st.merge.submissions.contains_key(&miner.0) {
 				WorkPlan::Idle(IdleReason::Merging)
 			} else {
 				WorkPlan::UploadGradient { epoch: st.epoch }
@@ -30,6 +33,9 @@ impl State {
 		}
 		if self.inner_trail(st.epoch, stage, miner).is_some_and(|t| t.restarted) {
 			return Ok(WorkPlan::Idle(IdleReason::Restarted));
+		}
+		if gone {
+			return Ok(WorkPlan::Idle(IdleReason::Forfeited));
 		}
 		if self.leases_of(miner) >= self.cfg.max_leases {
 			return Ok(WorkPlan::Idle(IdleReason::InFlightLimit));
