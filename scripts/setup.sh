@@ -36,22 +36,27 @@ command -v npm >/dev/null 2>&1 || apt_install nodejs npm
 # --- iota-dashboard: the browser test runs Debian's headless Chromium ---
 command -v chromium >/dev/null 2>&1 || apt_install chromium
 
-# --- iota-storage: moto S3 server for the storage conformance tests -------------
-# A second S3 implementation nobody here wrote (offchain/storage/tests). Installed
-# into a project-local venv (.venv/, git-ignored). Best effort: if this fails the
-# moto tests are skipped with a printed reason, and setup carries on.
+# --- iota-storage: moto S3 server and the AWS CLI for the storage conformance tests -------------
+# A second S3 implementation nobody here wrote, and the client operators use on a devnet's
+# bucket (offchain/storage/tests). Installed together into a project-local venv (.venv/,
+# git-ignored). Best effort: if this fails those tests are skipped with a printed reason, and
+# setup carries on.
 MOTO_VERSION="5.2.5"
+AWSCLI_VERSION="1.45.11"
 moto_venv="$(cd "$(dirname "$0")/.." && pwd)/.venv"
-if [ -x "$moto_venv/bin/moto_server" ] && "$moto_venv/bin/python" -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null; then
-	: # already installed at the pinned version
+if [ -x "$moto_venv/bin/moto_server" ] && [ -x "$moto_venv/bin/aws" ] \
+	&& "$moto_venv/bin/python" -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null \
+	&& "$moto_venv/bin/aws" --version 2>&1 | grep -q "^aws-cli/$AWSCLI_VERSION "; then
+	: # already installed at the pinned versions
 elif command -v python3 >/dev/null 2>&1; then
 	if { [ -x "$moto_venv/bin/python" ] || python3 -m venv "$moto_venv"; } \
-		&& "$moto_venv/bin/python" -m pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"; then
-		echo "moto $MOTO_VERSION installed in $moto_venv"
+		&& "$moto_venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+			"moto[server]==$MOTO_VERSION" "awscli==$AWSCLI_VERSION"; then
+		echo "moto $MOTO_VERSION and awscli $AWSCLI_VERSION installed in $moto_venv"
 	else
-		echo "WARNING: could not install moto[server]==$MOTO_VERSION into $moto_venv; storage tests against moto will be skipped" >&2
+		echo "WARNING: could not install moto[server]==$MOTO_VERSION and awscli==$AWSCLI_VERSION into $moto_venv; storage tests against them will be skipped" >&2
 	fi
 else
-	echo "WARNING: python3 not found; storage tests against moto will be skipped" >&2
+	echo "WARNING: python3 not found; storage tests against moto and the AWS CLI will be skipped" >&2
 fi
 # --- end iota-storage ----------------------------------------------------------------

@@ -9,19 +9,32 @@
 //! upload (parts are written to temporary files and renamed into place on completion, so a reader never
 //! sees a partial object), ranged GET, presigned URLs (an expired one is refused with 403 "Request has
 //! expired"). Known differences from AWS: the region is not checked; presigned requests dated up to
-//! 15 minutes in the future are accepted; ListMultipartUploads is not implemented. One change over
-//! stock `s3s-fs`: whole-object GETs stream the file in 1 MiB chunks instead of 4 KiB (about 10x faster,
-//! docs/design.md §9).
+//! 15 minutes in the future are accepted; ListMultipartUploads is not implemented; listings are
+//! whole-directory walks (no index), and continuation tokens are plain keys; one key pair, no policies,
+//! ACLs, versioning or lifecycle rules.
+//!
+//! Changes over stock `s3s-fs`, each where it differed from S3 as the AWS CLI sees it:
+//! - whole-object GETs stream the file in 1 MiB chunks instead of 4 KiB (about 10x faster,
+//!   docs/design.md §9);
+//! - DeleteBucket on a bucket holding objects is refused with 409 `BucketNotEmpty` (stock deleted the
+//!   bucket and every object in it);
+//! - listings asked for `encoding-type=url` (the AWS CLI always asks) URL-encode keys, prefixes,
+//!   delimiters and markers (stock answered raw keys while claiming the encoding, so a key with `+`
+//!   came back as a space and could not be deleted);
+//! - every error reply carries a message (stock sent many codes without one: the CLI printed
+//!   "Unknown");
+//! - an unknown access key gets `InvalidAccessKeyId` (stock: `NotSignedUp`).
 
 use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use s3s::auth::SimpleAuth;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use s3s::auth::{S3Auth, SecretKey};
 use s3s::dto::*;
 use s3s::service::S3ServiceBuilder;
-use s3s::{S3Request, S3Response, S3Result, S3};
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 use s3s_fs::FileSystem;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -141,10 +154,10 @@ impl EmbeddedS3 {
 		})?;
 
 		let mut builder = S3ServiceBuilder::new(FastFs { inner: fs, root });
-		builder.set_auth(SimpleAuth::from_single(
-			config.access_key.clone(),
-			config.secret_key.clone(),
-		));
+		builder.set_auth(OneKey {
+			access_key: config.access_key.clone(),
+			secret_key: SecretKey::from(config.secret_key.clone()),
+		});
 		let service = builder.build();
 
 		let listener = TcpListener::bind(config.addr)
@@ -240,7 +253,99 @@ fn valid_bucket(name: &str) -> bool {
 		&& b[b.len() - 1].is_ascii_alphanumeric()
 }
 
-/// `s3s_fs::FileSystem` with faster whole-object GETs; every other operation is passed through.
+/// The server's one key pair; any other access key is S3's `InvalidAccessKeyId`.
+struct OneKey {
+	access_key: String,
+	secret_key: SecretKey,
+}
+
+#[async_trait::async_trait]
+impl S3Auth for OneKey {
+	async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+		if access_key == self.access_key {
+			Ok(self.secret_key.clone())
+		} else {
+			Err(s3_error!(
+				InvalidAccessKeyId,
+				"The AWS Access Key Id you provided does not exist in our records."
+			))
+		}
+	}
+}
+
+/// What S3's `encoding-type=url` leaves as is: unreserved characters (RFC 3986) and `/`.
+const URL_KEEP: &AsciiSet = &NON_ALPHANUMERIC
+	.remove(b'-')
+	.remove(b'_')
+	.remove(b'.')
+	.remove(b'~')
+	.remove(b'/');
+
+/// `s` URL-encoded as S3 encodes listed keys (`a+b c` → `a%2Bb%20c`).
+fn url_encoded(s: &str) -> String {
+	utf8_percent_encode(s, URL_KEEP).to_string()
+}
+
+/// Whether a listing asked for URL-encoded keys.
+fn wants_url(encoding: &Option<EncodingType>) -> bool {
+	encoding.as_ref().is_some_and(|e| e.as_str().eq_ignore_ascii_case("url"))
+}
+
+/// URL-encodes the keys and common prefixes of a listing.
+fn encode_listing(contents: &mut Option<Vec<Object>>, prefixes: &mut Option<Vec<CommonPrefix>>) {
+	for o in contents.iter_mut().flatten() {
+		o.key = o.key.as_deref().map(url_encoded);
+	}
+	for p in prefixes.iter_mut().flatten() {
+		p.prefix = p.prefix.as_deref().map(url_encoded);
+	}
+}
+
+/// `e` with S3's message for its code when it has none (the AWS CLI prints "Unknown" otherwise).
+fn described(mut e: S3Error) -> S3Error {
+	if e.message().is_none() {
+		let message = match e.code() {
+			S3ErrorCode::NoSuchKey => "The specified key does not exist.",
+			S3ErrorCode::NoSuchBucket => "The specified bucket does not exist",
+			S3ErrorCode::NoSuchUpload => {
+				"The specified multipart upload does not exist. The upload ID may be invalid, or the \
+				 upload may have been aborted or completed."
+			},
+			S3ErrorCode::InvalidPart => {
+				"One or more of the specified parts could not be found. The part may not have been \
+				 uploaded, or the specified entity tag may not match the part's entity tag."
+			},
+			S3ErrorCode::InvalidPartOrder => "The list of parts was not in ascending order.",
+			S3ErrorCode::InvalidRange => "The requested range is not satisfiable",
+			S3ErrorCode::BucketAlreadyExists | S3ErrorCode::BucketAlreadyOwnedByYou => {
+				"The requested bucket name is not available."
+			},
+			S3ErrorCode::InvalidBucketName => "The specified bucket is not valid.",
+			S3ErrorCode::InvalidStorageClass => "The storage class you specified is not valid.",
+			S3ErrorCode::NotImplemented => {
+				"A header or operation you provided implies functionality that is not implemented."
+			},
+			S3ErrorCode::InternalError => "We encountered an internal error. Please try again.",
+			other => other.as_str(),
+		}
+		.to_owned();
+		e.set_message(message);
+	}
+	e
+}
+
+/// Whether the directory at `path` holds a file at any depth (an object of the bucket it stores).
+fn holds_a_file(path: &Path) -> bool {
+	let Ok(entries) = std::fs::read_dir(path) else { return false };
+	entries.flatten().any(|e| match e.file_type() {
+		Ok(t) if t.is_dir() => holds_a_file(&e.path()),
+		Ok(_) => true,
+		Err(_) => false,
+	})
+}
+
+/// `s3s_fs::FileSystem` with the changes listed in the module docs; every other operation is passed
+/// through.
 struct FastFs {
 	inner: FileSystem,
 	root: PathBuf,
@@ -252,6 +357,59 @@ impl FastFs {
 		let plain = |p: &Path| p.components().all(|c| matches!(c, Component::Normal(_)));
 		(plain(Path::new(bucket)) && plain(Path::new(key)))
 			.then(|| self.root.join(bucket).join(key))
+	}
+
+	/// DeleteBucket, refused with `BucketNotEmpty` while the bucket holds an object.
+	async fn delete_empty_bucket(
+		&self,
+		req: S3Request<DeleteBucketInput>,
+	) -> S3Result<S3Response<DeleteBucketOutput>> {
+		if let Some(path) = self.object_path(&req.input.bucket, "") {
+			let full = tokio::task::spawn_blocking(move || holds_a_file(&path))
+				.await
+				.map_err(|e| s3_error!(InternalError, "bucket scan: {e}"))?;
+			if full {
+				return Err(s3_error!(
+					BucketNotEmpty,
+					"The bucket you tried to delete is not empty"
+				));
+			}
+		}
+		self.inner.delete_bucket(req).await
+	}
+
+	/// ListObjectsV2 with `encoding-type=url` honoured (keys, common prefixes, prefix, delimiter,
+	/// start-after).
+	async fn list_v2(
+		&self,
+		req: S3Request<ListObjectsV2Input>,
+	) -> S3Result<S3Response<ListObjectsV2Output>> {
+		let mut resp = self.inner.list_objects_v2(req).await?;
+		let o = &mut resp.output;
+		if wants_url(&o.encoding_type) {
+			encode_listing(&mut o.contents, &mut o.common_prefixes);
+			for f in [&mut o.prefix, &mut o.delimiter, &mut o.start_after] {
+				*f = f.as_deref().map(url_encoded);
+			}
+		}
+		Ok(resp)
+	}
+
+	/// ListObjects (v1) with `encoding-type=url` honoured (keys, common prefixes, prefix, delimiter,
+	/// markers).
+	async fn list_v1(
+		&self,
+		req: S3Request<ListObjectsInput>,
+	) -> S3Result<S3Response<ListObjectsOutput>> {
+		let mut resp = self.inner.list_objects(req).await?;
+		let o = &mut resp.output;
+		if wants_url(&o.encoding_type) {
+			encode_listing(&mut o.contents, &mut o.common_prefixes);
+			for f in [&mut o.prefix, &mut o.delimiter, &mut o.marker, &mut o.next_marker] {
+				*f = f.as_deref().map(url_encoded);
+			}
+		}
+		Ok(resp)
 	}
 
 	async fn fast_get_object(
@@ -292,43 +450,42 @@ fn same_inode(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
 	true
 }
 
-/// Implements `S3` for [`FastFs`]: `get_object` is ours, the listed operations go to `s3s-fs`, the rest
-/// answer `NotImplemented` (the trait's default).
-macro_rules! s3_passthrough {
-    ($($op:ident: $input:ident => $output:ident),* $(,)?) => {
+/// Implements `S3` for [`FastFs`]: the operations listed go to `self.$via` (ours, or `s3s-fs`'s
+/// through `self.inner`), every error with a message ([`described`]); the rest answer
+/// `NotImplemented` (the trait's default).
+macro_rules! s3_operations {
+    ($($op:ident: $input:ident => $output:ident via $($via:ident).+),* $(,)?) => {
         #[async_trait::async_trait]
         impl S3 for FastFs {
-            async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-                self.fast_get_object(req).await
-            }
             $(
                 async fn $op(&self, req: S3Request<$input>) -> S3Result<S3Response<$output>> {
-                    self.inner.$op(req).await
+                    self.$($via).+(req).await.map_err(described)
                 }
             )*
         }
     };
 }
 
-s3_passthrough! {
-	create_bucket: CreateBucketInput => CreateBucketOutput,
-	copy_object: CopyObjectInput => CopyObjectOutput,
-	delete_bucket: DeleteBucketInput => DeleteBucketOutput,
-	delete_object: DeleteObjectInput => DeleteObjectOutput,
-	delete_objects: DeleteObjectsInput => DeleteObjectsOutput,
-	get_bucket_location: GetBucketLocationInput => GetBucketLocationOutput,
-	head_bucket: HeadBucketInput => HeadBucketOutput,
-	head_object: HeadObjectInput => HeadObjectOutput,
-	list_buckets: ListBucketsInput => ListBucketsOutput,
-	list_objects: ListObjectsInput => ListObjectsOutput,
-	list_objects_v2: ListObjectsV2Input => ListObjectsV2Output,
-	put_object: PutObjectInput => PutObjectOutput,
-	create_multipart_upload: CreateMultipartUploadInput => CreateMultipartUploadOutput,
-	upload_part: UploadPartInput => UploadPartOutput,
-	upload_part_copy: UploadPartCopyInput => UploadPartCopyOutput,
-	list_parts: ListPartsInput => ListPartsOutput,
-	complete_multipart_upload: CompleteMultipartUploadInput => CompleteMultipartUploadOutput,
-	abort_multipart_upload: AbortMultipartUploadInput => AbortMultipartUploadOutput,
+s3_operations! {
+	get_object: GetObjectInput => GetObjectOutput via fast_get_object,
+	delete_bucket: DeleteBucketInput => DeleteBucketOutput via delete_empty_bucket,
+	list_objects: ListObjectsInput => ListObjectsOutput via list_v1,
+	list_objects_v2: ListObjectsV2Input => ListObjectsV2Output via list_v2,
+	create_bucket: CreateBucketInput => CreateBucketOutput via inner.create_bucket,
+	copy_object: CopyObjectInput => CopyObjectOutput via inner.copy_object,
+	delete_object: DeleteObjectInput => DeleteObjectOutput via inner.delete_object,
+	delete_objects: DeleteObjectsInput => DeleteObjectsOutput via inner.delete_objects,
+	get_bucket_location: GetBucketLocationInput => GetBucketLocationOutput via inner.get_bucket_location,
+	head_bucket: HeadBucketInput => HeadBucketOutput via inner.head_bucket,
+	head_object: HeadObjectInput => HeadObjectOutput via inner.head_object,
+	list_buckets: ListBucketsInput => ListBucketsOutput via inner.list_buckets,
+	put_object: PutObjectInput => PutObjectOutput via inner.put_object,
+	create_multipart_upload: CreateMultipartUploadInput => CreateMultipartUploadOutput via inner.create_multipart_upload,
+	upload_part: UploadPartInput => UploadPartOutput via inner.upload_part,
+	upload_part_copy: UploadPartCopyInput => UploadPartCopyOutput via inner.upload_part_copy,
+	list_parts: ListPartsInput => ListPartsOutput via inner.list_parts,
+	complete_multipart_upload: CompleteMultipartUploadInput => CompleteMultipartUploadOutput via inner.complete_multipart_upload,
+	abort_multipart_upload: AbortMultipartUploadInput => AbortMultipartUploadOutput via inner.abort_multipart_upload,
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ pub enum StorageError {
 		key: String,
 	},
 
-	/// The server refused the credentials themselves: unknown access key (`InvalidAccessKeyId`; s3s says
-	/// `NotSignedUp`) or a signature that does not match (`SignatureDoesNotMatch`, also a presigned URL that was altered).
+	/// The server refused the credentials themselves: unknown access key (`InvalidAccessKeyId`; stock
+	/// s3s servers say `NotSignedUp`) or a signature that does not match (`SignatureDoesNotMatch`, also a presigned URL that was altered).
 	#[error("credentials refused ({code}): {message}")]
 	InvalidCredentials {
 		/// The S3 error code.

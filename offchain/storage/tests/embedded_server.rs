@@ -105,3 +105,88 @@ async fn iota_s3_binary_serves_a_directory() {
 		b"hello"
 	);
 }
+
+/// Where stock `s3s-fs` differed from S3 (found with the AWS CLI; `aws_cli.rs` runs the CLI itself),
+/// checked with our SDK client: a non-empty bucket is not deleted, listings URL-encode keys when asked
+/// to, errors carry S3's message, an unknown access key is `InvalidAccessKeyId`.
+#[tokio::test]
+async fn deletes_lists_and_refuses_as_s3_does() {
+	use aws_sdk_s3::error::ProvideErrorMetadata;
+	use aws_sdk_s3::primitives::ByteStream;
+	use aws_sdk_s3::types::EncodingType;
+
+	let dir = tempfile::tempdir().unwrap();
+	let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path())).await.unwrap();
+	let store = ObjectStore::connect(server.store_config()).await.unwrap();
+	let sdk = store.sdk();
+	let key = "dir/a+b c";
+	sdk.create_bucket().bucket("other").send().await.unwrap();
+	sdk.put_object()
+		.bucket("other")
+		.key(key)
+		.body(ByteStream::from_static(b"x"))
+		.send()
+		.await
+		.unwrap();
+
+	// A bucket holding an object: 409 BucketNotEmpty, nothing deleted.
+	let err = sdk.delete_bucket().bucket("other").send().await.unwrap_err();
+	assert_eq!(err.code(), Some("BucketNotEmpty"), "{err:?}");
+	assert_eq!(err.raw_response().map(|r| r.status().as_u16()), Some(409));
+	assert!(dir.path().join("other").join(key).is_file(), "the object is still there");
+
+	// Listings: raw keys unless URL encoding is asked for, then keys, prefixes and delimiters encoded.
+	let raw = sdk.list_objects_v2().bucket("other").send().await.unwrap();
+	assert_eq!(raw.contents()[0].key(), Some(key));
+	let v2 = sdk
+		.list_objects_v2()
+		.bucket("other")
+		.encoding_type(EncodingType::Url)
+		.prefix("dir/a+")
+		.send()
+		.await
+		.unwrap();
+	assert_eq!(v2.contents()[0].key(), Some("dir/a%2Bb%20c"));
+	assert_eq!(v2.prefix(), Some("dir/a%2B"));
+	let v1 = sdk
+		.list_objects()
+		.bucket("other")
+		.encoding_type(EncodingType::Url)
+		.delimiter("/")
+		.send()
+		.await
+		.unwrap();
+	assert_eq!(v1.common_prefixes()[0].prefix(), Some("dir/"));
+	assert_eq!(v1.delimiter(), Some("/"));
+
+	// Emptied, the bucket goes.
+	sdk.delete_object().bucket("other").key(key).send().await.unwrap();
+	sdk.delete_bucket().bucket("other").send().await.unwrap();
+	assert!(!dir.path().join("other").exists());
+
+	// Errors carry S3's message.
+	let err = sdk.get_object().bucket("iota").key("missing").send().await.unwrap_err();
+	assert_eq!(
+		(err.code(), err.message()),
+		(Some("NoSuchKey"), Some("The specified key does not exist."))
+	);
+	let err = sdk.delete_bucket().bucket("nowhere").send().await.unwrap_err();
+	assert_eq!(
+		(err.code(), err.message()),
+		(Some("NoSuchBucket"), Some("The specified bucket does not exist"))
+	);
+
+	// An unknown access key.
+	let mut c = server.store_config();
+	c.credentials =
+		iota_storage::Credentials::Static { access_key: "nobody".into(), secret_key: "x".into() };
+	let other = ObjectStore::connect(c).await.unwrap();
+	let err = other.sdk().list_objects_v2().bucket("iota").send().await.unwrap_err();
+	assert_eq!(err.code(), Some("InvalidAccessKeyId"), "{err:?}");
+	assert!(err.message().is_some_and(|m| !m.is_empty()));
+	assert!(matches!(
+		other.list("").await,
+		Err(iota_storage::StorageError::InvalidCredentials { code, .. }) if code == "InvalidAccessKeyId"
+	));
+	server.shutdown().await;
+}
