@@ -57,6 +57,19 @@ fn passes(who: &Keypair, stage: u16, first: u64, n: u64) -> Vec<Event> {
 		.collect()
 }
 
+/// The chain's view of stage 0 in epoch 0 (round 0) with `members`, in `phase`, as an event.
+fn stage_zero(members: &[iota_rpc::AccountId], phase: Phase) -> Event {
+	Event::ChainStage {
+		stage: 0,
+		epoch: 0,
+		phase,
+		round: 0,
+		members: members.to_vec(),
+		block: 2,
+		now_ms: now_ms(),
+	}
+}
+
 struct World {
 	orch: Arc<Orchestrator>,
 	url: String,
@@ -421,15 +434,7 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 		.iter()
 		.map(|s| key(s).public_key().to_account_id())
 		.collect();
-	let chain = |phase| Event::ChainStage {
-		stage: 0,
-		epoch: 0,
-		phase,
-		round: 0,
-		members: members.clone(),
-		block: 2,
-		now_ms: now_ms(),
-	};
+	let chain = |phase| stage_zero(&members, phase);
 	// Each ran two backward passes in training.
 	let mut events = passes(&key("//Dave"), 0, 0, 2);
 	events.extend(passes(&key("//Alt"), 0, 2, 2));
@@ -566,4 +571,146 @@ async fn a_shard_mismatch_is_recorded_and_resolved_by_recomputation() {
 	let plan = w.orch.with_state(|s| s.commit_plan(0)).expect("ready to commit");
 	assert_eq!((plan.members, plan.samples, plan.state_hash), (2, 4, h));
 	assert_eq!(plan.shards[0].hash, right.unwrap());
+}
+
+/// The reference's "stampede": every member of a stage calling the merge endpoints at once. 64 miners
+/// of stage 0, each with one accepted backward pass, upload their gradients, then (each released by one
+/// barrier) submit them in the same instant, each twice concurrently (a retrying client); then all ask
+/// for their shard assignment, then for the manifest, again all at once. No call fails but the
+/// duplicates (`Invalid`: already submitted), each gradient is accepted exactly once, every member sees
+/// the same assignment, and the latencies are printed (p50, p99, max; on this machine, not asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_members_stampeding_the_merge_endpoints_are_each_served_once() {
+	const N: usize = 64;
+	let w = world().await;
+	let uris: Vec<String> = (0..N).map(|i| format!("//Burst{i}")).collect();
+	let mut reg = Registry::default();
+	for u in &uris {
+		reg.miners
+			.insert(key(u).public_key().to_account_id().0, (0, MinerStanding::Active));
+	}
+	w.orch.set_registry(reg);
+	let members: Vec<_> = uris.iter().map(|u| key(u).public_key().to_account_id()).collect();
+	let chain = |phase| stage_zero(&members, phase);
+	let mut events: Vec<Event> = uris
+		.iter()
+		.enumerate()
+		.flat_map(|(i, u)| passes(&key(u), 0, i as u64, 1))
+		.collect();
+	events.push(chain(Phase::WeightsUploading));
+	w.orch.record(events).unwrap();
+
+	// Everyone uploads its gradient first (object store work, not the stampede).
+	let p = w.spec.model.stage_param_count(0).unwrap() as u64;
+	let mut ready = Vec::new();
+	for (i, u) in uris.iter().enumerate() {
+		let c = client(&w, u).await;
+		let Work::UploadGradient { epoch, output } = c.get_work(0).await.unwrap() else {
+			panic!("gradient upload")
+		};
+		let values: Vec<f32> = (0..p).map(|j| ((j + i as u64) % 7) as f32).collect();
+		let bytes = Bytes::from(iota_protocol::f32le::to_bytes(&values));
+		let chunks = chunk_hashes(MergeCodec::F32, &bytes, p);
+		let hash = w.http.put(&output.put, bytes).await.unwrap();
+		let gradient = TensorRef { key: output.key, hash, size: p * 4, shape: vec![p] };
+		let submission = GradientSubmission { epoch, gradient, chunk_hashes: chunks, samples: 1 };
+		ready.push((Arc::new(c), submission));
+	}
+	let clients: Vec<Arc<SignedClient>> = ready.iter().map(|(c, _)| c.clone()).collect();
+
+	/// Runs `f(i)` for every client, all released by one barrier; returns each call's outcome and
+	/// latency, and the spread of the start instants.
+	async fn stampede<T, F, Fut>(n: usize, f: F) -> (Vec<(T, Duration)>, Duration)
+	where
+		T: Send + 'static,
+		F: Fn(usize) -> Fut,
+		Fut: std::future::Future<Output = T> + Send + 'static,
+	{
+		let barrier = Arc::new(tokio::sync::Barrier::new(n));
+		let handles: Vec<_> = (0..n)
+			.map(|i| {
+				let (barrier, call) = (barrier.clone(), f(i));
+				tokio::spawn(async move {
+					barrier.wait().await;
+					let start = std::time::Instant::now();
+					let out = call.await;
+					(out, start, start.elapsed())
+				})
+			})
+			.collect();
+		let mut out = Vec::new();
+		let mut starts = Vec::new();
+		for h in handles {
+			let (o, start, took) = h.await.unwrap();
+			starts.push(start);
+			out.push((o, took));
+		}
+		let spread = starts.iter().max().unwrap().duration_since(*starts.iter().min().unwrap());
+		(out, spread)
+	}
+	fn report(what: &str, mut took: Vec<Duration>, spread: Duration) {
+		took.sort();
+		let at = |q: f64| took[((took.len() - 1) as f64 * q).round() as usize];
+		eprintln!(
+			"{what}: {} calls started within {spread:?}; latency p50 {:?}, p99 {:?}, max {:?}",
+			took.len(),
+			at(0.5),
+			at(0.99),
+			took[took.len() - 1]
+		);
+	}
+
+	// 2 × 64 gradient submissions: each miner's two copies race each other and everyone else.
+	let (subs, spread) = stampede(2 * N, |i| {
+		let (c, s) = (clients[i % N].clone(), ready[i % N].1.clone());
+		async move { c.submit_gradient(s).await.map_err(|e| code_of(&e)) }
+	})
+	.await;
+	let mut accepted = vec![0u32; N];
+	for (i, (r, _)) in subs.iter().enumerate() {
+		match r {
+			Ok(_) => accepted[i % N] += 1,
+			Err(code) => assert_eq!(*code, Some(ErrorCode::Invalid), "submission {i}: {code:?}"),
+		}
+	}
+	assert!(accepted.iter().all(|n| *n == 1), "each gradient accepted exactly once: {accepted:?}");
+	report("submitGradient", subs.iter().map(|(_, t)| *t).collect(), spread);
+	let merge = w.orch.with_state(|s| s.stage(0).unwrap().merge.clone());
+	assert_eq!(merge.submissions.len(), N, "every member's gradient is in, once");
+
+	w.orch
+		.record(vec![
+			chain(Phase::Merging),
+			Event::MergeSeed { stage: 0, epoch: 0, round: 0, epoch_seed: [5; 32] },
+		])
+		.unwrap();
+	let (shards, spread) = stampede(N, |i| {
+		let c = clients[i].clone();
+		async move { c.get_shards(0).await.map_err(|e| code_of(&e)) }
+	})
+	.await;
+	// The same round and members for everyone (the presigned URLs differ: signed per request).
+	let members = |a: &ShardAssignment| {
+		let m: Vec<_> = a
+			.submissions
+			.iter()
+			.map(|s| (s.miner.clone(), s.samples, s.object.key.clone(), s.object.hash))
+			.collect();
+		(a.round, m)
+	};
+	let first = members(shards[0].0.as_ref().unwrap());
+	assert_eq!(first.1.len(), N);
+	for (r, _) in &shards {
+		assert_eq!(members(r.as_ref().unwrap()), first, "one assignment");
+	}
+	report("getShards", shards.iter().map(|(_, t)| *t).collect(), spread);
+	let (views, spread) = stampede(N, |i| {
+		let c = clients[i].clone();
+		async move { c.get_manifest(0).await.map_err(|e| code_of(&e)) }
+	})
+	.await;
+	for (r, _) in &views {
+		assert!(matches!(r, Ok(MergeView::Reducing { present: 0, .. })), "{r:?}");
+	}
+	report("getManifest", views.iter().map(|(_, t)| *t).collect(), spread);
 }
