@@ -22,7 +22,9 @@
 //!    before anything of the epoch goes on chain, and a failed upload fails the epoch for this tick.
 //! 5. CLASP ([`clasp::score_epoch`]) with the spot-check statuses, the weight vector
 //!    ([`weights::weight_vector`]) over the chain's registered miners for `set_weights(e, w, version)`.
-//!    Weights and verdicts go on chain as one `batch_all` waiting for inclusion (call by call if the
+//!    Weights come only from conclusive data: an epoch with completed samples and no conclusive check
+//!    of anyone's work sends nothing and is judged again on later ticks through the first half of its
+//!    scoring window, then let go (`withheld` `no_conclusive_check`). Weights and verdicts go on chain as one `batch_all` waiting for inclusion (call by call if the
 //!    chain refuses the batch); a `RateLimited` vector is retried on later ticks until the window closes.
 //! 6. Independently, each tick: when the next epoch to finalize has a closed scoring window and nobody
 //!    finalized it, `finalize_epoch`.
@@ -115,6 +117,11 @@ pub enum DaemonError {
 	/// Local mode: challenged states are not revealed yet and the reveal deadline has not passed.
 	#[error("reveals pending: {0}")]
 	RevealsPending(String),
+	/// The epoch has completed samples but no conclusive check of anyone's work (every check
+	/// inconclusive: objects unreachable, an outage): no weights from it yet; judged again on later
+	/// ticks through the first half of its scoring window.
+	#[error("no conclusive check: {0}")]
+	Inconclusive(String),
 }
 
 impl DaemonError {
@@ -128,6 +135,7 @@ impl DaemonError {
 			DaemonError::PathwayLog(_) => "pathway_log",
 			DaemonError::Setup(_) => "setup",
 			DaemonError::RevealsPending(_) => "reveals_pending",
+			DaemonError::Inconclusive(_) => "inconclusive",
 		}
 	}
 }
@@ -799,8 +807,31 @@ impl Daemon {
 			}
 		}
 
+		// Weights only from conclusive data: with completed samples and no conclusive check of anyone's
+		// work there is nothing to score from (CLASP would rank miners on the orchestrator's word alone).
+		// Nothing of the epoch goes on chain now; it is judged again on later ticks through the first
+		// half of its scoring window (as a missing pathway log is waited for), then let go with nothing
+		// sent, so later epochs are not held up.
+		let from =
+			weights_from(statuses.len(), log.as_ref().map(|l| l.records.len()), wait_for_log);
+		match from {
+			WeightsFrom::Scores => {},
+			WeightsFrom::WaitForChecks => {
+				self.metrics.withheld.with_label_values(&["no_conclusive_check"]).inc();
+				return Err(DaemonError::Inconclusive(format!(
+					"epoch {epoch}: no conclusive check of any miner's work yet; judged again later"
+				)));
+			},
+			WeightsFrom::Nothing => {
+				self.metrics.withheld.with_label_values(&["no_conclusive_check"]).inc();
+				tracing::warn!(
+					epoch,
+					"no conclusive check of any miner's work: no weights for the epoch"
+				);
+			},
+		}
 		// CLASP and weights.
-		if let Some(log) = &log {
+		if let (Some(log), WeightsFrom::Scores) = (&log, from) {
 			match clasp::score_epoch(log, &statuses) {
 				Ok(report) => {
 					for m in report.flagged() {
@@ -846,6 +877,34 @@ impl Daemon {
 			self.pending_weights.insert(epoch, w);
 		}
 		Ok(summary)
+	}
+}
+
+/// What an epoch's weights may come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WeightsFrom {
+	/// CLASP scores (with the statuses of the judged miners).
+	Scores,
+	/// Nothing yet: judge the epoch again on a later tick.
+	WaitForChecks,
+	/// Nothing: the epoch goes without weights from this validator.
+	Nothing,
+}
+
+/// Weights only from conclusive data (issue: a validator during an orchestrator outage set weights with
+/// every check inconclusive): `conclusive` miners judged from a conclusive check of their work, the
+/// pathway log's record count (`None`: no usable log, so no scores either way), and whether the epoch may
+/// still be waited for (`wait`: the first half of its scoring window).
+fn weights_from(conclusive: usize, records: Option<usize>, wait: bool) -> WeightsFrom {
+	match records {
+		Some(n) if n > 0 && conclusive == 0 => {
+			if wait {
+				WeightsFrom::WaitForChecks
+			} else {
+				WeightsFrom::Nothing
+			}
+		},
+		_ => WeightsFrom::Scores,
 	}
 }
 
@@ -930,6 +989,16 @@ async fn put_evidence(
 #[cfg(test)]
 mod tests {
 	use super::*;
+
+	#[test]
+	fn weights_come_only_from_conclusive_checks() {
+		use WeightsFrom::*;
+		assert_eq!(weights_from(2, Some(8), true), Scores);
+		assert_eq!(weights_from(0, Some(8), true), WaitForChecks, "every check inconclusive");
+		assert_eq!(weights_from(0, Some(8), false), Nothing, "past the wait: let go");
+		assert_eq!(weights_from(0, Some(0), true), Scores, "no sample to check");
+		assert_eq!(weights_from(0, None, true), Scores, "no log: nothing to score anyway");
+	}
 
 	#[test]
 	fn error_kinds_are_metric_labels() {
