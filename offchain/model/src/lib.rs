@@ -92,6 +92,7 @@
 pub mod config;
 pub mod data;
 pub mod error;
+pub mod generate;
 pub mod llama;
 pub mod optim;
 pub mod pipeline;

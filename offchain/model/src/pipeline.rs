@@ -166,6 +166,21 @@ impl Pipeline {
 		self.stages[n - 1].eval_loss(&x, targets)
 	}
 
+	/// Next-token logits `[B, T, V]` (f32) of tokens `[B, T]` through the stages (and the wire, if
+	/// set), without gradients.
+	///
+	/// # Errors
+	/// Bad tokens as [`Stage::forward`]; candle and wire errors.
+	pub fn logits(&mut self, inputs: &Tensor) -> Result<Tensor> {
+		let n = self.stages.len();
+		let mut x = inputs.clone();
+		for s in 0..n - 1 {
+			let out = self.stages[s].forward(&x)?.output();
+			x = self.cross(out, Kind::Activation)?;
+		}
+		self.stages[n - 1].logits(&x)
+	}
+
 	/// Optimizer step on every stage (each with its own per-stage clipping threshold).
 	///
 	/// # Errors

@@ -485,6 +485,19 @@ impl Stage {
 		Ok(LossForward { loss, input: var, value, stage: self.index })
 	}
 
+	/// Last stage: next-token logits `[B, T, V]` (f32) of `input`, no graph kept (generation).
+	///
+	/// # Errors
+	/// [`Error::WrongStage`] on a non-final stage; input errors as [`forward`](Self::forward).
+	pub fn logits(&self, input: &Tensor) -> Result<Tensor> {
+		if !self.is_last() {
+			return Err(Error::WrongStage { stage: self.index, op: "logits", needs: "final" });
+		}
+		self.check_input(input)?;
+		let h = self.modules.forward(&input.detach())?;
+		Ok(self.modules.logits(&h)?.to_dtype(DType::F32)?)
+	}
+
 	/// Last stage: backward of the loss; parameter gradients accumulated (count + 1); returns
 	/// `∂loss/∂input` `[B, T, w_in]` (`None` for a single-stage model).
 	///

@@ -208,6 +208,7 @@ fn main() -> Result<()> {
 		"train_seconds": log.train_seconds, "tokens_per_s": tps,
 		"initial_heldout_loss": log.initial_eval, "final_heldout_loss": log.final_eval,
 		"final_train_loss": log.rows.last().map(|r| r.loss), "wire_bytes": log.wire_bytes,
+		"tokenizer": tok_path,
 	});
 	std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?)?;
 	println!(
