@@ -86,7 +86,19 @@ pub struct Orchestrator {
 	due_since: Mutex<HashMap<u16, u64>>,
 	/// When this process built its state (ms): liveness counts from here ([`State::gone_miners`]).
 	started_ms: u64,
+	/// Presigned GETs by key, handed out again while at least two thirds of their lifetime is left
+	/// ([`GET_REUSE`]): a stage's merge members all ask for the same objects at once (64 members, 64
+	/// submissions each: 4 096 signatures per round without it). A GET URL reads whatever the key
+	/// holds, and every reader checks the content hash it is given beside it.
+	gets: Mutex<HashMap<String, PresignedRequest>>,
 }
+
+/// Most presigned GETs kept for reuse; past it, expired ones are dropped (all, if none has).
+const MAX_CACHED_GETS: usize = 65_536;
+
+/// A cached presigned GET is reused while `GET_REUSE.0 / GET_REUSE.1` of its lifetime is left (for
+/// lifetimes of a minute or more).
+const GET_REUSE: (u64, u64) = (2, 3);
 
 /// A nonce to record with an accepted request: (account, nonce, timestamp ms).
 type NonceRec = ([u8; 32], u64, u64);
@@ -134,6 +146,7 @@ impl Orchestrator {
 			due: tokio::sync::Notify::new(),
 			due_since: Mutex::new(HashMap::new()),
 			started_ms: now,
+			gets: Mutex::new(HashMap::new()),
 			finalized: std::sync::atomic::AtomicU32::new(0),
 		}))
 	}
@@ -424,7 +437,28 @@ impl Orchestrator {
 	}
 
 	async fn get_of(&self, o: &Obj) -> Result<ObjectGet, Refusal> {
-		let get = self.store.presign_get(&o.key, self.expiry()).await.map_err(storage_refusal)?;
+		let now_s = now_ms() / 1000;
+		let left = self.cfg.presign_secs * GET_REUSE.0 / GET_REUSE.1;
+		let lock = || self.gets.lock().unwrap_or_else(|e| e.into_inner());
+		// Lifetimes under a minute (tests of expiry) are too coarse for reuse: signed every time.
+		let reuse = self.cfg.presign_secs >= 60;
+		let cached = lock().get(&o.key).filter(|g| reuse && g.expires_at >= now_s + left).cloned();
+		let get = match cached {
+			Some(g) => g,
+			None => {
+				let g =
+					self.store.presign_get(&o.key, self.expiry()).await.map_err(storage_refusal)?;
+				let mut gets = lock();
+				if gets.len() >= MAX_CACHED_GETS {
+					gets.retain(|_, g| g.expires_at >= now_s + left);
+					if gets.len() >= MAX_CACHED_GETS {
+						gets.clear();
+					}
+				}
+				gets.insert(o.key.clone(), g.clone());
+				g
+			},
+		};
 		Ok(ObjectGet { key: o.key.clone(), hash: o.hash, size: o.size, get })
 	}
 

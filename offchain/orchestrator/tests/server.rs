@@ -704,6 +704,8 @@ async fn sixty_four_members_stampeding_the_merge_endpoints_are_each_served_once(
 		assert_eq!(members(r.as_ref().unwrap()), first, "one assignment");
 	}
 	report("getShards", shards.iter().map(|(_, t)| *t).collect(), spread);
+	let bytes = serde_json::to_vec(shards[0].0.as_ref().unwrap()).unwrap().len();
+	eprintln!("getShards: one answer is {bytes} bytes of JSON ({} submissions)", first.1.len());
 	let (views, spread) = stampede(N, |i| {
 		let c = clients[i].clone();
 		async move { c.get_manifest(0).await.map_err(|e| code_of(&e)) }
