@@ -337,7 +337,17 @@ impl Daemon {
 			let wait_for_log = now < done_at.saturating_add(run.scoring_window / 2);
 			// Local mode: challenged miners reveal until the deadline; a state missing then fails.
 			let reveals_closed = now >= reveal_deadline(done_at, run.scoring_window);
-			let summary = self.process_epoch(epoch, &run, wait_for_log, reveals_closed).await?;
+			let summary = match self.process_epoch(epoch, &run, wait_for_log, reveals_closed).await
+			{
+				Ok(summary) => summary,
+				// Judged again on a later tick; finalization below still runs meanwhile.
+				Err(e @ DaemonError::Inconclusive(_)) => {
+					self.metrics.error(e.kind());
+					tracing::warn!(epoch, error = %e, "epoch not judged yet");
+					break;
+				},
+				Err(e) => return Err(e),
+			};
 			tracing::info!(
 				epoch,
 				verdicts = summary.verdicts.len(),

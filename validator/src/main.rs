@@ -48,7 +48,8 @@ struct Cli {
 	/// Forward spot-checks per (stage, miner) and epoch.
 	#[arg(long, env = "IOTA_FORWARD_CHECKS", default_value_t = FORWARD_CHECKS)]
 	forward_checks: usize,
-	/// Backward spot-checks per (stage, miner) and epoch (body stages).
+	/// Backward spot-checks per (stage, miner) and epoch (body stages). Weights come only from
+	/// conclusive checks: with both counts 0 a sync-mode validator judges nobody and sets no weights.
 	#[arg(long, env = "IOTA_BACKWARD_CHECKS", default_value_t = BACKWARD_CHECKS)]
 	backward_checks: usize,
 	/// Weights version key (default: the run config's).

@@ -86,19 +86,20 @@ pub struct Orchestrator {
 	due_since: Mutex<HashMap<u16, u64>>,
 	/// When this process built its state (ms): liveness counts from here ([`State::gone_miners`]).
 	started_ms: u64,
-	/// Presigned GETs by key, handed out again while at least two thirds of their lifetime is left
-	/// ([`GET_REUSE`]): a stage's merge members all ask for the same objects at once (64 members, 64
-	/// submissions each: 4 096 signatures per round without it). A GET URL reads whatever the key
-	/// holds, and every reader checks the content hash it is given beside it.
+	/// Presigned GETs by key, handed out again during the first [`GET_REUSE_SECS`] of their lifetime
+	/// (so every URL handed out still outlives a lease: `presign_secs` is the lease plus a minute): a
+	/// stage's merge members all ask for the same objects at once (64 members, 64 submissions each:
+	/// 4 096 signatures per round without it). A GET URL reads whatever the key holds, and every reader
+	/// checks the content hash it is given beside it.
 	gets: Mutex<HashMap<String, PresignedRequest>>,
 }
 
-/// Most presigned GETs kept for reuse; past it, expired ones are dropped (all, if none has).
+/// Most presigned GETs kept for reuse; past it, those past reuse are dropped (all, if none is).
 const MAX_CACHED_GETS: usize = 65_536;
 
-/// A cached presigned GET is reused while `GET_REUSE.0 / GET_REUSE.1` of its lifetime is left (for
-/// lifetimes of a minute or more).
-const GET_REUSE: (u64, u64) = (2, 3);
+/// A cached presigned GET is reused during this many seconds after it was signed (for lifetimes of a
+/// minute or more).
+const GET_REUSE_SECS: u64 = 30;
 
 /// A nonce to record with an accepted request: (account, nonce, timestamp ms).
 type NonceRec = ([u8; 32], u64, u64);
@@ -438,7 +439,7 @@ impl Orchestrator {
 
 	async fn get_of(&self, o: &Obj) -> Result<ObjectGet, Refusal> {
 		let now_s = now_ms() / 1000;
-		let left = self.cfg.presign_secs * GET_REUSE.0 / GET_REUSE.1;
+		let left = self.cfg.presign_secs.saturating_sub(GET_REUSE_SECS);
 		let lock = || self.gets.lock().unwrap_or_else(|e| e.into_inner());
 		// Lifetimes under a minute (tests of expiry) are too coarse for reuse: signed every time.
 		let reuse = self.cfg.presign_secs >= 60;

@@ -689,7 +689,7 @@ async fn sixty_four_members_stampeding_the_merge_endpoints_are_each_served_once(
 		async move { c.get_shards(0).await.map_err(|e| code_of(&e)) }
 	})
 	.await;
-	// The same round and members for everyone (the presigned URLs differ: signed per request).
+	// The same round and members for everyone (presigned URLs aside: they may be signed apart).
 	let members = |a: &ShardAssignment| {
 		let m: Vec<_> = a
 			.submissions

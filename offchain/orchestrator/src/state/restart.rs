@@ -79,10 +79,16 @@ impl State {
 		for id in held {
 			self.relist(id, false, true);
 		}
+		let Some(epoch) = self.stages.get(usize::from(stage)).map(|st| st.epoch) else { return };
+		self.open_backwards_of(miner, stage);
+		self.forfeit_passes(stage, epoch, miner);
+	}
+
+	/// Backward items queued at `stage` for `miner`'s forwards go to anyone (its process, and the
+	/// activations it kept, are gone or sit the epoch out).
+	fn open_backwards_of(&mut self, miner: &AccountId, stage: u16) {
 		let s = usize::from(stage);
 		let Some(st) = self.stages.get(s) else { return };
-		let epoch = st.epoch;
-		// Backward items queued for its forwards go to anyone too.
 		let own: Vec<u64> = st
 			.backward_queue
 			.keys()
@@ -99,14 +105,23 @@ impl State {
 				st.backward_queue.insert(n, BackwardItem { open: true });
 			}
 		}
-		self.forfeit_passes(stage, epoch, miner);
+	}
+
+	/// Whether `miner` was found silent in `epoch` of its stage ([`Event::MinerGone`]): it takes no
+	/// work there, and no item waits for it.
+	pub(super) fn gone_in(&self, miner: &AccountId, epoch: u32) -> bool {
+		self.miners.get(&miner.0).is_some_and(|(_, m)| m.gone_in == Some(epoch))
 	}
 
 	/// Sync mode: the [`Event::MinerGone`] due at `now_ms`. A miner is gone when its stage trains (uploads
 	/// not open), it holds accepted passes of the stage's epoch that reached no merge submission, it
 	/// holds no lease, and it made no request for `lease_ms` counted from the later of its last request
 	/// and `since_ms` (when this orchestrator process started: liveness is not persisted, so a restarted
-	/// orchestrator gives every miner a lease's length to show up). A live miner of a training stage asks
+	/// orchestrator gives every miner a lease's length to show up). A miner working on its only lease
+	/// makes no request, so one that overruns that lease is taken for gone when it expires (measured: a
+	/// grace of a second after the lease's end let the other members finish the quota first in both
+	/// churn scenarios, so the dead miner's passes were awaited until the phase timeout instead); its
+	/// passes are recomputed by the others, nothing is lost, it sits the epoch out. A live miner of a training stage asks
 	/// for work far more often (idle answers retry within seconds), so silence that long is a dead or
 	/// cut-off process, whose gradient the merge would otherwise wait for until its phase timeout.
 	///
@@ -139,10 +154,22 @@ impl State {
 		out
 	}
 
+	/// [`Event::MinerGone`]: applied only while what [`gone_miners`](Self::gone_miners) saw still holds
+	/// in the state (its stage training that epoch, uploads not open, no lease of the miner): a request
+	/// of the miner recorded between the decision and the event voids it.
 	pub(super) fn apply_gone(&mut self, miner: &AccountId, stage: u16, epoch: u32) {
+		let Some(st) = self.stages.get(usize::from(stage)) else { return };
+		if st.epoch != epoch
+			|| st.phase != Phase::Training
+			|| self.uploads_open(st)
+			|| self.leases_of(miner) > 0
+		{
+			return;
+		}
 		let m = self.miner_mut(miner, stage);
 		m.gone += 1;
 		m.gone_in = Some(epoch);
+		self.open_backwards_of(miner, stage);
 		self.forfeit_passes(stage, epoch, miner);
 	}
 

@@ -1363,13 +1363,24 @@ fn a_restart_after_its_stage_left_training_loses_its_passes_and_the_merge_does_n
 
 #[test]
 fn a_miner_silent_for_a_lease_is_gone_and_its_passes_are_recomputed() {
-	// Miner 2 (stage 1) runs two samples, takes a forward lease at 30 ms and falls silent.
+	// Miner 2 (stage 1) runs samples a and b, forwards c (whose backward then waits for it), takes a
+	// forward lease of d at 30 ms and falls silent.
 	let mut w = World::new(4, 4, &[&[1], &[2, 5], &[3]]);
 	w.session(2, 1, 7, 0);
 	let (a, b) = (w.run_sample([1, 2, 3], 10), w.run_sample([1, 2, 3], 20));
-	let h = w.lease(1, 0, 30);
-	w.submit(&h, 30);
+	let hc = w.lease(1, 0, 30);
+	w.submit(&hc, 30);
+	let fc = w.lease(2, 1, 30);
+	w.submit(&fc, 30);
+	let hd = w.lease(1, 0, 30);
+	w.submit(&hd, 30);
 	let held = w.lease(2, 1, 30);
+	assert_eq!((held.kind, held.sample), (WorkKind::Forward, hd.sample));
+	let tc = w.lease(3, 2, 30);
+	w.loss(&tc, 2.5, 30);
+	w.submit(&tc, 30);
+	let c = hc.sample;
+	assert!(!w.st.stages[1].backward_queue[&c].open, "c's backward waits for miner 2");
 	// The others keep asking for work.
 	let alive = |w: &mut World, t: u64| {
 		for (m, s) in [(1, 0), (5, 1), (3, 2)] {
@@ -1383,30 +1394,42 @@ fn a_miner_silent_for_a_lease_is_gone_and_its_passes_are_recomputed() {
 		w.apply(e);
 	}
 	assert!(w.st.leases().all(|l| l.id != held.id));
+	alive(&mut w, 2_031);
 	// Silence is counted from this orchestrator's start as well.
-	assert!(w.st.gone_miners(1_031, 500).is_empty(), "within a lease of the orchestrator's start");
-	let gone = w.st.gone_miners(1_031, 0);
-	assert_eq!(gone, vec![Event::MinerGone { miner: acc(2), stage: 1, epoch: 0, now_ms: 1_031 }]);
+	assert!(
+		w.st.gone_miners(2_031, 1_500).is_empty(),
+		"within a lease of the orchestrator's start"
+	);
+	let gone = w.st.gone_miners(2_031, 0);
+	assert_eq!(gone, vec![Event::MinerGone { miner: acc(2), stage: 1, epoch: 0, now_ms: 2_031 }]);
 	w.apply(gone[0].clone());
-	assert!(w.st.gone_miners(1_031, 0).is_empty(), "once");
+	assert!(w.st.gone_miners(2_031, 0).is_empty(), "once");
 	assert_eq!((w.st.accepted_passes(0, 1, &acc(2)), w.st.stage(1).unwrap().backward_done), (0, 0));
-	// It takes no more work in the epoch (its gradient is void); miner 5 recomputes its passes.
-	assert_eq!(w.work(2, 1, 1_040), WorkPlan::Idle(IdleReason::Forfeited));
-	for (n, t) in [(a, 1_050), (b, 1_060)] {
+	assert!(w.st.stages[1].backward_queue[&c].open, "c's backward goes to anyone now");
+	// It comes back: it takes no more work in the epoch (its gradient is void), and nothing waits for
+	// it although it is live again; miner 5 recomputes its passes, then takes c's backward and d.
+	assert_eq!(w.work(2, 1, 2_040), WorkPlan::Idle(IdleReason::Forfeited));
+	for (n, t) in [(a, 2_050), (b, 2_060)] {
 		let r = w.lease(5, 1, t);
 		assert_eq!((r.kind, r.sample, r.recompute), (WorkKind::Backward, n, true));
 		w.submit(&r, t);
 	}
-	assert_eq!(w.lease(5, 1, 1_070).sample, held.sample, "then the expired forward");
+	let bc = w.lease(5, 1, 2_065);
+	assert_eq!((bc.kind, bc.sample, bc.recompute), (WorkKind::Backward, c, false));
+	assert_eq!(w.lease(5, 1, 2_070).sample, held.sample, "then the expired forward");
 	// Once uploads open it is told to follow the merge, never to upload (it has nothing to submit).
-	w.chain(1, 0, Phase::WeightsUploading, 0, &[2, 5], 1_075);
-	assert_eq!(w.st.plan_work(&acc(2), 1, 1_075).unwrap(), WorkPlan::Idle(IdleReason::Merging));
-	assert_eq!(w.st.plan_work(&acc(5), 1, 1_075).unwrap(), WorkPlan::UploadGradient { epoch: 0 });
+	w.chain(1, 0, Phase::WeightsUploading, 0, &[2, 5], 2_075);
+	assert_eq!(w.st.plan_work(&acc(2), 1, 2_075).unwrap(), WorkPlan::Idle(IdleReason::Merging));
+	assert_eq!(w.st.plan_work(&acc(5), 1, 2_075).unwrap(), WorkPlan::UploadGradient { epoch: 0 });
 	assert_eq!(w.st.accepted_passes(0, 1, &acc(5)), 2);
 	assert_eq!((w.st.audits[&0].recomputed, w.st.audits[&0].lost), (2, 0));
 	let status = w.st.miner_activity();
 	let it = status.iter().find(|m| m.account == acc(2)).unwrap();
 	assert_eq!((it.gone, it.restarts, it.backward_this_epoch), (1, 0, 0));
+	// A MinerGone that no longer holds (the stage left Training) changes nothing.
+	w.apply(Event::MinerGone { miner: acc(5), stage: 1, epoch: 0, now_ms: 2_080 });
+	assert_eq!(w.st.accepted_passes(0, 1, &acc(5)), 2);
+	assert!(w.st.miner_activity().iter().all(|m| m.account != acc(5) || m.gone == 0));
 	// Replay rebuilds it all (but liveness, which is not persisted).
 	let mut again = State::new(w.st.config().clone());
 	for e in &w.log {
@@ -1415,7 +1438,7 @@ fn a_miner_silent_for_a_lease_is_gone_and_its_passes_are_recomputed() {
 	assert_eq!(again.stage(1), w.st.stage(1));
 	assert_eq!(again.pathway_log(0), w.st.pathway_log(0));
 	assert_eq!(again.audits, w.st.audits);
-	assert_eq!(again.plan_work(&acc(2), 1, 1_090).unwrap(), WorkPlan::Idle(IdleReason::Merging));
+	assert_eq!(again.plan_work(&acc(2), 1, 2_090).unwrap(), WorkPlan::Idle(IdleReason::Merging));
 	let gone_of = |s: &State| {
 		s.miner_activity()
 			.iter()
@@ -1424,8 +1447,8 @@ fn a_miner_silent_for_a_lease_is_gone_and_its_passes_are_recomputed() {
 	};
 	assert_eq!(gone_of(&again), gone_of(&w.st));
 	// A new process of it may work again (it holds no gradient of the epoch).
-	w.session(2, 1, 9, 1_080);
-	assert_eq!(w.work(2, 1, 1_080), WorkPlan::UploadGradient { epoch: 0 });
+	w.session(2, 1, 9, 2_095);
+	assert_eq!(w.work(2, 1, 2_095), WorkPlan::UploadGradient { epoch: 0 });
 }
 
 #[test]

@@ -20,7 +20,7 @@ impl State {
 		};
 		// A miner found silent in this epoch has no pass to submit (they were re-listed): it follows
 		// the merge as a replica without samples.
-		let gone = self.miners.get(&miner.0).is_some_and(|(_, m)| m.gone_in == Some(st.epoch));
+		let gone = self.gone_in(miner, st.epoch);
 		if self.uploads_open(st) {
 			return Ok(if gone || st.merge.submissions.contains_key(&miner.0) {
 				WorkPlan::Idle(IdleReason::Merging)
@@ -72,9 +72,11 @@ impl State {
 				Some(by) if &by == miner => return Ok(lease(n, WorkKind::Backward, false, false)),
 				// Its forward miner is live and may take it, unless that miner restarted in local mode
 				// (it sits the epoch out: its trail ended with its earlier process).
+				// Nor if it was found silent in the epoch (it takes no work there).
 				Some(by)
 					if !item.open
 						&& self.is_live(&by, stage, now_ms)
+						&& !self.gone_in(&by, epoch)
 						&& !self.inner_trail(epoch, stage, &by).is_some_and(|t| t.restarted) => {},
 				_ => {
 					if other.is_none() {
