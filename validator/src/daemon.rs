@@ -24,8 +24,9 @@
 //!    ([`weights::weight_vector`]) over the chain's registered miners for `set_weights(e, w, version)`.
 //!    Weights come only from conclusive data: an epoch with completed samples and no conclusive check
 //!    of anyone's work sends nothing and is judged again on later ticks through the first half of its
-//!    scoring window, then let go (`withheld` `no_conclusive_check`). Weights and verdicts go on chain as one `batch_all` waiting for inclusion (call by call if the
-//!    chain refuses the batch); a `RateLimited` vector is retried on later ticks until the window closes.
+//!    scoring window, then let go (`withheld` `no_conclusive_check`). Weights and verdicts go on chain
+//!    as one `batch_all` waiting for inclusion (call by call if the chain refuses the batch); a
+//!    `RateLimited` vector is retried on later ticks until the window closes.
 //! 6. Independently, each tick: when the next epoch to finalize has a closed scoring window and nobody
 //!    finalized it, `finalize_epoch`.
 //!
@@ -826,8 +827,8 @@ impl Daemon {
 			weights_from(statuses.len(), log.as_ref().map(|l| l.records.len()), wait_for_log);
 		match from {
 			WeightsFrom::Scores => {},
+			// Counted once per retry as an error of kind `inconclusive` (the tick's caller).
 			WeightsFrom::WaitForChecks => {
-				self.metrics.withheld.with_label_values(&["no_conclusive_check"]).inc();
 				return Err(DaemonError::Inconclusive(format!(
 					"epoch {epoch}: no conclusive check of any miner's work yet; judged again later"
 				)));

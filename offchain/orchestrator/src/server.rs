@@ -610,17 +610,19 @@ impl Orchestrator {
 			let mut inner = self.lock();
 			inner.state.touch(&req.account, stage, now);
 		}
-		let restarts = self.with_state(|s| s.restarts(&req.account));
+		// The miner's restarts before a new session of it is applied (only then read again).
+		let restarts = std::cell::Cell::new(None);
 		let plan = self.commit_after(
 			nonce,
 			// A new session of the miner's process goes in first: a restart frees what the earlier
 			// process held before this request is planned.
 			|st| {
 				let session = req.body.session;
-				session
-					.and_then(|s| st.check_session(&req.account, stage, s, now))
-					.into_iter()
-					.collect()
+				let ev = session.and_then(|s| st.check_session(&req.account, stage, s, now));
+				if ev.is_some() {
+					restarts.set(Some(st.restarts(&req.account)));
+				}
+				ev.into_iter().collect()
 			},
 			|st| {
 				let plan = st.plan_work(&req.account, stage, now)?;
@@ -630,7 +632,10 @@ impl Orchestrator {
 				})
 			},
 		)?;
-		if self.with_state(|s| s.restarts(&req.account)) > restarts {
+		if restarts
+			.get()
+			.is_some_and(|r| self.with_state(|s| s.restarts(&req.account)) > r)
+		{
 			tracing::warn!(miner = %req.account, stage, "miner restarted: its leases are released and its lost passes re-listed");
 		}
 		match plan {

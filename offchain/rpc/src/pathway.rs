@@ -42,21 +42,31 @@ pub struct PathwayRecord {
 	pub recomputed: Vec<RecomputedPass>,
 }
 
+/// The miner whose pass of a stage the stage's merge counts for one sample: the last of the miners
+/// that recomputed it there (`recomputed`, in order), else the accepted backward's miner, at the tail
+/// (`tail`: the last stage, whose one pass is its forward) the accepted forward's. The one rule the
+/// orchestrator routes and merges by (`State::counted_by`) and readers of the pathway log read back
+/// ([`PathwayRecord::counted_by`]).
+pub fn counted_pass<'a>(
+	mut recomputed: impl DoubleEndedIterator<Item = &'a AccountId>,
+	tail: bool,
+	forward: Option<&'a AccountId>,
+	backward: Option<&'a AccountId>,
+) -> Option<&'a AccountId> {
+	recomputed.next_back().or(if tail { forward } else { backward })
+}
+
 impl PathwayRecord {
-	/// The miner whose pass of `stage` the stage's merge counted for this sample: its last
-	/// recomputation there, else the accepted backward (at the tail, the last stage, the accepted
-	/// forward: its one pass). `None` for a stage outside the record. The orchestrator's own rule
-	/// (`State::counted_by`) reads the same fields before the log is written.
+	/// The miner whose pass of `stage` the stage's merge counted for this sample ([`counted_pass`]).
+	/// `None` for a stage outside the record.
 	pub fn counted_by(&self, stage: u16) -> Option<&AccountId> {
-		if let Some(p) = self.recomputed.iter().rev().find(|p| p.stage == stage) {
-			return Some(&p.miner);
-		}
 		let s = usize::from(stage);
-		if s + 1 == self.forward.len() {
-			self.forward.get(s)
-		} else {
-			self.backward.get(s)
-		}
+		counted_pass(
+			self.recomputed.iter().filter(|p| p.stage == stage).map(|p| &p.miner),
+			s + 1 == self.forward.len(),
+			self.forward.get(s),
+			self.backward.get(s),
+		)
 	}
 }
 

@@ -334,14 +334,20 @@ fn described(mut e: S3Error) -> S3Error {
 	e
 }
 
-/// Whether the directory at `path` holds a file at any depth (an object of the bucket it stores).
+/// Whether the directory at `path` holds a file at any depth (an object of the bucket it stores). A
+/// directory that cannot be read counts as holding one (nothing is deleted on doubt); a missing one does
+/// not (the deletion then answers `NoSuchBucket`).
 fn holds_a_file(path: &Path) -> bool {
-	let Ok(entries) = std::fs::read_dir(path) else { return false };
-	entries.flatten().any(|e| match e.file_type() {
-		Ok(t) if t.is_dir() => holds_a_file(&e.path()),
-		Ok(_) => true,
-		Err(_) => false,
-	})
+	let entries = match std::fs::read_dir(path) {
+		Ok(entries) => entries,
+		Err(e) => return e.kind() != std::io::ErrorKind::NotFound,
+	};
+	entries
+		.into_iter()
+		.any(|e| match e.and_then(|e| Ok((e.file_type()?, e.path()))) {
+			Ok((t, p)) if t.is_dir() => holds_a_file(&p),
+			_ => true,
+		})
 }
 
 /// `s3s_fs::FileSystem` with the changes listed in the module docs; every other operation is passed

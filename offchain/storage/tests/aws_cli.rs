@@ -7,26 +7,12 @@
 //! The CLI is `$IOTA_AWS_CLI`, else `.venv/bin/aws`, else `aws` on the `PATH`; without one the test is
 //! skipped with the reason printed. Set `IOTA_REQUIRE_AWS_CLI=1` to turn the skip into a failure.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use iota_storage::{EmbeddedConfig, EmbeddedS3};
-
-/// The CLI to run, or why there is none.
-fn aws_cli() -> Result<PathBuf, String> {
-	if let Some(p) = std::env::var_os("IOTA_AWS_CLI") {
-		return Ok(PathBuf::from(p));
-	}
-	let manifest = std::env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR unset")?;
-	let venv = PathBuf::from(manifest).join("../../.venv/bin/aws");
-	if venv.exists() {
-		return Ok(venv);
-	}
-	match Command::new("aws").arg("--version").output() {
-		Ok(o) if o.status.success() => Ok(PathBuf::from("aws")),
-		_ => Err("no AWS CLI at .venv/bin/aws nor on the PATH (nor IOTA_AWS_CLI set)".into()),
-	}
-}
 
 /// Runs the CLI against `endpoint` as `access_key`, with a config of its own (path-style addressing,
 /// no profiles, no instance metadata).
@@ -73,16 +59,8 @@ impl Cli {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aws_cli_sees_s3_behaviour() {
-	let exe = match aws_cli() {
-		Ok(exe) => exe,
-		Err(reason) => {
-			if std::env::var("IOTA_REQUIRE_AWS_CLI").is_ok_and(|v| v == "1") {
-				panic!("the AWS CLI is required but unavailable: {reason}");
-			}
-			eprintln!("SKIPPED (aws cli): {reason}; run scripts/setup.sh to install it");
-			println!("SKIPPED (aws cli): {reason}; run scripts/setup.sh to install it");
-			return;
-		},
+	let Some(exe) = common::venv_tool("aws", "IOTA_AWS_CLI", "IOTA_REQUIRE_AWS_CLI") else {
+		return;
 	};
 	let dir = tempfile::tempdir().unwrap();
 	let root = dir.path().join("s3");

@@ -46,15 +46,18 @@ impl State {
 		self.miners.get(&miner.0).map_or(0, |(_, m)| m.restarts)
 	}
 
-	/// The miner whose pass of `stage` the merge counts for `sample`: its last recomputation, else the
-	/// accepted backward (the tail: its forward).
+	/// The miner whose pass of `stage` the merge counts for `sample`
+	/// ([`iota_rpc::pathway::counted_pass`]: its last recomputation, else the accepted backward, the
+	/// tail: its forward).
 	pub fn counted_by(&self, sample: &SampleState, stage: u16) -> Option<AccountId> {
-		if let Some((_, m, _)) = sample.recomputed.iter().rev().find(|(s, _, _)| *s == stage) {
-			return Some(m.clone());
-		}
 		let s = usize::from(stage);
-		let pass = if stage == self.tail() { &sample.forward } else { &sample.backward };
-		pass.get(s).cloned().flatten().map(|(m, _)| m)
+		iota_rpc::pathway::counted_pass(
+			sample.recomputed.iter().filter(|(st, _, _)| *st == stage).map(|(_, m, _)| m),
+			stage == self.tail(),
+			sample.forward.get(s).and_then(Option::as_ref).map(|(m, _)| m),
+			sample.backward.get(s).and_then(Option::as_ref).map(|(m, _)| m),
+		)
+		.cloned()
 	}
 
 	pub(super) fn apply_session(
@@ -117,13 +120,15 @@ impl State {
 	/// not open), it holds accepted passes of the stage's epoch that reached no merge submission, it
 	/// holds no lease, and it made no request for `lease_ms` counted from the later of its last request
 	/// and `since_ms` (when this orchestrator process started: liveness is not persisted, so a restarted
-	/// orchestrator gives every miner a lease's length to show up). A miner working on its only lease
-	/// makes no request, so one that overruns that lease is taken for gone when it expires (measured: a
-	/// grace of a second after the lease's end let the other members finish the quota first in both
-	/// churn scenarios, so the dead miner's passes were awaited until the phase timeout instead); its
-	/// passes are recomputed by the others, nothing is lost, it sits the epoch out. A live miner of a training stage asks
-	/// for work far more often (idle answers retry within seconds), so silence that long is a dead or
-	/// cut-off process, whose gradient the merge would otherwise wait for until its phase timeout.
+	/// orchestrator gives every miner a lease's length to show up). A live miner of a training stage
+	/// asks for work far more often (idle answers retry within seconds), so silence that long is a dead
+	/// or cut-off process, whose gradient the merge would otherwise wait for until its phase timeout.
+	///
+	/// A miner working on its only lease makes no request, so one that overruns that lease is taken
+	/// for gone when it expires: its passes are recomputed by the others, nothing is lost, it sits the
+	/// epoch out. (Measured: with a second's grace after the lease's end, the other members finished the
+	/// quota first in both churn scenarios, and the dead miner's passes were awaited until the phase
+	/// timeout instead.)
 	///
 	/// Local mode has none: a pass belongs to its miner's inner-step trail and cannot be recomputed
 	/// by another member.

@@ -78,17 +78,7 @@ pub async fn embedded() -> Target {
 /// A moto server process on a free loopback port, or `None` (with the reason printed) if moto is not
 /// installed. Set `IOTA_REQUIRE_MOTO=1` to turn the skip into a failure.
 pub async fn moto() -> Option<Target> {
-	let exe = match moto_executable() {
-		Ok(exe) => exe,
-		Err(reason) => {
-			if std::env::var("IOTA_REQUIRE_MOTO").is_ok_and(|v| v == "1") {
-				panic!("moto required but unavailable: {reason}");
-			}
-			eprintln!("SKIPPED (moto): {reason}; run scripts/setup.sh to install it");
-			println!("SKIPPED (moto): {reason}; run scripts/setup.sh to install it");
-			return None;
-		},
-	};
+	let exe = venv_tool("moto_server", "IOTA_MOTO_SERVER", "IOTA_REQUIRE_MOTO")?;
 	let server = MotoServer::start(&exe);
 	let config = test_config(StoreConfig::s3_compatible(
 		format!("http://{}", server.addr),
@@ -101,18 +91,31 @@ pub async fn moto() -> Option<Target> {
 	Some(Target { name: "moto", store, enforces_auth: false, backend: Backend::Moto(server) })
 }
 
-fn moto_executable() -> Result<PathBuf, String> {
-	if let Ok(p) = std::env::var("IOTA_MOTO_SERVER") {
-		return Ok(PathBuf::from(p));
+/// A tool `scripts/setup.sh` installs into the project's `.venv/` (moto, the AWS CLI): `$env` if set,
+/// else `.venv/bin/{name}`, else `{name}` if the `PATH` has it. `None` (the reason printed, so the
+/// calling test is a visible skip) when there is none; with `{require}=1` set, a panic instead.
+pub fn venv_tool(name: &str, env: &str, require: &str) -> Option<PathBuf> {
+	let found = std::env::var_os(env).map(PathBuf::from).or_else(|| {
+		// The manifest folder at run time: the shared target folder may hold a binary another clone
+		// built.
+		let manifest = std::env::var_os("CARGO_MANIFEST_DIR")?;
+		let venv = PathBuf::from(manifest).join("../../.venv/bin").join(name);
+		if venv.exists() {
+			return Some(venv);
+		}
+		let on_path = Command::new(name).arg("--version").output();
+		on_path.is_ok_and(|o| o.status.success()).then(|| PathBuf::from(name))
+	});
+	if found.is_none() {
+		let reason =
+			format!("{name} not found at .venv/bin/{name} nor on the PATH (nor {env} set)");
+		if std::env::var(require).is_ok_and(|v| v == "1") {
+			panic!("{name} required but unavailable: {reason}");
+		}
+		eprintln!("SKIPPED ({name}): {reason}; run scripts/setup.sh to install it");
+		println!("SKIPPED ({name}): {reason}; run scripts/setup.sh to install it");
 	}
-	// The manifest folder at run time: the shared target folder may hold a binary another clone built.
-	let manifest = std::env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR unset")?;
-	let p = PathBuf::from(manifest).join("../../.venv/bin/moto_server");
-	if p.exists() {
-		Ok(p)
-	} else {
-		Err("moto_server not found at .venv/bin/moto_server (nor IOTA_MOTO_SERVER set)".to_owned())
-	}
+	found
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; a tiny race is possible and harmless here).
