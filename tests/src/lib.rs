@@ -973,6 +973,32 @@ impl TestNetwork {
 		.await
 	}
 
+	/// The first epoch in `after + 1 .. after + within` whose manifest at `stage` merged `members`
+	/// members, once it is committed (earlier epochs committed with fewer are passed over); waits as
+	/// [`wait`](Self::wait) does.
+	pub async fn first_merge_with(
+		&mut self,
+		chain: &IotaClient,
+		stage: u16,
+		members: u32,
+		after: u32,
+		within: u32,
+		timeout: Duration,
+	) -> u32 {
+		let what = format!("an epoch after {after} of stage {stage} merged with {members} members");
+		self.wait(&what, timeout, &[], || async {
+			for e in (after + 1)..(after + within) {
+				match chain.merge_manifest(e, stage).await.ok()? {
+					Some(m) if m.members == members => return Some(e),
+					Some(_) => continue,
+					None => return None,
+				}
+			}
+			None
+		})
+		.await
+	}
+
 	/// A client of the network's bucket (the orchestrator's credentials).
 	pub async fn bucket(&self) -> ObjectStore {
 		ObjectStore::connect(self.0.store_config.clone()).await.unwrap()

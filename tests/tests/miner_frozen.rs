@@ -108,20 +108,9 @@ async fn a_miner_frozen_past_the_deadline_is_refused_stays_seated_and_counts_aga
 	assert!(seated(chain.stage_members(STAGE).await.unwrap()), "still holds its seat");
 
 	// A later epoch of stage 1 merges both members, its passes among them.
-	let later = net
-		.wait("a later epoch merged with the formerly frozen miner", TIMEOUT, &[], || async {
-			// Epochs of `tiny` take a few seconds once the chain is off the critical path; the thawed
-			// miner rejoins within a few of them (it resynchronises from the best block's manifest).
-			for e in (epoch + 1)..(epoch + 40) {
-				match chain.merge_manifest(e, STAGE).await.ok()? {
-					Some(m) if m.members == 2 => return Some(e),
-					Some(_) => continue,
-					None => return None,
-				}
-			}
-			None
-		})
-		.await;
+	// Epochs of `tiny` take a few seconds once the chain is off the critical path; the thawed miner
+	// rejoins within a few of them (it resynchronises from the best block's manifest).
+	let later = net.first_merge_with(&chain, STAGE, 2, epoch, 40, TIMEOUT).await;
 	let log = pathway_log(&net, &watcher, &store, later).await;
 	let by_victim = log.records.iter().filter(|r| r.backward[usize::from(STAGE)] == victim).count();
 	assert!(by_victim > 0, "its passes of epoch {later} count");

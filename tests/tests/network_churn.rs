@@ -330,18 +330,7 @@ async fn a_miner_silent_past_its_lease_forfeits_its_passes_and_steps_with_the_me
 		"the thawed miner holds the committed state"
 	);
 	// It works on in a later epoch, its passes merged again.
-	let later = net
-		.wait("a later epoch of stage 1 merged with both members", TIMEOUT, &[], || async {
-			for e in (epoch + 1)..(epoch + 10) {
-				match chain.merge_manifest(e, VICTIM_STAGE).await.ok()? {
-					Some(m) if m.members == 2 => return Some(e),
-					Some(_) => continue,
-					None => return None,
-				}
-			}
-			None
-		})
-		.await;
+	let later = net.first_merge_with(&chain, VICTIM_STAGE, 2, epoch, 10, TIMEOUT).await;
 	eprintln!("epoch {later}: stage 1 merged both members; done after {:?}", started.elapsed());
 	net.assert_alive(&[]);
 }
