@@ -167,6 +167,12 @@ impl Miner {
 			Err(e) => return Err(e),
 		};
 		let outcome = match view {
+			MergeView::Reducing { .. } if !m.member && self.accumulated() == 0 => {
+				// A replica without samples is no member of any round: it waits for the mean instead of
+				// asking for shards the orchestrator would refuse it.
+				self.phase = Phase::Merging(m);
+				return Ok(Outcome::Idle(self.cfg.merge_poll));
+			},
 			MergeView::Reducing { .. } => {
 				match self.orch.get_shards(m.epoch).await {
 					Ok(a) => {
@@ -220,7 +226,8 @@ impl Miner {
 					m.checkpoint = Some(self.upload_checkpoint(put).await?);
 					self.phase = Phase::Merging(m.clone());
 				}
-				if !m.attested {
+				// Only members attest (a replica's attestation would be refused).
+				if !m.attested && m.member {
 					let state_hash = m.applied.ok_or_else(|| bad("no state after the step"))?;
 					let attest = SubmitStateHash {
 						epoch: m.epoch,
