@@ -100,6 +100,14 @@ pub enum Error {
 		/// Limit.
 		limit: usize,
 	},
+	/// A Hugging Face folder ([`crate::hf`]) holds what this model cannot take, or lacks what it needs.
+	#[error("Hugging Face folder {}: {reason}", dir.display())]
+	HfFolder {
+		/// The folder.
+		dir: PathBuf,
+		/// What is wrong, naming the file, field or tensor.
+		reason: String,
+	},
 	/// A checkpoint did not match the stage it was loaded into.
 	#[error("checkpoint: {0}")]
 	Checkpoint(String),

@@ -63,6 +63,8 @@
 //! ## Binaries
 //! - `iota-train`: the single-process baseline trainer (progress bar with tokens/s and loss, a
 //!   loss CSV and PNG plot per run).
+//! - `iota-generate`: completes prompts with a saved run or a Hugging Face folder ([`generate`]).
+//! - `iota-export`: writes a saved run as a Hugging Face Llama folder ([`hf`]).
 //! - `bench-throughput`: train-step tokens/s with the bottleneck on vs off, and achieved GFLOP/s
 //!   as a fraction of a plain candle f32 matmul measured in the same run.
 //! - `bench-compression`: trains for the same tokens at wire compression 1x..128x and prints each
@@ -93,6 +95,7 @@ pub mod config;
 pub mod data;
 pub mod error;
 pub mod generate;
+pub mod hf;
 pub mod llama;
 pub mod optim;
 pub mod pipeline;

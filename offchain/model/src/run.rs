@@ -169,3 +169,55 @@ pub fn train(
 	let wire_bytes = p.wire_bytes();
 	Ok((p, RunLog { rows, initial_eval, final_eval, tokens, train_seconds, wire_bytes }))
 }
+
+/// A model `iota-train --save-stages` kept in its run directory: `config.json` (the model config),
+/// `stage{N}.safetensors` for every stage, and from `summary.json` (optional) the wire codec and the
+/// tokenizer path the run used.
+pub struct SavedRun {
+	/// The stages, loaded, chained through `wire`.
+	pub pipeline: Pipeline,
+	/// The wire codec across the cuts (`None`: tensors pass as they are).
+	pub wire: Option<Encoding>,
+	/// The tokenizer the run recorded, if any.
+	pub tokenizer: Option<std::path::PathBuf>,
+}
+
+/// Reads the run directory `dir` ([`SavedRun`]); `wire` overrides the recorded codec (`"none"`, `"f32"`,
+/// `"bf16"`, `"u8"`).
+///
+/// # Errors
+/// [`Error::Data`] naming the file that is missing or malformed (`config.json`, `summary.json`, a stage
+/// file); [`Error::Config`] for an invalid config or codec; [`Error::Checkpoint`] for a stage file of
+/// another stage or config.
+pub fn load_saved_run(dir: &std::path::Path, wire: Option<&str>) -> Result<SavedRun> {
+	let read = |name: &str| {
+		let p = dir.join(name);
+		std::fs::read(&p).map_err(|e| Error::Data(format!("reading {}: {e}", p.display())))
+	};
+	let cfg: ModelConfig = serde_json::from_slice(&read("config.json")?)
+		.map_err(|e| Error::Data(format!("config.json is not a model config: {e}")))?;
+	cfg.validate()?;
+	let summary: serde_json::Value = match read("summary.json") {
+		Ok(b) => serde_json::from_slice(&b)
+			.map_err(|e| Error::Data(format!("summary.json does not parse: {e}")))?,
+		Err(_) => serde_json::Value::Null,
+	};
+	let wire_name = wire
+		.map(str::to_owned)
+		.or_else(|| summary["wire"].as_str().map(str::to_owned))
+		.unwrap_or_else(|| "none".into());
+	let wire = match wire_name.as_str() {
+		"none" => None,
+		w => Some(Encoding::parse(w)?),
+	};
+	let mut pipeline = Pipeline::new(&cfg, 0, DType::F32, &Device::Cpu, wire)?;
+	for s in pipeline.stages_mut() {
+		let p = dir.join(format!("stage{}.safetensors", s.index()));
+		let bytes =
+			std::fs::read(&p).map_err(|e| Error::Data(format!("reading {}: {e}", p.display())))?;
+		s.load_safetensors(&bytes)
+			.map_err(|e| Error::Checkpoint(format!("{}: {e}", p.display())))?;
+	}
+	let tokenizer = summary["tokenizer"].as_str().map(std::path::PathBuf::from);
+	Ok(SavedRun { pipeline, wire, tokenizer })
+}

@@ -1,7 +1,8 @@
 //! `iota-generate` on a run directory as `iota-train --save-stages` writes it (here: the `tiny` stages
 //! at their seeded initial weights, a tokenizer trained on a few lines): it completes each prompt,
 //! repeatably for a seed, and refuses a directory with a stage missing or a tokenizer larger than the
-//! model's vocabulary, naming what is wrong.
+//! model's vocabulary, naming what is wrong. `iota-export` writes such a run (without the bottleneck)
+//! as a Hugging Face folder, from which `iota-generate --hf` writes the same text.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,7 +19,11 @@ const LINES: &[&str] = &[
 
 /// The `tiny` stages with a vocabulary of `model_vocab`, a tokenizer trained to `tok_vocab` tokens.
 fn run_dir(dir: &Path, model_vocab: usize, tok_vocab: usize) {
-	let cfg = ModelConfig { vocab_size: model_vocab, ..ModelConfig::tiny() };
+	run_dir_of(dir, ModelConfig { vocab_size: model_vocab, ..ModelConfig::tiny() }, tok_vocab)
+}
+
+/// The stages of `cfg` at their seeded initial weights, a tokenizer trained to `tok_vocab` tokens.
+fn run_dir_of(dir: &Path, cfg: ModelConfig, tok_vocab: usize) {
 	let p = Pipeline::new(&cfg, 11, DType::F32, &Device::Cpu, None).unwrap();
 	for s in p.stages() {
 		s.save(dir.join(format!("stage{}.safetensors", s.index()))).unwrap();
@@ -67,4 +72,48 @@ fn completes_prompts_repeatably_and_refuses_a_broken_run_directory() {
 	let bad = generate(big.path(), &["--prompt", "x"]);
 	assert!(!bad.status.success());
 	assert!(String::from_utf8_lossy(&bad.stderr).contains("tokens, the model"));
+}
+
+fn run(bin: &str, args: &[&str]) -> std::process::Output {
+	Command::new(bin).args(args).output().unwrap()
+}
+
+#[test]
+fn an_exported_run_generates_the_same_text_and_a_bottleneck_run_is_refused() {
+	let dir = tempfile::tempdir().unwrap();
+	run_dir_of(
+		dir.path(),
+		ModelConfig { vocab_size: 300, ..ModelConfig::tiny() }.with_bottleneck(None),
+		270,
+	);
+	let hf = dir.path().join("hf");
+	let (run_path, hf_dir) = (dir.path().to_str().unwrap(), hf.to_str().unwrap());
+	let out = run(env!("CARGO_BIN_EXE_iota-export"), &["--run-dir", run_path, "--out", hf_dir]);
+	assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+	assert!(String::from_utf8_lossy(&out.stdout).contains("with the tokenizer"));
+	for f in ["config.json", "model.safetensors", "generation_config.json", "tokenizer.json"] {
+		assert!(hf.join(f).is_file(), "{f} written");
+	}
+	let prompts = ["--prompt", "ROMEO:", "--prompt", "JULIET: O"];
+	let from_run = generate(dir.path(), &[&["--wire", "none"][..], &prompts].concat());
+	assert!(from_run.status.success(), "{}", String::from_utf8_lossy(&from_run.stderr));
+	let gen = env!("CARGO_BIN_EXE_iota-generate");
+	let from_hf = run(
+		gen,
+		&[&["--hf", hf_dir, "--max-new-tokens", "8", "--seed", "3"][..], &prompts].concat(),
+	);
+	assert!(from_hf.status.success(), "{}", String::from_utf8_lossy(&from_hf.stderr));
+	assert_eq!(from_hf.stdout, from_run.stdout, "the export is the same model");
+
+	// A model with the bottleneck is refused, naming why; nothing is written.
+	let bn = tempfile::tempdir().unwrap();
+	run_dir(bn.path(), 300, 270);
+	let out_dir = bn.path().join("hf");
+	let out = run(
+		env!("CARGO_BIN_EXE_iota-export"),
+		&["--run-dir", bn.path().to_str().unwrap(), "--out", out_dir.to_str().unwrap()],
+	);
+	assert!(!out.status.success());
+	assert!(String::from_utf8_lossy(&out.stderr).contains("bottleneck"));
+	assert!(!out_dir.exists());
 }

@@ -1,6 +1,7 @@
 //! `iota-generate`: text from a trained model. Reads a run directory that `iota-train --save-stages`
 //! wrote (`config.json`, `stage{N}.safetensors`, `summary.json` for the wire codec and tokenizer),
-//! chains the stages as training did (same wire codec across the cuts) and completes each prompt
+//! chains the stages as training did (same wire codec across the cuts), or a Hugging Face Llama
+//! folder (`--hf`, as `iota-export` writes it), and completes each prompt
 //! ([`iota_model::generate`]: temperature, top-k, top-p, seeded).
 //!
 //! ```sh
@@ -10,20 +11,23 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device};
+use anyhow::{bail, Result};
 use clap::Parser;
 use iota_model::data::load_tokenizer;
 use iota_model::generate::Sampling;
-use iota_model::{Encoding, ModelConfig, Pipeline};
 
 #[derive(Parser, Debug)]
 #[command(about = "Complete prompts with a model trained by iota-train --save-stages")]
 struct Args {
 	/// Run directory: config.json, stage0.safetensors … stage{N-1}.safetensors (and summary.json).
+	#[arg(long, required_unless_present = "hf", conflicts_with = "hf")]
+	run_dir: Option<PathBuf>,
+	/// A Hugging Face Llama folder (`iota-export`'s output: config.json, model.safetensors,
+	/// tokenizer.json) instead of a run directory.
 	#[arg(long)]
-	run_dir: PathBuf,
-	/// tokenizer.json (default: the one summary.json names, else data/tokenizer-VOCAB.json).
+	hf: Option<PathBuf>,
+	/// tokenizer.json (default: the HF folder's, or the one summary.json names, else
+	/// data/tokenizer-VOCAB.json).
 	#[arg(long)]
 	tokenizer: Option<PathBuf>,
 	/// Wire codec across the cuts: none, f32, bf16, u8 (default: summary.json's, else none).
@@ -51,45 +55,30 @@ struct Args {
 
 fn main() -> Result<()> {
 	let a = Args::parse();
-	let read = |name: &str| {
-		let p = a.run_dir.join(name);
-		std::fs::read(&p).with_context(|| format!("reading {}", p.display()))
+	let (mut pipeline, tok_default) = match (&a.run_dir, &a.hf) {
+		(_, Some(dir)) => {
+			let p = iota_model::hf::import(dir, None, None)?;
+			(p, dir.join(iota_model::hf::TOKENIZER_FILE))
+		},
+		(Some(dir), None) => {
+			let run = iota_model::run::load_saved_run(dir, a.wire.as_deref())?;
+			let vocab = run.pipeline.config().vocab_size;
+			let tok = run
+				.tokenizer
+				.unwrap_or_else(|| PathBuf::from(format!("data/tokenizer-{vocab}.json")));
+			(run.pipeline, tok)
+		},
+		(None, None) => bail!("give --run-dir or --hf"),
 	};
-	let cfg: ModelConfig = serde_json::from_slice(&read("config.json")?)
-		.context("config.json is not a model config")?;
-	cfg.validate()?;
-	let summary: serde_json::Value = match read("summary.json") {
-		Ok(b) => serde_json::from_slice(&b).context("summary.json")?,
-		Err(_) => serde_json::Value::Null,
-	};
-	let wire_name = a
-		.wire
-		.clone()
-		.or_else(|| summary["wire"].as_str().map(str::to_owned))
-		.unwrap_or_else(|| "none".into());
-	let wire = match wire_name.as_str() {
-		"none" => None,
-		w => Some(Encoding::parse(w)?),
-	};
-	let tok_path = a
-		.tokenizer
-		.clone()
-		.or_else(|| summary["tokenizer"].as_str().map(PathBuf::from))
-		.unwrap_or_else(|| PathBuf::from(format!("data/tokenizer-{}.json", cfg.vocab_size)));
+	let tok_path = a.tokenizer.clone().unwrap_or(tok_default);
 	let tokenizer = load_tokenizer(&tok_path)?;
-	if tokenizer.get_vocab_size(true) > cfg.vocab_size {
+	let vocab = pipeline.config().vocab_size;
+	if tokenizer.get_vocab_size(true) > vocab {
 		bail!(
-			"{} has {} tokens, the model {}",
+			"{} has {} tokens, the model {vocab}",
 			tok_path.display(),
-			tokenizer.get_vocab_size(true),
-			cfg.vocab_size
+			tokenizer.get_vocab_size(true)
 		);
-	}
-
-	let mut pipeline = Pipeline::new(&cfg, 0, DType::F32, &Device::Cpu, wire)?;
-	for s in pipeline.stages_mut() {
-		let p = a.run_dir.join(format!("stage{}.safetensors", s.index()));
-		s.load(&p).with_context(|| format!("loading {}", p.display()))?;
 	}
 	let sampling = Sampling {
 		max_new_tokens: a.max_new_tokens,
