@@ -1094,6 +1094,30 @@ impl TestNetwork {
 		}
 	}
 
+	/// Whether each `advance_phase` the orchestrator sent for `stage` in `epoch` out of `from` (a
+	/// phase name as logged: `Training`, `WeightsUploading`, `Merging`) was sent for a timed-out phase
+	/// (its `timed_out` field), in log order; read from the orchestrator's log (colours stripped).
+	pub fn phase_advances(&self, stage: u16, epoch: u32, from: &str) -> Vec<bool> {
+		let text = std::fs::read_to_string(self.0.orchestrator.log()).unwrap_or_default();
+		let plain = strip_ansi(&text);
+		let fields =
+			[format!(" stage={stage} "), format!(" epoch={epoch} "), format!(" from={from} ")];
+		plain
+			.lines()
+			.filter(|l| l.contains(" advance_phase") || l.ends_with("advance_phase"))
+			.filter(|l| fields.iter().all(|f| l.contains(f.as_str())))
+			.filter_map(|l| {
+				if l.contains(" timed_out=true") {
+					Some(true)
+				} else if l.contains(" timed_out=false") {
+					Some(false)
+				} else {
+					None
+				}
+			})
+			.collect()
+	}
+
 	/// The text of every miner's log, in start order.
 	pub fn miner_logs(&self) -> Vec<String> {
 		self.0
@@ -1278,4 +1302,39 @@ pub async fn try_http_get(addr: &str, path: &str) -> Option<String> {
 	let mut out = String::new();
 	s.read_to_string(&mut out).await.ok()?;
 	Some(out)
+}
+
+/// `text` without its ANSI escape sequences (`ESC [ … letter`), as a log written for a terminal holds.
+pub fn strip_ansi(text: &str) -> String {
+	let mut out = String::with_capacity(text.len());
+	let mut chars = text.chars();
+	while let Some(c) = chars.next() {
+		if c == '\u{1b}' {
+			if chars.next() == Some('[') {
+				for c in chars.by_ref() {
+					if c.is_ascii_alphabetic() {
+						break;
+					}
+				}
+			}
+			continue;
+		}
+		out.push(c);
+	}
+	out
+}
+
+#[cfg(test)]
+mod strip_tests {
+	use super::strip_ansi;
+
+	#[test]
+	fn strips_the_colours_of_a_tracing_line() {
+		let line = "\u{1b}[2m2026-12-05T13:37:01Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m \u{1b}[2miota_orchestrator::chain\u{1b}[0m\u{1b}[2m:\u{1b}[0m advance_phase \u{1b}[3mstage\u{1b}[0m\u{1b}[2m=\u{1b}[0m0 \u{1b}[3mtimed_out\u{1b}[0m\u{1b}[2m=\u{1b}[0mfalse";
+		assert_eq!(
+			strip_ansi(line),
+			"2026-12-05T13:37:01Z  INFO iota_orchestrator::chain: advance_phase stage=0 timed_out=false"
+		);
+		assert_eq!(strip_ansi("plain"), "plain");
+	}
 }

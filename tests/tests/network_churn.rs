@@ -10,9 +10,10 @@
 //! committed with the remaining member alone (one butterfly shard, in the bucket under its committed hash,
 //! the checkpoint reproducing the attested state, which the survivor's log attested) and merges the
 //! backward passes the survivor ran (the pathway log's `backward` column) plus the victim's accepted
-//! backward passes, which the orchestrator re-listed once the victim was silent (its lease run out a
-//! second ago) and the survivor recomputed (every one of them: the manifest counts the whole quota, nothing
-//! lost; unless the survivor finished the quota first, then the merge goes on without them), while
+//! backward passes, which the orchestrator re-listed once the victim was silent (its lease run out) and the
+//! survivor recomputed (every one of them: the manifest counts the whole quota, nothing lost; unless the
+//! survivor finished the quota first, then the victim is found silent a lease after uploads opened and
+//! its passes are counted lost); in sync mode stage 1 leaves Training without its phase timeout; while
 //! every other stage merges exactly the miners that ran its backward passes; the pathway log in the bucket
 //! matches the orchestrator's hash and the epoch's sample count; and the survivor alone trains and merges
 //! the next epoch (its manifest and pathway log). The same in local mode (inner AdamW steps every 2
@@ -32,12 +33,14 @@
 //! so the validator's verdicts on it for that epoch are `Pass`.
 //!
 //! Silent (sync mode, 10-second leases, quota 8): a stage-1 miner with two accepted backward passes is
-//! frozen (SIGSTOP) until the orchestrator finds it silent, its lease run out a second ago (no lease, no request:
-//! `gone` in `iota_status`), then let go (SIGCONT). Asserted: its passes were re-listed and recomputed by
-//! the other member (none lost); stage 1's manifest counts the whole quota from that member alone; the
-//! thawed miner is never asked for its (void) gradient of the epoch (`Idle: forfeited` while the stage
-//! trains, `merging` once uploads open), so nothing of it is refused, and it applies the merge's step,
-//! holding the committed state; a later epoch merges both members again.
+//! frozen (SIGSTOP) until the orchestrator finds it silent, its lease run out (no lease, no request:
+//! `gone` in `iota_status`), then let go (SIGCONT). Asserted: stage 1 left Training without waiting for its
+//! phase timeout; its passes were re-listed and recomputed by the other member (none lost) and stage 1's
+//! manifest counts the whole quota from that member alone, or, if the other member finished the quota
+//! first (found a lease after uploads opened), its passes were counted lost and the manifest counts the
+//! rest; the thawed miner is never asked for its (void) gradient of the epoch (`Idle: forfeited` until the
+//! stage merges, then `merging`), so nothing of it is refused, and it applies the merge's step, holding
+//! the committed state; a later epoch merges both members again.
 //!
 //! ```sh
 //! ./scripts/fetch-data.sh
@@ -261,25 +264,18 @@ async fn a_miner_silent_past_its_lease_forfeits_its_passes_and_steps_with_the_me
 	let spec = net.prepared.spec.clone();
 
 	// Frozen (SIGSTOP) holding a lease and two accepted backward passes of the epoch, until the
-	// orchestrator has found it silent (its lease ran out, plus a second's grace); then let go
-	// (SIGCONT).
+	// orchestrator has found it silent (its lease ran out; or, if the other member finished the
+	// quota first, a lease after the stage's uploads opened); then let go (SIGCONT).
 	let frozen = net.freeze_miner_after(&watcher, VICTIM_STAGE, 2, TIMEOUT).await;
 	let (victim, survivor, epoch) = (frozen.account.clone(), frozen.other.clone(), frozen.epoch);
 	let frozen_at = Instant::now();
-	// Found silent once its lease ran out (10 s) and a second's grace passed, unless the other member
-	// finished the stage's quota first (then the victim's passes are counted, its gradient awaited).
-	let gone = net
-		.wait("the frozen miner found silent, or its stage's quota done", TIMEOUT, &[], || async {
-			let s = watcher.status().await.ok()?;
-			if s.miners.iter().find(|m| m.account == victim)?.gone == 1 {
-				return Some(true);
-			}
-			let st = s.stages.iter().find(|st| st.stage == VICTIM_STAGE)?;
-			(st.epoch > epoch || st.backward_done >= QUOTA).then_some(false)
-		})
-		.await;
+	net.wait("the frozen miner found silent", TIMEOUT, &[], || async {
+		let s = watcher.status().await.ok()?;
+		(s.miners.iter().find(|m| m.account == victim)?.gone == 1).then_some(())
+	})
+	.await;
 	eprintln!(
-		"froze {victim} in epoch {epoch}; after {:?}: found silent {gone} (10 s leases); thawing",
+		"froze {victim} in epoch {epoch}; found silent after {:?} (10 s leases); thawing",
 		frozen_at.elapsed()
 	);
 	signal(frozen.pid, "-CONT");
@@ -304,22 +300,27 @@ async fn a_miner_silent_past_its_lease_forfeits_its_passes_and_steps_with_the_me
 		frozen_at.elapsed()
 	);
 	assert!(by_victim >= 2, "{by_victim}");
-	assert_eq!(m.samples, QUOTA, "the manifest counts the whole quota either way");
-	if !gone {
-		// The quota was done first: the thawed miner submitted its passes and both were merged.
-		assert_eq!((summary.recomputed, summary.lost, m.members), (0, 0, 2));
+	let advances = net.phase_advances(VICTIM_STAGE, epoch, "Training");
+	eprintln!("stage {VICTIM_STAGE} left Training in epoch {epoch}, timed out: {advances:?}");
+	assert_eq!(advances.first(), Some(&false), "stage 1 did not wait for the phase timeout");
+	if summary.lost == 0 {
+		// Found while the stage trained: its passes were recomputed by the other member, which alone
+		// is merged, for the whole quota.
+		assert_eq!((summary.recomputed, summary.lost), (by_victim, 0));
+		assert_eq!(m.samples, QUOTA, "the manifest counts the whole quota");
+		assert!(log.records.iter().all(|r| r.counted_by(VICTIM_STAGE) == Some(&survivor)));
+	} else {
+		// The other member finished the quota first: found once uploads were open, its passes lost
+		// (the other's gradient was in), and the merge went on without them.
 		eprintln!("the other member finished the quota before the victim was found silent");
-		net.assert_alive(&[]);
-		return;
+		assert_eq!((summary.recomputed, summary.lost), (0, by_victim));
+		assert_eq!(m.samples + by_victim, QUOTA, "the manifest counts every pass but the lost");
 	}
-	// Its passes were recomputed by the other member, which alone is merged, for the whole quota.
-	assert_eq!((summary.recomputed, summary.lost), (by_victim, 0));
-	assert!(log.records.iter().all(|r| r.counted_by(VICTIM_STAGE) == Some(&survivor)));
 	assert_eq!(m.members, 1);
 	let state = check_manifest(&store, &spec, VICTIM_STAGE, epoch, &m, 1).await;
 	// The thawed miner was never asked for its gradient of the epoch (void: its passes were
-	// recomputed), so nothing of it was refused; it stepped with the merge as a replica without
-	// samples, holding the committed state.
+	// recomputed or lost), so nothing of it was refused; it stepped with the merge as a replica
+	// without samples, holding the committed state.
 	let status = watcher.status().await.unwrap();
 	let refusals = &status.miners.iter().find(|m| m.account == victim).unwrap().refusals;
 	assert!(!refusals.contains_key("sample_count_mismatch"), "{refusals:?}");
@@ -491,20 +492,28 @@ async fn churn(run: &str, dir_name: &str, training: Training, codec: MergeCodec,
 		 epoch summary: {} recomputed, {} lost; the victim was found silent {gone} time(s)",
 		summary.recomputed, summary.lost
 	);
-	if matches!(training, Training::Sync) && gone == 1 {
+	if matches!(training, Training::Sync) {
+		// Found silent a lease after its last request (or after the stage's uploads opened), and the
+		// stage did not wait for its phase timeout.
+		assert_eq!(gone, 1, "the dead victim was found silent");
+		let advances = net.phase_advances(VICTIM_STAGE, epoch, "Training");
+		eprintln!("stage {VICTIM_STAGE} left Training in epoch {epoch}, timed out: {advances:?}");
+		assert_eq!(advances.first(), Some(&false), "stage 1 did not wait for the phase timeout");
 		assert!(by_victim >= backward, "{by_victim} backward passes of the victim in the log");
-		assert_eq!(for_victim, by_victim, "every backward pass of the victim was recomputed");
-		assert_eq!((summary.recomputed, summary.lost), (by_victim, 0));
-		assert_eq!(
-			manifests[usize::from(VICTIM_STAGE)].samples,
-			QUOTA,
-			"stage 1 merged every sample of the epoch"
-		);
-	} else if matches!(training, Training::Sync) {
-		// The survivor finished the quota before the victim's lease ran out and its grace passed:
-		// its passes were counted, and the merge went on without them at the phase timeout.
-		eprintln!("the survivor finished the quota before the victim was found silent");
-		assert_eq!((for_victim, summary.recomputed), (0, 0));
+		if summary.lost == 0 {
+			// Found while the stage trained: every pass of it recomputed by the survivor.
+			assert_eq!(for_victim, by_victim, "every backward pass of the victim was recomputed");
+			assert_eq!((summary.recomputed, summary.lost), (by_victim, 0));
+			assert_eq!(
+				manifests[usize::from(VICTIM_STAGE)].samples,
+				QUOTA,
+				"stage 1 merged every sample of the epoch"
+			);
+		} else {
+			// The survivor finished the quota first: found once uploads were open, its passes lost.
+			eprintln!("the survivor finished the quota before the victim was found silent");
+			assert_eq!((for_victim, summary.recomputed, summary.lost), (0, 0, by_victim));
+		}
 	} else {
 		assert_eq!((for_victim, gone), (0, 0));
 	}

@@ -262,7 +262,7 @@ impl Orchestrator {
 					%miner,
 					stage,
 					epoch,
-					"miner silent for a lease's length with unsubmitted passes; re-listed for recomputation"
+					"miner silent for a lease's length with unsubmitted passes: re-listed for recomputation (stage training) or counted lost (uploads open)"
 				);
 			}
 		}
@@ -297,6 +297,13 @@ impl Orchestrator {
 	) -> Result<NonceRec, Refusal> {
 		req.verify(method, now_ms(), self.cfg.window_ms).map_err(auth_refusal)?;
 		Ok((req.account.0, req.nonce, req.timestamp_ms))
+	}
+
+	/// Records an authenticated request of `miner` of `stage` at `now` (its liveness: backward routing,
+	/// [`State::gone_miners`]). Called by the methods a live miner polls: `getWork`, and `getManifest`
+	/// and `getShards` while it merges.
+	fn seen(&self, miner: &AccountId, stage: u16, now: u64) {
+		self.lock().state.touch(miner, stage, now);
 	}
 
 	fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
@@ -606,10 +613,7 @@ impl Orchestrator {
 		let nonce = self.authenticate(methods::GET_WORK, &req)?;
 		let stage = self.registry().miner(&req.account, Some(req.body.stage))?;
 		let now = now_ms();
-		{
-			let mut inner = self.lock();
-			inner.state.touch(&req.account, stage, now);
-		}
+		self.seen(&req.account, stage, now);
 		// The miner's restarts before a new session of it is applied (only then read again).
 		let restarts = std::cell::Cell::new(None);
 		let plan = self.commit_after(
@@ -794,6 +798,7 @@ impl Orchestrator {
 	async fn get_shards(&self, req: Signed<MergeQuery>) -> Result<ShardAssignment, Refusal> {
 		let nonce = self.authenticate(methods::GET_SHARDS, &req)?;
 		let stage = self.registry().miner(&req.account, None)?;
+		self.seen(&req.account, stage, now_ms());
 		let epoch = req.body.epoch;
 		let (plan, subs) = self.commit(nonce, |st| {
 			let plan = st.plan_of(stage, epoch)?.clone();
@@ -859,6 +864,7 @@ impl Orchestrator {
 	async fn get_manifest(&self, req: Signed<MergeQuery>) -> Result<MergeView, Refusal> {
 		let nonce = self.authenticate(methods::GET_MANIFEST, &req)?;
 		let stage = self.registry().miner(&req.account, None)?;
+		self.seen(&req.account, stage, now_ms());
 		let plan = self
 			.commit(nonce, |st| Ok((vec![], st.manifest(&req.account, stage, req.body.epoch)?)))?;
 		Ok(match plan {

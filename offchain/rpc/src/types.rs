@@ -159,8 +159,9 @@ pub enum IdleReason {
 	Restarted,
 	/// Sync mode: the miner made no request for a lease's length while holding accepted passes of the
 	/// epoch that reached no merge submission, so the orchestrator re-listed them for recomputation by
-	/// other members. The gradient it accumulated in the epoch is void: drop it and wait for the stage's
-	/// next epoch (the merge then finds it with no samples, a replica that applies the step).
+	/// other members (or, once the stage's uploads were open, counted them lost). The gradient it
+	/// accumulated in the epoch is void: drop it; once the stage merges, `getWork` answers
+	/// [`IdleReason::Merging`] and the miner follows the merge as a replica without samples.
 	Forfeited,
 }
 

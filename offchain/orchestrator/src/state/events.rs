@@ -96,10 +96,11 @@ pub enum Event {
 		/// When, ms since the Unix epoch.
 		now_ms: u64,
 	},
-	/// Sync mode: a miner of a training stage fell silent holding accepted passes of the stage's epoch
-	/// that reached no merge submission: no lease, no request for a lease's length
-	/// ([`State::gone_miners`]). Its passes are re-listed for recomputation as for a restart, and it
-	/// takes no more work in the epoch ([`iota_rpc::types::IdleReason::Forfeited`]).
+	/// Sync mode: a miner of a stage not yet merging fell silent holding accepted passes of the stage's
+	/// epoch that reached no merge submission: no lease, no request for a lease's length
+	/// ([`State::gone_miners`]). Its passes are re-listed for recomputation (stage training) or counted
+	/// lost (uploads open) as for a restart, and it takes no more work in the epoch
+	/// ([`iota_rpc::types::IdleReason::Forfeited`]).
 	MinerGone {
 		/// The miner.
 		miner: AccountId,

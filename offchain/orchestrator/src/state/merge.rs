@@ -67,7 +67,8 @@ impl State {
 	/// miner never got, or a restart that lost its accumulated gradient).
 	///
 	/// Errors: `WrongPhase` (uploads not open: [`State::uploads_open`]), `Unknown` epoch, `Invalid`
-	/// (twice, zero samples, wrong key), `SampleCountMismatch` (more samples than accepted passes),
+	/// (twice, zero samples, wrong key), `LeaseExpired` (its passes of the epoch were forfeited:
+	/// [`State::gone_miners`]), `SampleCountMismatch` (more samples than accepted passes),
 	/// `ShapeMismatch` (shape `[P]`, size `4·P`, chunk count).
 	pub fn check_gradient(
 		&self,
@@ -92,6 +93,15 @@ impl State {
 			return refuse(
 				ErrorCode::Invalid,
 				format!("gradient of epoch {epoch} already submitted this round"),
+			);
+		}
+		if self.gone_in(miner, epoch) {
+			return refuse(
+				ErrorCode::LeaseExpired,
+				format!(
+					"your passes of epoch {epoch} were forfeited when you fell silent for a lease's \
+					 length (State::gone_miners)"
+				),
 			);
 		}
 		if samples == 0 {

@@ -16,9 +16,9 @@
 //! Either way the miner's accepted-pass count of the epoch is cleared, so the merge does not wait for a
 //! gradient that cannot come and the manifest counts what was merged.
 //!
-//! A miner that dies and does not come back is found by its silence instead (sync mode, stage
-//! training: [`State::gone_miners`], [`Event::MinerGone`]); its passes are re-listed the same way and
-//! it takes no more work in the epoch (its accumulated gradient is void).
+//! A miner that dies and does not come back is found by its silence instead (sync mode, before the
+//! stage merges: [`State::gone_miners`], [`Event::MinerGone`]); its passes are re-listed or counted lost
+//! the same way, and it takes no more work in the epoch (its accumulated gradient is void).
 
 use super::*;
 
@@ -116,19 +116,26 @@ impl State {
 		self.miners.get(&miner.0).is_some_and(|(_, m)| m.gone_in == Some(epoch))
 	}
 
-	/// Sync mode: the [`Event::MinerGone`] due at `now_ms`. A miner is gone when its stage trains (uploads
-	/// not open), it holds accepted passes of the stage's epoch that reached no merge submission, it
-	/// holds no lease, and it made no request for `lease_ms` counted from the later of its last request
-	/// and `since_ms` (when this orchestrator process started: liveness is not persisted, so a restarted
-	/// orchestrator gives every miner a lease's length to show up). A live miner of a training stage
-	/// asks for work far more often (idle answers retry within seconds), so silence that long is a dead
-	/// or cut-off process, whose gradient the merge would otherwise wait for until its phase timeout.
+	/// Sync mode: the [`Event::MinerGone`] due at `now_ms`. A miner is gone when its stage has not
+	/// reached Merging, it holds accepted passes of the stage's epoch that reached no merge submission,
+	/// it holds no lease, and it made no request for `lease_ms` counted from the latest of its last
+	/// request, `since_ms` (when this orchestrator process started: liveness is not persisted, so a
+	/// restarted orchestrator gives every miner a lease's length to show up) and, once the stage's
+	/// uploads are open, the moment they opened (every member then gets a lease's length to ask for its
+	/// upload). A live miner asks for work far more often (idle answers retry within seconds), so
+	/// silence that long is a dead or cut-off process, whose gradient the merge would otherwise wait
+	/// for until its phase timeout.
+	///
+	/// While the stage trains its passes are re-listed and recomputed by the others; once uploads are
+	/// open they are counted lost (the other members' gradients may be in already, and no pass is
+	/// added to a stage past its quota), and the stage moves on without waiting for it.
 	///
 	/// A miner working on its only lease makes no request, so one that overruns that lease is taken
 	/// for gone when it expires: its passes are recomputed by the others, nothing is lost, it sits the
 	/// epoch out. (Measured: with a second's grace after the lease's end, the other members finished the
 	/// quota first in both churn scenarios, and the dead miner's passes were awaited until the phase
-	/// timeout instead.)
+	/// timeout instead.) Likewise a miner whose gradient upload takes longer than a lease after it asked
+	/// for it is taken for gone (the bound a pass has too).
 	///
 	/// Local mode has none: a pass belongs to its miner's inner-step trail and cannot be recomputed
 	/// by another member.
@@ -138,16 +145,17 @@ impl State {
 		}
 		let mut out = Vec::new();
 		for (i, st) in self.stages.iter().enumerate() {
-			if st.phase != Phase::Training || self.uploads_open(st) {
+			if st.phase == Phase::Merging {
 				continue;
 			}
+			let opened = if self.uploads_open(st) { st.clock.uploads_opened_ms() } else { None };
+			let floor = since_ms.max(opened.unwrap_or(0));
 			let stage = i as u16;
 			let first = (st.epoch, stage, [0u8; 32]);
 			let last = (st.epoch, stage, [u8::MAX; 32]);
 			for (&(epoch, _, key), &n) in self.accepted.range(first..=last) {
 				let Some((miner, m)) = self.miners.get(&key) else { continue };
-				let silent =
-					m.last_seen_ms.max(since_ms).saturating_add(self.cfg.lease_ms) < now_ms;
+				let silent = m.last_seen_ms.max(floor).saturating_add(self.cfg.lease_ms) < now_ms;
 				if n > 0
 					&& silent && !st.merge.submissions.contains_key(&key)
 					&& self.leases_of(miner) == 0
@@ -160,13 +168,13 @@ impl State {
 	}
 
 	/// [`Event::MinerGone`]: applied only while what [`gone_miners`](Self::gone_miners) saw still holds
-	/// in the state (its stage training that epoch, uploads not open, no lease of the miner): a request
-	/// of the miner recorded between the decision and the event voids it.
+	/// in the state (its stage in that epoch and not merging, no lease of the miner, no submission of
+	/// it): a request of the miner recorded between the decision and the event voids it.
 	pub(super) fn apply_gone(&mut self, miner: &AccountId, stage: u16, epoch: u32) {
 		let Some(st) = self.stages.get(usize::from(stage)) else { return };
 		if st.epoch != epoch
-			|| st.phase != Phase::Training
-			|| self.uploads_open(st)
+			|| st.phase == Phase::Merging
+			|| st.merge.submissions.contains_key(&miner.0)
 			|| self.leases_of(miner) > 0
 		{
 			return;

@@ -1416,20 +1416,21 @@ fn a_miner_silent_for_a_lease_is_gone_and_its_passes_are_recomputed() {
 	}
 	let bc = w.lease(5, 1, 2_065);
 	assert_eq!((bc.kind, bc.sample, bc.recompute), (WorkKind::Backward, c, false));
+	// A MinerGone that no longer holds (miner 5 took a lease since) changes nothing.
+	w.apply(Event::MinerGone { miner: acc(5), stage: 1, epoch: 0, now_ms: 2_066 });
+	assert_eq!(w.st.accepted_passes(0, 1, &acc(5)), 2);
+	assert!(w.st.miner_activity().iter().all(|m| m.account != acc(5) || m.gone == 0));
 	assert_eq!(w.lease(5, 1, 2_070).sample, held.sample, "then the expired forward");
-	// Once uploads open it is told to follow the merge, never to upload (it has nothing to submit).
+	// Once uploads open it is still told its passes are forfeited, never to upload (it has nothing
+	// to submit); once the stage merges, to follow the merge.
 	w.chain(1, 0, Phase::WeightsUploading, 0, &[2, 5], 2_075);
-	assert_eq!(w.st.plan_work(&acc(2), 1, 2_075).unwrap(), WorkPlan::Idle(IdleReason::Merging));
+	assert_eq!(w.st.plan_work(&acc(2), 1, 2_075).unwrap(), WorkPlan::Idle(IdleReason::Forfeited));
 	assert_eq!(w.st.plan_work(&acc(5), 1, 2_075).unwrap(), WorkPlan::UploadGradient { epoch: 0 });
 	assert_eq!(w.st.accepted_passes(0, 1, &acc(5)), 2);
 	assert_eq!((w.st.audits[&0].recomputed, w.st.audits[&0].lost), (2, 0));
 	let status = w.st.miner_activity();
 	let it = status.iter().find(|m| m.account == acc(2)).unwrap();
 	assert_eq!((it.gone, it.restarts, it.backward_this_epoch), (1, 0, 0));
-	// A MinerGone that no longer holds (the stage left Training) changes nothing.
-	w.apply(Event::MinerGone { miner: acc(5), stage: 1, epoch: 0, now_ms: 2_080 });
-	assert_eq!(w.st.accepted_passes(0, 1, &acc(5)), 2);
-	assert!(w.st.miner_activity().iter().all(|m| m.account != acc(5) || m.gone == 0));
 	// Replay rebuilds it all (but liveness, which is not persisted).
 	let mut again = State::new(w.st.config().clone());
 	for e in &w.log {
@@ -1438,7 +1439,7 @@ fn a_miner_silent_for_a_lease_is_gone_and_its_passes_are_recomputed() {
 	assert_eq!(again.stage(1), w.st.stage(1));
 	assert_eq!(again.pathway_log(0), w.st.pathway_log(0));
 	assert_eq!(again.audits, w.st.audits);
-	assert_eq!(again.plan_work(&acc(2), 1, 2_090).unwrap(), WorkPlan::Idle(IdleReason::Merging));
+	assert_eq!(again.plan_work(&acc(2), 1, 2_090).unwrap(), WorkPlan::Idle(IdleReason::Forfeited));
 	let gone_of = |s: &State| {
 		s.miner_activity()
 			.iter()
@@ -1452,11 +1453,74 @@ fn a_miner_silent_for_a_lease_is_gone_and_its_passes_are_recomputed() {
 }
 
 #[test]
-fn no_miner_is_gone_once_its_stage_uploads_nor_in_local_mode() {
-	// Uploads open (the quota reached): a silent member may be uploading; the merge waits for it.
-	let mut w = World::new(1, 4, &[&[1], &[2, 5], &[3]]);
+fn a_member_silent_since_uploads_opened_is_gone_and_the_merge_does_not_wait() {
+	// Stage 1: miners 2 and 5 each run a sample; the quota (2) is reached at 20 ms, uploads open.
+	let mut w = World::new(2, 4, &[&[1], &[2, 5], &[3]]);
 	w.run_sample([1, 2, 3], 10);
-	assert!(w.st.gone_miners(10_000, 0).is_empty());
+	w.run_sample([1, 5, 3], 20);
+	assert_eq!(w.work(2, 1, 25), WorkPlan::UploadGradient { epoch: 0 }, "asked at 25 ms");
+	let g = tensor(w.st.gradient_key(1, 0, &acc(5)), 20, b"g");
+	let e = w.st.check_gradient(&acc(5), 1, 0, &g, &[ContentHash::of(b"c")], 1).unwrap();
+	w.apply(e);
+	assert!(!w.st.transition_due(1), "miner 2's gradient is awaited");
+	// The other stages' miners keep asking (for their own uploads).
+	for (m, s) in [(1, 0), (3, 2)] {
+		w.st.touch(&acc(m), s, 30 + LEASE);
+	}
+	// Miner 2 then says nothing: a lease's length after its last request it is gone (a member that
+	// may be uploading gets that long, counted from when uploads opened at the earliest).
+	assert!(w.st.gone_miners(25 + LEASE, 0).is_empty());
+	let gone = w.st.gone_miners(26 + LEASE, 0);
+	assert_eq!(
+		gone,
+		vec![Event::MinerGone { miner: acc(2), stage: 1, epoch: 0, now_ms: 26 + LEASE }]
+	);
+	// Miner 5, submitted, is never gone; nor anyone while a restarted orchestrator is young.
+	assert!(w.st.gone_miners(30 + LEASE, 500).is_empty());
+	w.apply(gone[0].clone());
+	assert!(w.st.gone_miners(30 + LEASE, 0).is_empty(), "once");
+	// Its pass cannot join the merge (miner 5's gradient is in): lost, and nothing waits for it.
+	assert_eq!((w.st.audits[&0].lost, w.st.audits[&0].recomputed), (1, 0));
+	assert!(w.st.stage(1).unwrap().recompute.is_empty());
+	assert!(w.st.transition_due(1), "the stage moves on without it");
+	// Back, it is told its passes are forfeited, and its late gradient gets a typed refusal.
+	assert_eq!(w.work(2, 1, 50 + LEASE), WorkPlan::Idle(IdleReason::Forfeited));
+	let late = tensor(w.st.gradient_key(1, 0, &acc(2)), 20, b"l");
+	assert_eq!(
+		code(w.st.check_gradient(&acc(2), 1, 0, &late, &[ContentHash::of(b"c")], 1)),
+		ErrorCode::LeaseExpired
+	);
+	w.chain(1, 0, Phase::Merging, 0, &[2, 5], 60 + LEASE);
+	assert_eq!(w.work(2, 1, 60 + LEASE), WorkPlan::Idle(IdleReason::Merging));
+	// Replay rebuilds it.
+	let mut again = State::new(w.st.config().clone());
+	for e in &w.log {
+		again.apply(e);
+	}
+	assert_eq!(again.audits, w.st.audits);
+	assert!(again.transition_due(1) == w.st.transition_due(1));
+}
+
+#[test]
+fn a_member_silent_before_uploads_opened_gets_a_lease_from_their_opening() {
+	// Miner 2's last request was long before the quota was reached: silence is counted from when
+	// uploads opened, so it gets a lease's length to ask for its upload.
+	let mut w = World::new(2, 4, &[&[1], &[2, 5], &[3]]);
+	w.run_sample([1, 2, 3], 10);
+	w.run_sample([1, 5, 3], 5_000);
+	for (m, s) in [(1, 0), (5, 1), (3, 2)] {
+		w.st.touch(&acc(m), s, 5_500);
+	}
+	assert!(w.st.gone_miners(5_000 + LEASE, 0).is_empty());
+	let gone = w.st.gone_miners(5_001 + LEASE, 0);
+	assert_eq!(
+		gone,
+		vec![Event::MinerGone { miner: acc(2), stage: 1, epoch: 0, now_ms: 5_001 + LEASE }]
+	);
+}
+
+#[test]
+fn no_miner_is_gone_in_local_mode() {
 	// Local mode: a pass belongs to its miner's trail; nobody else can recompute it.
 	let mut w = World::local(4, 2, &[&[1], &[2, 5], &[3]]);
 	for (m, s) in [(1, 0), (2, 1), (3, 2)] {

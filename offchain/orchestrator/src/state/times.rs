@@ -70,6 +70,12 @@ impl StageClock {
 		self.busy_ms + self.busy_since_ms.map_or(0, |s| at_ms.saturating_sub(s))
 	}
 
+	/// When merge uploads first opened in the epoch (the backward quota reached, or the stage seen
+	/// leaving Training, whichever came first), ms since the Unix epoch.
+	pub(super) fn uploads_opened_ms(&self) -> Option<u64> {
+		[self.quota_ms, self.left_training_ms].into_iter().flatten().min()
+	}
+
 	/// The stage was seen leaving Training at `at_ms` (the first time counts).
 	pub(super) fn left_training(&mut self, at_ms: u64) {
 		if self.left_training_ms.is_none() {

@@ -18,11 +18,14 @@ impl State {
 				format!("stage {stage} is not below the run's {} stages", self.cfg.stages),
 			);
 		};
-		// A miner found silent in this epoch has no pass to submit (they were re-listed): it follows
-		// the merge as a replica without samples.
+		// A miner found silent in this epoch has no pass to submit (they were re-listed or lost): it
+		// is told so (it drops what it accumulated) until the stage merges, then follows the merge as
+		// a replica without samples.
 		let gone = self.gone_in(miner, st.epoch);
 		if self.uploads_open(st) {
-			return Ok(if gone || st.merge.submissions.contains_key(&miner.0) {
+			return Ok(if gone {
+				WorkPlan::Idle(IdleReason::Forfeited)
+			} else if st.merge.submissions.contains_key(&miner.0) {
 				WorkPlan::Idle(IdleReason::Merging)
 			} else {
 				WorkPlan::UploadGradient { epoch: st.epoch }
