@@ -1052,6 +1052,29 @@ impl TestNetwork {
 		backward: u32,
 		timeout: Duration,
 	) -> FrozenMiner {
+		let (account, other) = self.stage_pair(watcher, stage, timeout).await;
+		let busy = |s: &Status, account: &iota_rpc::AccountId| {
+			let st = &s.stages[usize::from(stage)];
+			let v = s.miners.iter().find(|m| &m.account == account)?;
+			(st.phase == iota_primitives::Phase::Training
+				&& v.samples_this_epoch > 0
+				&& v.backward_this_epoch >= backward
+				&& v.leases > 0)
+				.then_some((st.epoch, v.leases))
+		};
+		self.freeze_miner_when(watcher, &account, &other, timeout, busy).await
+	}
+
+	/// The two miners seated at `stage` in the orchestrator's view, once both are.
+	///
+	/// # Panics
+	/// Not seen within `timeout`.
+	pub async fn stage_pair(
+		&mut self,
+		watcher: &SignedClient,
+		stage: u16,
+		timeout: Duration,
+	) -> (iota_rpc::AccountId, iota_rpc::AccountId) {
 		let members = self
 			.wait(
 				"both miners of the stage seated in the orchestrator's view",
@@ -1064,30 +1087,38 @@ impl TestNetwork {
 				},
 			)
 			.await;
-		let (account, other) = (members[0].clone(), members[1].clone());
-		let index = self.miner_index(&account).expect("a miner of the network");
+		(members[0].clone(), members[1].clone())
+	}
+
+	/// Freezes (SIGSTOP) `account` (a miner of the network; `other` the other member of its stage)
+	/// once `when(status, account)` says `Some((epoch, leases held))`, and still says so 2 s into the
+	/// freeze (else it is let go and watched again).
+	///
+	/// # Panics
+	/// Not seen within `timeout`, or a process of the network died.
+	pub async fn freeze_miner_when(
+		&mut self,
+		watcher: &SignedClient,
+		account: &iota_rpc::AccountId,
+		other: &iota_rpc::AccountId,
+		timeout: Duration,
+		when: impl Fn(&Status, &iota_rpc::AccountId) -> Option<(u32, u32)>,
+	) -> FrozenMiner {
+		let index = self.miner_index(account).expect("a miner of the network");
 		let pid = self.0.miners[index].pid();
-		let busy = |s: &Status| {
-			let st = &s.stages[usize::from(stage)];
-			let v = s.miners.iter().find(|m| m.account == account)?;
-			(st.phase == iota_primitives::Phase::Training
-				&& v.samples_this_epoch > 0
-				&& v.backward_this_epoch >= backward
-				&& v.leases > 0)
-				.then_some((st.epoch, v.leases))
-		};
 		let deadline = Instant::now() + timeout;
 		loop {
-			assert!(Instant::now() < deadline, "never saw {account} hold a lease mid-epoch");
+			assert!(Instant::now() < deadline, "never saw {account} in the state to freeze it in");
 			self.assert_alive(&[]);
 			let Ok(s) = watcher.status().await else { continue };
-			if busy(&s).is_none() {
+			if when(&s, account).is_none() {
 				tokio::time::sleep(Duration::from_millis(20)).await;
 				continue;
 			}
 			signal(pid, "-STOP");
 			tokio::time::sleep(Duration::from_secs(2)).await;
-			if let Some((epoch, leases)) = busy(&watcher.status().await.unwrap()) {
+			if let Some((epoch, leases)) = when(&watcher.status().await.unwrap(), account) {
+				let (account, other) = (account.clone(), other.clone());
 				return FrozenMiner { account, other, index, pid, epoch, leases };
 			}
 			signal(pid, "-CONT");

@@ -42,6 +42,16 @@
 //! stage merges, then `merging`), so nothing of it is refused, and it applies the merge's step, holding
 //! the committed state; a later epoch merges both members again.
 //!
+//! Silent after the quota (sync mode, 10-second leases, every stage-1 member waiting 6 s before uploading
+//! its gradient, test-only fault `slow-upload`): a stage-1 miner is frozen once its stage's quota is done
+//! (uploads open) while it holds accepted passes and has not submitted, until the orchestrator finds it
+//! silent a lease after uploads opened, then let go. Asserted: its passes are counted lost (none
+//! recomputed: the other member's gradient may be in), stage 1 merges the other member alone with the
+//! quota less those passes and leaves Training without waiting for its phase timeout; the thawed miner is
+//! told its passes are forfeited (frozen mid-upload, its late gradient would be refused as
+//! `lease_expired`): nothing of it meets an untyped or sample-count refusal, and it holds the committed
+//! state; a later epoch merges both members again.
+//!
 //! ```sh
 //! ./scripts/fetch-data.sh
 //! cargo build -p iota-orchestrator -p iota-miner -p iota-validator          # and the node
@@ -324,6 +334,117 @@ async fn a_miner_silent_past_its_lease_forfeits_its_passes_and_steps_with_the_me
 	let status = watcher.status().await.unwrap();
 	let refusals = &status.miners.iter().find(|m| m.account == victim).unwrap().refusals;
 	assert!(!refusals.contains_key("sample_count_mismatch"), "{refusals:?}");
+	let text = &net.miner_logs()[frozen.index];
+	assert_eq!(
+		attested_state_hashes(text).get(&(VICTIM_STAGE, epoch)),
+		Some(&state.to_string()),
+		"the thawed miner holds the committed state"
+	);
+	// It works on in a later epoch, its passes merged again.
+	let later = net.first_merge_with(&chain, VICTIM_STAGE, 2, epoch, 10, TIMEOUT).await;
+	eprintln!("epoch {later}: stage 1 merged both members; done after {:?}", started.elapsed());
+	net.assert_alive(&[]);
+}
+
+/// The stage-1 members' delay before uploading each epoch's gradient in the uploads-open scenario (ms):
+/// shorter than its 10-second leases, so an honest member is never taken for gone.
+const SLOW_UPLOAD_MS: u64 = 6_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "starts iota-node, iota-orchestrator and six iota-miner processes, and freezes one after the quota (see the file's docs)"]
+async fn a_member_silent_after_its_stages_uploads_opened_is_not_awaited() {
+	let started = Instant::now();
+	let (mut net, chain, watcher) =
+		start("e2e-net-silent-upload", "network_churn_silent_upload", 0, QUOTA, 10_000, 60, |o| {
+			o.miner_args = (0..6)
+				.map(|i| {
+					(
+						i,
+						vec![
+							"--fault".into(),
+							format!("slow-upload={SLOW_UPLOAD_MS}@{VICTIM_STAGE}"),
+						],
+					)
+				})
+				.collect();
+		})
+		.await;
+	let spec = net.prepared.spec.clone();
+	// Frozen once stage 1's quota is done (uploads open), holding accepted passes of the epoch and no
+	// lease, before either member has submitted (both wait 6 s before uploading).
+	let (a, b) = net.stage_pair(&watcher, VICTIM_STAGE, TIMEOUT).await;
+	let waiting = |s: &iota_rpc::types::Status, who: &iota_rpc::AccountId| {
+		let st = &s.stages[usize::from(VICTIM_STAGE)];
+		let v = s.miners.iter().find(|m| &m.account == who)?;
+		(st.phase == iota_primitives::Phase::Training
+			&& st.backward_done >= QUOTA
+			&& st.gradients_submitted == 0
+			&& v.backward_this_epoch > 0
+			&& v.leases == 0)
+			.then_some((st.epoch, 0))
+	};
+	let frozen = net.freeze_miner_when(&watcher, &a, &b, TIMEOUT, waiting).await;
+	let (victim, survivor, epoch) = (frozen.account.clone(), frozen.other.clone(), frozen.epoch);
+	let frozen_at = Instant::now();
+	net.wait("the frozen miner found silent", TIMEOUT, &[], || async {
+		let s = watcher.status().await.ok()?;
+		(s.miners.iter().find(|m| m.account == victim)?.gone == 1).then_some(())
+	})
+	.await;
+	eprintln!(
+		"froze {victim} in epoch {epoch} after stage {VICTIM_STAGE}'s quota; found silent after {:?} \
+		 (10 s leases); thawing",
+		frozen_at.elapsed()
+	);
+	signal(frozen.pid, "-CONT");
+
+	let m = net
+		.wait("stage 1 merged the epoch", TIMEOUT, &[], || async {
+			chain.merge_manifest(epoch, VICTIM_STAGE).await.ok()?
+		})
+		.await;
+	let summary = net.epoch_summary(&watcher, epoch, TIMEOUT, &[]).await;
+	let store = net.bucket().await;
+	let log = pathway_log(&net, &watcher, &store, epoch).await;
+	let stage = usize::from(VICTIM_STAGE);
+	let by_victim = log
+		.records
+		.iter()
+		.filter(|r| r.counted_by(VICTIM_STAGE) == Some(&victim))
+		.count() as u32;
+	let advances = net.phase_advances(VICTIM_STAGE, epoch, "Training");
+	eprintln!(
+		"epoch {epoch}: stage 1 merged {} samples from {} member(s); the victim's passes {by_victim}; \
+		 {} recomputed, {} lost; committed {:?} after the freeze; left Training timed out: {advances:?}",
+		m.samples,
+		m.members,
+		summary.recomputed,
+		summary.lost,
+		frozen_at.elapsed()
+	);
+	// Its passes could not join the merge: counted lost, none recomputed; the other member alone is
+	// merged, and the stage did not wait for its phase timeout.
+	assert!(by_victim > 0);
+	assert_eq!((summary.recomputed, summary.lost), (0, by_victim));
+	assert_eq!((m.members, m.samples + by_victim), (1, QUOTA));
+	assert_eq!(advances.first(), Some(&false), "stage 1 did not wait for the phase timeout");
+	assert!(log
+		.records
+		.iter()
+		.all(|r| r.backward[stage] == victim || r.backward[stage] == survivor));
+	let state = check_manifest(&store, &spec, VICTIM_STAGE, epoch, &m, 1).await;
+	// The thawed miner dropped its gradient (told its passes were forfeited) or met a typed refusal
+	// for it, never a sample-count one; it stepped with the merge as a replica without samples,
+	// holding the committed state.
+	let status = watcher.status().await.unwrap();
+	let refusals = &status.miners.iter().find(|m| m.account == victim).unwrap().refusals;
+	eprintln!("the thawed miner's refusals: {refusals:?}");
+	assert!(
+		refusals
+			.keys()
+			.all(|c| ["lease_expired", "wrong_phase", "unknown"].contains(&c.as_str())),
+		"{refusals:?}"
+	);
 	let text = &net.miner_logs()[frozen.index];
 	assert_eq!(
 		attested_state_hashes(text).get(&(VICTIM_STAGE, epoch)),
