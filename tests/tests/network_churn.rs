@@ -277,73 +277,10 @@ async fn a_miner_silent_past_its_lease_forfeits_its_passes_and_steps_with_the_me
 	// orchestrator has found it silent (its lease ran out; or, if the other member finished the
 	// quota first, a lease after the stage's uploads opened); then let go (SIGCONT).
 	let frozen = net.freeze_miner_after(&watcher, VICTIM_STAGE, 2, TIMEOUT).await;
-	let (victim, survivor, epoch) = (frozen.account.clone(), frozen.other.clone(), frozen.epoch);
-	let frozen_at = Instant::now();
-	net.wait("the frozen miner found silent", TIMEOUT, &[], || async {
-		let s = watcher.status().await.ok()?;
-		(s.miners.iter().find(|m| m.account == victim)?.gone == 1).then_some(())
-	})
-	.await;
-	eprintln!(
-		"froze {victim} in epoch {epoch}; found silent after {:?} (10 s leases); thawing",
-		frozen_at.elapsed()
-	);
-	signal(frozen.pid, "-CONT");
-
-	let m = net
-		.wait("stage 1 merged the epoch", TIMEOUT, &[], || async {
-			chain.merge_manifest(epoch, VICTIM_STAGE).await.ok()?
-		})
-		.await;
-	let summary = net.epoch_summary(&watcher, epoch, TIMEOUT, &[]).await;
-	let store = net.bucket().await;
-	let log = pathway_log(&net, &watcher, &store, epoch).await;
-	let stage = usize::from(VICTIM_STAGE);
-	let by_victim = log.records.iter().filter(|r| r.backward[stage] == victim).count() as u32;
-	eprintln!(
-		"epoch {epoch}: stage 1 merged {} samples from {} member(s); the victim's accepted backward \
-		 passes {by_victim}; {} recomputed, {} lost; committed {:?} after the freeze",
-		m.samples,
-		m.members,
-		summary.recomputed,
-		summary.lost,
-		frozen_at.elapsed()
-	);
-	assert!(by_victim >= 2, "{by_victim}");
-	let advances = net.phase_advances(VICTIM_STAGE, epoch, "Training");
-	eprintln!("stage {VICTIM_STAGE} left Training in epoch {epoch}, timed out: {advances:?}");
-	assert_eq!(advances.first(), Some(&false), "stage 1 did not wait for the phase timeout");
-	if summary.lost == 0 {
-		// Found while the stage trained: its passes were recomputed by the other member, which alone
-		// is merged, for the whole quota.
-		assert_eq!((summary.recomputed, summary.lost), (by_victim, 0));
-		assert_eq!(m.samples, QUOTA, "the manifest counts the whole quota");
-		assert!(log.records.iter().all(|r| r.counted_by(VICTIM_STAGE) == Some(&survivor)));
-	} else {
-		// The other member finished the quota first: found once uploads were open, its passes lost
-		// (the other's gradient was in), and the merge went on without them.
+	let lost = silent_member_goes(&mut net, &chain, &watcher, &spec, frozen, started).await;
+	if lost > 0 {
 		eprintln!("the other member finished the quota before the victim was found silent");
-		assert_eq!((summary.recomputed, summary.lost), (0, by_victim));
-		assert_eq!(m.samples + by_victim, QUOTA, "the manifest counts every pass but the lost");
 	}
-	assert_eq!(m.members, 1);
-	let state = check_manifest(&store, &spec, VICTIM_STAGE, epoch, &m, 1).await;
-	// The thawed miner was never asked for its gradient of the epoch (void: its passes were
-	// recomputed or lost), so nothing of it was refused; it stepped with the merge as a replica
-	// without samples, holding the committed state.
-	let status = watcher.status().await.unwrap();
-	let refusals = &status.miners.iter().find(|m| m.account == victim).unwrap().refusals;
-	assert!(!refusals.contains_key("sample_count_mismatch"), "{refusals:?}");
-	let text = &net.miner_logs()[frozen.index];
-	assert_eq!(
-		attested_state_hashes(text).get(&(VICTIM_STAGE, epoch)),
-		Some(&state.to_string()),
-		"the thawed miner holds the committed state"
-	);
-	// It works on in a later epoch, its passes merged again.
-	let later = net.first_merge_with(&chain, VICTIM_STAGE, 2, epoch, 10, TIMEOUT).await;
-	eprintln!("epoch {later}: stage 1 merged both members; done after {:?}", started.elapsed());
-	net.assert_alive(&[]);
 }
 
 /// The stage-1 members' delay before uploading each epoch's gradient in the uploads-open scenario (ms):
@@ -373,17 +310,41 @@ async fn a_member_silent_after_its_stages_uploads_opened_is_not_awaited() {
 	// Frozen once stage 1's quota is done (uploads open), holding accepted passes of the epoch and no
 	// lease, before either member has submitted (both wait 6 s before uploading).
 	let (a, b) = net.stage_pair(&watcher, VICTIM_STAGE, TIMEOUT).await;
+	// Both have passes of the epoch: the other member's gradient is what the stage merges (with none
+	// in, a silent member is awaited).
 	let waiting = |s: &iota_rpc::types::Status, who: &iota_rpc::AccountId| {
 		let st = &s.stages[usize::from(VICTIM_STAGE)];
 		let v = s.miners.iter().find(|m| &m.account == who)?;
+		let other = if *who == a { &b } else { &a };
+		let o = s.miners.iter().find(|m| &m.account == other)?;
 		(st.phase == iota_primitives::Phase::Training
 			&& st.backward_done >= QUOTA
 			&& st.gradients_submitted == 0
 			&& v.backward_this_epoch > 0
+			&& o.backward_this_epoch > 0
 			&& v.leases == 0)
 			.then_some((st.epoch, 0))
 	};
 	let frozen = net.freeze_miner_when(&watcher, &a, &b, TIMEOUT, waiting).await;
+	let lost = silent_member_goes(&mut net, &chain, &watcher, &spec, frozen, started).await;
+	assert!(lost > 0, "found once uploads were open: its passes are lost, not recomputed");
+}
+
+/// The silent scenarios' common part, for `frozen` (a stage-1 miner frozen holding accepted passes):
+/// the orchestrator finds it silent; it is let go; stage 1 merges the epoch from the other member alone
+/// without waiting for its phase timeout, and either (found while the stage trained) its passes were
+/// recomputed by the other member and the manifest counts the whole quota, or (found once uploads were
+/// open) they are counted lost and the manifest counts the rest; nothing of it meets an untyped or
+/// sample-count refusal (its gradient of the epoch is void); it holds the committed state and a later
+/// epoch merges both members. Returns the passes lost.
+async fn silent_member_goes(
+	net: &mut TestNetwork,
+	chain: &iota_chain::IotaClient,
+	watcher: &iota_rpc::SignedClient,
+	spec: &iota_rpc::RunSpec,
+	frozen: FrozenMiner,
+	started: Instant,
+) -> u32 {
 	let (victim, survivor, epoch) = (frozen.account.clone(), frozen.other.clone(), frozen.epoch);
 	let frozen_at = Instant::now();
 	net.wait("the frozen miner found silent", TIMEOUT, &[], || async {
@@ -392,8 +353,7 @@ async fn a_member_silent_after_its_stages_uploads_opened_is_not_awaited() {
 	})
 	.await;
 	eprintln!(
-		"froze {victim} in epoch {epoch} after stage {VICTIM_STAGE}'s quota; found silent after {:?} \
-		 (10 s leases); thawing",
+		"froze {victim} in epoch {epoch}; found silent after {:?} (10 s leases); thawing",
 		frozen_at.elapsed()
 	);
 	signal(frozen.pid, "-CONT");
@@ -403,46 +363,43 @@ async fn a_member_silent_after_its_stages_uploads_opened_is_not_awaited() {
 			chain.merge_manifest(epoch, VICTIM_STAGE).await.ok()?
 		})
 		.await;
-	let summary = net.epoch_summary(&watcher, epoch, TIMEOUT, &[]).await;
+	let summary = net.epoch_summary(watcher, epoch, TIMEOUT, &[]).await;
 	let store = net.bucket().await;
-	let log = pathway_log(&net, &watcher, &store, epoch).await;
+	let log = pathway_log(net, watcher, &store, epoch).await;
 	let stage = usize::from(VICTIM_STAGE);
-	let by_victim = log
-		.records
-		.iter()
-		.filter(|r| r.counted_by(VICTIM_STAGE) == Some(&victim))
-		.count() as u32;
+	let by_victim = log.records.iter().filter(|r| r.backward[stage] == victim).count() as u32;
 	let advances = net.phase_advances(VICTIM_STAGE, epoch, "Training");
 	eprintln!(
-		"epoch {epoch}: stage 1 merged {} samples from {} member(s); the victim's passes {by_victim}; \
-		 {} recomputed, {} lost; committed {:?} after the freeze; left Training timed out: {advances:?}",
+		"epoch {epoch}: stage 1 merged {} samples from {} member(s); the victim's accepted backward \
+		 passes {by_victim}; {} recomputed, {} lost; committed {:?} after the freeze; left Training \
+		 timed out: {advances:?}",
 		m.samples,
 		m.members,
 		summary.recomputed,
 		summary.lost,
 		frozen_at.elapsed()
 	);
-	// Its passes could not join the merge: counted lost, none recomputed; the other member alone is
-	// merged, and the stage did not wait for its phase timeout.
-	assert!(by_victim > 0);
-	assert_eq!((summary.recomputed, summary.lost), (0, by_victim));
-	assert_eq!((m.members, m.samples + by_victim), (1, QUOTA));
+	assert!(by_victim > 0, "it had accepted passes");
 	assert_eq!(advances.first(), Some(&false), "stage 1 did not wait for the phase timeout");
-	assert!(log
-		.records
-		.iter()
-		.all(|r| r.backward[stage] == victim || r.backward[stage] == survivor));
-	let state = check_manifest(&store, &spec, VICTIM_STAGE, epoch, &m, 1).await;
-	// The thawed miner dropped its gradient (told its passes were forfeited) or met a typed refusal
-	// for it, never a sample-count one; it stepped with the merge as a replica without samples,
-	// holding the committed state.
+	assert_eq!(m.members, 1);
+	if summary.lost == 0 {
+		// Found while the stage trained: its passes were recomputed by the other member.
+		assert_eq!(summary.recomputed, by_victim);
+		assert_eq!(m.samples, QUOTA, "the manifest counts the whole quota");
+		assert!(log.records.iter().all(|r| r.counted_by(VICTIM_STAGE) == Some(&survivor)));
+	} else {
+		// Found once uploads were open (the other's gradient may be in): its passes are lost.
+		assert_eq!((summary.recomputed, summary.lost), (0, by_victim));
+		assert_eq!(m.samples + by_victim, QUOTA, "the manifest counts every pass but the lost");
+	}
+	let state = check_manifest(&store, spec, VICTIM_STAGE, epoch, &m, 1).await;
 	let status = watcher.status().await.unwrap();
 	let refusals = &status.miners.iter().find(|m| m.account == victim).unwrap().refusals;
 	eprintln!("the thawed miner's refusals: {refusals:?}");
 	assert!(
-		refusals
-			.keys()
-			.all(|c| ["lease_expired", "wrong_phase", "unknown"].contains(&c.as_str())),
+		refusals.keys().all(|c| {
+			["lease_expired", "wrong_phase", "unknown", "stale_timestamp"].contains(&c.as_str())
+		}),
 		"{refusals:?}"
 	);
 	let text = &net.miner_logs()[frozen.index];
@@ -451,10 +408,10 @@ async fn a_member_silent_after_its_stages_uploads_opened_is_not_awaited() {
 		Some(&state.to_string()),
 		"the thawed miner holds the committed state"
 	);
-	// It works on in a later epoch, its passes merged again.
-	let later = net.first_merge_with(&chain, VICTIM_STAGE, 2, epoch, 10, TIMEOUT).await;
+	let later = net.first_merge_with(chain, VICTIM_STAGE, 2, epoch, 10, TIMEOUT).await;
 	eprintln!("epoch {later}: stage 1 merged both members; done after {:?}", started.elapsed());
 	net.assert_alive(&[]);
+	summary.lost
 }
 
 /// A 3 × 2 `tiny` network (`validators` validators, `quota` samples per stage and epoch, `lease_ms`

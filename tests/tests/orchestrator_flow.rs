@@ -204,12 +204,17 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	}
 
 	// ---- merge, stage by stage (the tail first) -------------------------------------------------
+	// Every gradient goes in first: a member with accepted passes that asks nothing for a lease's
+	// length (3 s here) after its stage's uploads opened is taken for gone (`State::gone_miners`), and
+	// one merge takes longer than that.
 	for m in miners.iter().rev() {
 		let Work::UploadGradient { epoch, output } = m.next_work(T).await else {
 			panic!("gradient upload at stage {}", m.stage)
 		};
 		assert_eq!(epoch, 0);
 		m.submit_gradient(0, &output, 2).await;
+	}
+	for m in miners.iter().rev() {
 		let h = m.merge(0, T).await;
 		wait_for("the merge committed on chain", T, || async {
 			matches!(m.rpc.get_manifest(0).await.ok()?, MergeView::Committed { state_hash } if state_hash == h).then_some(())

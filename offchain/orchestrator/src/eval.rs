@@ -58,14 +58,6 @@ pub fn heldout_loss(
 	rows: &[u32],
 	checkpoints: &[(Vec<u8>, ContentHash)],
 ) -> Result<f32, EvalError> {
-	let cfg = &spec.model;
-	if checkpoints.len() != cfg.n_stages() {
-		return Err(EvalError::Input(format!(
-			"{} checkpoints for {} stages",
-			checkpoints.len(),
-			cfg.n_stages()
-		)));
-	}
 	let (t, b) = (spec.data.seq_len as usize, spec.data.batch_rows.max(1) as usize);
 	let w = t + 1;
 	if rows.is_empty() || !rows.len().is_multiple_of(w) {
@@ -75,12 +67,7 @@ pub fn heldout_loss(
 		)));
 	}
 	let device = Device::Cpu;
-	let mut model =
-		Pipeline::new(cfg, spec.seed, DType::F32, &device, Some(spec.wire_encoding()?))?;
-	for (stage, (bytes, state_hash)) in model.stages_mut().iter_mut().zip(checkpoints) {
-		stage.train_as(&spec.training);
-		stage.load_checkpoint(bytes, &state_hash.0)?;
-	}
+	let mut model = merged_model(spec, checkpoints, Some(spec.wire_encoding()?))?;
 	let (mut sum, mut n) = (0f64, 0usize);
 	for batch in rows.chunks(b * w) {
 		let r = batch.len() / w;
@@ -94,6 +81,82 @@ pub fn heldout_loss(
 		n += r;
 	}
 	Ok((sum / n as f64) as f32)
+}
+
+/// The model whose stage `s` is `checkpoints[s] = (checkpoint bytes, attested state hash)`, in f32
+/// on the CPU, with `wire` across its cuts: each stage is loaded only if its state hashes to the
+/// attested hash (`Stage::load_checkpoint`).
+///
+/// # Errors
+/// [`EvalError::Input`] for a checkpoint count other than the stage count; [`EvalError::Model`] for a
+/// checkpoint that is not the attested state (`Error::StateHashMismatch`) or does not parse.
+pub fn merged_model(
+	spec: &RunSpec,
+	checkpoints: &[(Vec<u8>, ContentHash)],
+	wire: Option<iota_model::Encoding>,
+) -> Result<Pipeline, EvalError> {
+	let cfg = &spec.model;
+	if checkpoints.len() != cfg.n_stages() {
+		return Err(EvalError::Input(format!(
+			"{} checkpoints for {} stages",
+			checkpoints.len(),
+			cfg.n_stages()
+		)));
+	}
+	let mut model = Pipeline::new(cfg, spec.seed, DType::F32, &Device::Cpu, wire)?;
+	for (stage, (bytes, state_hash)) in model.stages_mut().iter_mut().zip(checkpoints) {
+		stage.train_as(&spec.training);
+		stage.load_checkpoint(bytes, &state_hash.0)?;
+	}
+	Ok(model)
+}
+
+/// What the chain and the bucket hold of an epoch's merged model.
+pub enum Merged {
+	/// Every stage's checkpoint bytes (hash-checked against the manifest) and attested state hash.
+	Checkpoints(Vec<(Vec<u8>, ContentHash)>),
+	/// Not every stage's manifest of the epoch is on chain yet.
+	NotYet,
+	/// The epoch's model cannot be assembled (a manifest without a checkpoint, a checkpoint gone).
+	Unavailable(String),
+}
+
+/// The checkpoints of `epoch`'s merged model, `stages` stages, as the chain's merge manifests name
+/// them, read from `store` (each checked against the manifest's content hash).
+///
+/// # Errors
+/// [`EvalError::Chain`] and [`EvalError::Storage`] for failed reads (a missing object is
+/// [`Merged::Unavailable`]).
+pub async fn merged_checkpoints(
+	store: &iota_storage::ObjectStore,
+	chain: &IotaClient,
+	stages: usize,
+	epoch: u32,
+) -> Result<Merged, EvalError> {
+	let mut manifests = Vec::new();
+	for stage in 0..stages as u16 {
+		match chain.merge_manifest(epoch, stage).await? {
+			Some(m) => manifests.push(m),
+			None => return Ok(Merged::NotYet),
+		}
+	}
+	let mut checkpoints = Vec::with_capacity(manifests.len());
+	for (stage, m) in manifests.into_iter().enumerate() {
+		let Some(ck) = m.checkpoint else {
+			return Ok(Merged::Unavailable(format!(
+				"stage {stage}'s manifest names no checkpoint"
+			)));
+		};
+		let key = String::from_utf8_lossy(&ck.key.0).into_owned();
+		match store.get(&key, &ck.content_hash).await {
+			Ok(bytes) => checkpoints.push((bytes.to_vec(), m.state_hash)),
+			Err(StorageError::NotFound { .. }) => {
+				return Ok(Merged::Unavailable(format!("stage {stage}'s checkpoint {key} is gone")))
+			},
+			Err(e) => return Err(e.into()),
+		}
+	}
+	Ok(Merged::Checkpoints(checkpoints))
 }
 
 /// What one look at an epoch found.
@@ -115,27 +178,12 @@ async fn look(
 	rows: &[u32],
 	epoch: u32,
 ) -> Result<Look, EvalError> {
-	let mut manifests = Vec::new();
-	for stage in 0..spec.model.n_stages() as u16 {
-		match chain.merge_manifest(epoch, stage).await? {
-			Some(m) => manifests.push(m),
-			None => return Ok(Look::NotYet),
-		}
-	}
-	let mut checkpoints = Vec::with_capacity(manifests.len());
-	for (stage, m) in manifests.into_iter().enumerate() {
-		let Some(ck) = m.checkpoint else {
-			return Ok(Look::Skip(format!("stage {stage}'s manifest names no checkpoint")));
+	let checkpoints =
+		match merged_checkpoints(orch.store(), chain, spec.model.n_stages(), epoch).await? {
+			Merged::Checkpoints(c) => c,
+			Merged::NotYet => return Ok(Look::NotYet),
+			Merged::Unavailable(why) => return Ok(Look::Skip(why)),
 		};
-		let key = String::from_utf8_lossy(&ck.key.0).into_owned();
-		match orch.store().get(&key, &ck.content_hash).await {
-			Ok(bytes) => checkpoints.push((bytes.to_vec(), m.state_hash)),
-			Err(StorageError::NotFound { .. }) => {
-				return Ok(Look::Skip(format!("stage {stage}'s checkpoint {key} is gone")))
-			},
-			Err(e) => return Err(e.into()),
-		}
-	}
 	let (spec, rows) = (spec.clone(), rows.to_vec());
 	let out = tokio::task::spawn_blocking(move || heldout_loss(&spec, &rows, &checkpoints))
 		.await

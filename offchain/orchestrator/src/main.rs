@@ -36,6 +36,29 @@ enum Command {
 	/// Tokenize a corpus once into hashed shards in the bucket and write the run spec (prints its hash,
 	/// the chain's `model_hash`).
 	PrepareData(PrepareArgs),
+	/// Write an epoch's merged model as a Hugging Face Llama folder, assembled from the chain's merge
+	/// manifests and the bucket's checkpoints, every hash checked (models without the bottleneck).
+	Export(ExportArgs),
+}
+
+#[derive(Args, Debug)]
+struct ExportArgs {
+	#[command(flatten)]
+	store: StoreArgs,
+	/// Chain node WebSocket URL.
+	#[arg(long, env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]
+	chain_rpc: String,
+	/// Run id (the spec is read from `keys::run_spec(run)` and checked against the chain's
+	/// `model_hash`).
+	#[arg(long, env = "IOTA_RUN")]
+	run: String,
+	/// The epoch whose merged model to write (default: the last one every stage committed).
+	#[arg(long)]
+	epoch: Option<u32>,
+	/// Output folder (created; its config.json, model.safetensors, generation_config.json and
+	/// tokenizer.json are overwritten).
+	#[arg(long)]
+	out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -184,6 +207,7 @@ async fn main() -> Result<()> {
 	match Cli::parse().command {
 		Command::Run(args) => run(args).await,
 		Command::PrepareData(args) => prepare(args).await,
+		Command::Export(args) => export(args).await,
 	}
 }
 
@@ -255,6 +279,54 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 		p.tokens
 	);
 	println!("model_hash {}", p.spec.hash());
+	Ok(())
+}
+
+async fn export(a: ExportArgs) -> Result<()> {
+	use iota_orchestrator::eval::{merged_checkpoints, merged_model, Merged};
+	let run_id = keys::Id::new(a.run.clone())?;
+	if a.store.embedded_s3.is_some() {
+		bail!("export reads a running network's bucket: give --s3-endpoint (not --embedded-s3)");
+	}
+	let (store, _) = open_store(&a.store).await?;
+	let (spec_bytes, spec) = load_spec(&store, &run_id).await?;
+	let client = IotaClient::connect(&a.chain_rpc).await?;
+	let cfg = client.run_config().await?.context("the chain has no run config")?;
+	let spec_hash = ContentHash::of(&spec_bytes);
+	if cfg.model_hash.0 != spec_hash.0 {
+		bail!("the chain's model_hash is not the hash {spec_hash} of run {}'s spec", a.run);
+	}
+	iota_model::hf::LlamaConfig::of(&spec.model)?;
+	let stages = spec.model.n_stages();
+	let epoch = match a.epoch {
+		Some(e) => e,
+		None => {
+			// Every stage in epoch `e` has committed the epochs before it.
+			let mut current = u32::MAX;
+			for s in 0..stages as u16 {
+				current = current.min(client.stage(s).await?.epoch);
+			}
+			let mut e = current.checked_sub(1).context("no epoch is committed yet")?;
+			while client.epoch_completed_at(e).await?.is_none() {
+				e = e.checked_sub(1).context("no epoch is committed yet")?;
+			}
+			e
+		},
+	};
+	let checkpoints = match merged_checkpoints(&store, &client, stages, epoch).await? {
+		Merged::Checkpoints(c) => c,
+		Merged::NotYet => bail!("epoch {epoch} is not committed at every stage"),
+		Merged::Unavailable(why) => bail!("epoch {epoch}'s model cannot be assembled: {why}"),
+	};
+	let model = merged_model(&spec, &checkpoints, None)?;
+	let tok = &spec.data.tokenizer;
+	let tokenizer = store.get(&tok.key, &tok.hash).await.context("the run's tokenizer")?;
+	let n = iota_model::hf::export(&model, &a.out, Some(tokenizer.as_ref()))?;
+	println!(
+		"wrote {}: run {} epoch {epoch}, {n} parameters, every stage's state hash as attested on chain",
+		a.out.display(),
+		a.run
+	);
 	Ok(())
 }
 

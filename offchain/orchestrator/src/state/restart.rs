@@ -128,7 +128,9 @@ impl State {
 	///
 	/// While the stage trains its passes are re-listed and recomputed by the others; once uploads are
 	/// open they are counted lost (the other members' gradients may be in already, and no pass is
-	/// added to a stage past its quota), and the stage moves on without waiting for it.
+	/// added to a stage past its quota), and the stage moves on without waiting for it. That only once
+	/// another member's gradient is in: a merge without any would hold nothing (the silent miner may
+	/// have run every pass), so until then the stage waits for it as for any member.
 	///
 	/// A miner working on its only lease makes no request, so one that overruns that lease is taken
 	/// for gone when it expires: its passes are recomputed by the others, nothing is lost, it sits the
@@ -148,7 +150,14 @@ impl State {
 			if st.phase == Phase::Merging {
 				continue;
 			}
-			let opened = if self.uploads_open(st) { st.clock.uploads_opened_ms() } else { None };
+			// Once uploads are open a silent member's passes are lost, not recomputed: only worth it
+			// while another member's gradient is in (else the merge would hold nothing, and the stage
+			// waits for it as before).
+			let open = self.uploads_open(st);
+			if open && st.merge.submissions.is_empty() {
+				continue;
+			}
+			let opened = if open { st.clock.uploads_opened_ms() } else { None };
 			let floor = since_ms.max(opened.unwrap_or(0));
 			let stage = i as u16;
 			let first = (st.epoch, stage, [0u8; 32]);
@@ -175,6 +184,7 @@ impl State {
 		if st.epoch != epoch
 			|| st.phase == Phase::Merging
 			|| st.merge.submissions.contains_key(&miner.0)
+			|| (self.uploads_open(st) && st.merge.submissions.is_empty())
 			|| self.leases_of(miner) > 0
 		{
 			return;

@@ -1504,13 +1504,19 @@ fn a_member_silent_since_uploads_opened_is_gone_and_the_merge_does_not_wait() {
 #[test]
 fn a_member_silent_before_uploads_opened_gets_a_lease_from_their_opening() {
 	// Miner 2's last request was long before the quota was reached: silence is counted from when
-	// uploads opened, so it gets a lease's length to ask for its upload.
+	// uploads opened, so it gets a lease's length to ask for its upload; and only once another
+	// member's gradient is in.
 	let mut w = World::new(2, 4, &[&[1], &[2, 5], &[3]]);
 	w.run_sample([1, 2, 3], 10);
 	w.run_sample([1, 5, 3], 5_000);
 	for (m, s) in [(1, 0), (5, 1), (3, 2)] {
 		w.st.touch(&acc(m), s, 5_500);
 	}
+	// Nobody's gradient is in yet: the merge would hold nothing without miner 2's, so it is awaited.
+	assert!(w.st.gone_miners(5_001 + LEASE, 0).is_empty());
+	let g = tensor(w.st.gradient_key(1, 0, &acc(5)), 20, b"g");
+	let e = w.st.check_gradient(&acc(5), 1, 0, &g, &[ContentHash::of(b"c")], 1).unwrap();
+	w.apply(e);
 	assert!(w.st.gone_miners(5_000 + LEASE, 0).is_empty());
 	let gone = w.st.gone_miners(5_001 + LEASE, 0);
 	assert_eq!(
