@@ -842,3 +842,77 @@ async fn local_mode_resubmits_the_same_pseudo_gradient_when_the_round_restarts()
 		assert_eq!(sent[0], sent[1], "the restarted round got the same pseudo-gradient");
 	}
 }
+
+/// A miner whose passes the orchestrator forfeited after a silence (`Idle: forfeited`) drops the
+/// gradient it accumulated, submits none, asks for no shards of a round it is not in (the orchestrator
+/// would refuse it `Invalid`), and follows its stage's merge as a replica without samples: it ends the
+/// epoch on the member's committed state.
+#[tokio::test]
+async fn a_miner_whose_passes_were_forfeited_follows_the_merge_without_its_gradient() {
+	let world = Arc::new(World::default());
+	let chain = Arc::new(FakeChain::default());
+	let (member, silent) = (account(1), account(4));
+	let mut miners = Vec::new();
+	for a in [&member, &silent] {
+		let mut m = miner(&world, &chain, a, 1);
+		m.step().await.unwrap();
+		miners.push(m);
+	}
+	for (k, a) in [&member, &silent].into_iter().enumerate() {
+		let sample = k as u64 + 1;
+		let inp =
+			store_tensor(&world.io, &format!("in{sample}"), &boundary(sample), Kind::Activation);
+		let g =
+			store_tensor(&world.io, &format!("g{sample}"), &boundary(100 + sample), Kind::Gradient);
+		world.push_work(
+			a,
+			Work::Backward(BackwardWork {
+				lease: sample,
+				epoch: 0,
+				stage: 1,
+				sample,
+				forward_by: account(9),
+				input: Some(inp),
+				data: None,
+				grad_output: g,
+				output: Some(put(act_key(1, sample, Direction::Backward, a))),
+				expires_at_ms: far(),
+			}),
+		);
+	}
+	world.push_work(&silent, Work::Idle { reason: IdleReason::Forfeited, retry_after_ms: 10 });
+	// Both run their pass; then the silent one is told its pass is forfeited.
+	for m in miners.iter_mut() {
+		assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	}
+	assert_eq!(miners[1].accumulated(), 1);
+	assert_eq!(miners[1].step().await.unwrap(), Outcome::Worked);
+	assert_eq!(miners[1].accumulated(), 0, "the forfeited gradient is dropped");
+	assert!(matches!(miners[1].phase(), Phase::Merging(_)), "{:?}", miners[1].phase());
+	{
+		let mut mw = world.merge.lock().unwrap();
+		mw.expected = 1;
+		mw.param_count = miners[0].stage().param_count() as u64;
+	}
+	for _ in 0..200 {
+		for m in miners.iter_mut() {
+			m.step().await.unwrap();
+		}
+		if miners.iter().all(|m| m.epoch() == 1) {
+			break;
+		}
+	}
+	assert!(miners.iter().all(|m| m.epoch() == 1 && m.phase() == &Phase::Training), "{miners:?}");
+	assert_eq!(miners[0].stage().state_hash().unwrap(), miners[1].stage().state_hash().unwrap());
+	let calls = world.calls(&silent);
+	assert!(
+		!calls.iter().any(|c| matches!(
+			c,
+			Call::Gradient(_) | Call::GetShards(_) | Call::Shard(_) | Call::StateHash(_)
+		)),
+		"{calls:?}"
+	);
+	assert!(world.calls(&member).iter().any(|c| matches!(c, Call::GetShards(0))));
+	let mw = world.merge.lock().unwrap();
+	assert_eq!(mw.submissions.values().map(|(_, s)| s.samples).sum::<u32>(), 1);
+}

@@ -1293,6 +1293,16 @@ pub async fn pathway_log(
 	store: &ObjectStore,
 	epoch: u32,
 ) -> PathwayLog {
+	pathway_log_of(&net.options.run_id, validator, store, epoch).await
+}
+
+/// [`pathway_log`] of the run `run_id` (for scenarios that start their daemons without a [`TestNetwork`]).
+pub async fn pathway_log_of(
+	run_id: &str,
+	validator: &SignedClient,
+	store: &ObjectStore,
+	epoch: u32,
+) -> PathwayLog {
 	let record = validator
 		.epoch_record(epoch)
 		.await
@@ -1300,7 +1310,7 @@ pub async fn pathway_log(
 	let obj = record
 		.pathway_log
 		.unwrap_or_else(|| panic!("epoch {epoch}: no pathway log recorded"));
-	let run = keys::Id::new(&net.options.run_id).unwrap();
+	let run = keys::Id::new(run_id).unwrap();
 	assert_eq!(obj.key, keys::pathway_log(&run, u64::from(epoch)), "the pathway log's key");
 	let bytes = store
 		.get(&obj.key, &obj.hash)
@@ -1312,7 +1322,7 @@ pub async fn pathway_log(
 		"the stored pathway log hashes to what the orchestrator reports"
 	);
 	let log = PathwayLog::from_slice(&bytes).unwrap();
-	assert_eq!((log.run.as_str(), log.epoch), (net.options.run_id.as_str(), epoch));
+	assert_eq!((log.run.as_str(), log.epoch), (run_id, epoch));
 	log
 }
 

@@ -22,8 +22,8 @@
 //! Asserted: within the first 2 epochs the validator's `Fail` verdict on the cheater is on chain and the
 //! cheater's bond is slashed (its miner record is gone); every verdict on an honest miner in those
 //! epochs is `Pass`; the validator's weights for epoch 0 give the cheater nothing; epoch 0 is finalized
-//! (by the validator, after the scoring window) and its emission split pays every honest miner and not
-//! the cheater. The evidence object whose BLAKE3 is on chain with the `Fail` is in the bucket and says
+//! (by the validator, after the scoring window) and its emission split pays every honest miner that ran a
+//! pass in epoch 0 (its pathway log), no other, and not the cheater. The evidence object whose BLAKE3 is on chain with the `Fail` is in the bucket and says
 //! `Fail`; the validator's `/metrics` counts the failed checks and the submitted verdicts.
 //!
 //! ```sh
@@ -43,6 +43,7 @@ use iota_model::ModelConfig;
 use iota_orchestrator::data::prepare_data;
 use iota_protocol::codec::MergeCodec;
 use iota_protocol::optim::Training;
+use iota_rpc::SignedClient;
 use iota_storage::keys::{self, Id};
 
 /// Two epochs of the whole pipeline plus the scoring window on 2 shared cores: generous.
@@ -224,9 +225,37 @@ async fn cheater_scenario(
 	assert!(weights.iter().all(|(m, w)| m != &cheater || *w == 0), "{weights:?}");
 	let paid: BTreeMap<AccountId, u128> = split.miners.0.iter().cloned().collect();
 	assert!(!paid.contains_key(&cheater), "the cheater was paid: {paid:?}");
+	// Paid is who worked: CLASP scores a miner's items (passes) in the epoch's pathway log, so an honest
+	// miner that ran no pass in epoch 0 (the last one started can find its stage's passes all taken by
+	// its peer, as clean-clone CI once saw) earns nothing; every honest miner that ran one is paid, and
+	// so is one of each stage without the cheater (someone ran the stage's passes).
+	let watcher =
+		SignedClient::connect(&orch.url, Signer::dev("bob").unwrap().keypair().clone(), TIMEOUT)
+			.await
+			.unwrap();
+	let log = pathway_log_of(run, &watcher, &s3.store, 0).await;
+	let worked = |m: &AccountId| {
+		log.records.iter().any(|r| r.forward.contains(m) || r.backward.contains(m))
+	};
 	for m in &honest {
-		assert!(paid.get(m).is_some_and(|a| *a > 0), "honest miner {m} unpaid: {paid:?}");
+		assert_eq!(
+			paid.get(m).is_some_and(|a| *a > 0),
+			worked(m),
+			"honest miner {m}: paid {:?}, ran a pass in epoch 0: {}",
+			paid.get(m),
+			worked(m)
+		);
 	}
+	for (stage, miners) in by_stage.iter().filter(|(s, _)| **s != 0) {
+		let paid_here = miners
+			.iter()
+			.map(|n| Signer::from_uri(n).unwrap().account_id())
+			.filter(|m| *m != cheater && paid.contains_key(m))
+			.count();
+		assert!(paid_here > 0, "no honest miner of stage {stage} paid: {paid:?}");
+	}
+	let idle: Vec<&AccountId> = honest.iter().filter(|m| !worked(m)).collect();
+	eprintln!("epoch 0 paid {} honest miners; ran no pass: {idle:?}", honest.len() - idle.len());
 
 	// The evidence behind each verdict is in the bucket under the validator's key, hashing to what is
 	// on chain; the cheater's says `Fail`.

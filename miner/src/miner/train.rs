@@ -28,17 +28,22 @@ impl Miner {
 					self.enter_merge(self.epoch, false);
 					return Ok(Outcome::Worked);
 				}
-				if reason == IdleReason::Forfeited && self.acc.count > 0 {
-					// The orchestrator re-listed this epoch's passes after this miner fell silent
-					// (paused, cut off): other members recompute them, so the gradient kept here
-					// would count them twice. The merge finds it with none, a replica that steps.
-					tracing::warn!(
-						stage = self.index,
-						epoch = self.epoch,
-						samples = self.acc.count,
-						"accepted passes forfeited after a silence; dropping the epoch's gradient"
-					);
-					self.acc.clear();
+				if reason == IdleReason::Forfeited {
+					// The orchestrator re-listed or counted lost this epoch's passes after this miner
+					// fell silent (paused, cut off): other members recompute them, so the gradient kept
+					// here would count them twice. It sits the epoch out and follows the stage's merge
+					// as a replica without samples (polling the manifest, asking for no shards).
+					if self.acc.count > 0 {
+						tracing::warn!(
+							stage = self.index,
+							epoch = self.epoch,
+							samples = self.acc.count,
+							"accepted passes forfeited after a silence; dropping the epoch's gradient"
+						);
+						self.acc.clear();
+					}
+					self.enter_merge(self.epoch, false);
+					return Ok(Outcome::Worked);
 				}
 				Ok(Outcome::Idle(Duration::from_millis(retry_after_ms.clamp(20, 5_000))))
 			},

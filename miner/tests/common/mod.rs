@@ -161,6 +161,8 @@ pub enum Call {
 	Gradient(GradientSubmission),
 	Shard(SubmitShard),
 	StateHash(SubmitStateHash),
+	/// `iota_getShards` for an epoch.
+	GetShards(u32),
 }
 
 /// The merge of one stage's epoch, as the orchestrator keeps it.
@@ -358,6 +360,7 @@ impl Orchestrator for FakeOrch {
 		Ok(())
 	}
 	async fn get_shards(&self, epoch: u32) -> iota_miner::Result<ShardAssignment> {
+		self.world.record(&self.me, Call::GetShards(epoch));
 		let mut m = self.world.merge.lock().unwrap();
 		if m.submissions.len() < m.expected {
 			return refuse("iota_getShards", ErrorCode::WrongPhase, "still uploading");

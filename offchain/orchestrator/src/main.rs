@@ -222,13 +222,17 @@ async fn open_store(a: &StoreArgs) -> Result<(ObjectStore, Option<EmbeddedS3>)> 
 		let store = ObjectStore::connect(server.store_config()).await?;
 		return Ok((store, Some(server)));
 	}
-	let cfg = match &a.s3_endpoint {
-		Some(e) => StoreConfig::s3_compatible(e, &a.s3_bucket, &a.s3_access_key, &a.s3_secret_key),
-		None => StoreConfig::aws(&a.s3_region, &a.s3_bucket),
-	};
-	let store = ObjectStore::connect(cfg).await?;
+	let store = ObjectStore::connect(store_config(a)).await?;
 	store.ensure_bucket().await.context("the bucket")?;
 	Ok((store, None))
+}
+
+/// The configuration of the external bucket `a` names (`--s3-endpoint`, else AWS in `--s3-region`).
+fn store_config(a: &StoreArgs) -> StoreConfig {
+	match &a.s3_endpoint {
+		Some(e) => StoreConfig::s3_compatible(e, &a.s3_bucket, &a.s3_access_key, &a.s3_secret_key),
+		None => StoreConfig::aws(&a.s3_region, &a.s3_bucket),
+	}
 }
 
 /// The stored spec bytes of `run` and the parsed, validated spec.
@@ -288,7 +292,8 @@ async fn export(a: ExportArgs) -> Result<()> {
 	if a.store.embedded_s3.is_some() {
 		bail!("export reads a running network's bucket: give --s3-endpoint (not --embedded-s3)");
 	}
-	let (store, _) = open_store(&a.store).await?;
+	// Read only: a missing bucket is an error here, never created.
+	let store = ObjectStore::connect(store_config(&a.store)).await?;
 	let (spec_bytes, spec) = load_spec(&store, &run_id).await?;
 	let client = IotaClient::connect(&a.chain_rpc).await?;
 	let cfg = client.run_config().await?.context("the chain has no run config")?;

@@ -299,13 +299,6 @@ impl Orchestrator {
 		Ok((req.account.0, req.nonce, req.timestamp_ms))
 	}
 
-	/// Records an authenticated request of `miner` of `stage` at `now` (its liveness: backward routing,
-	/// [`State::gone_miners`]). Called by the methods a live miner polls: `getWork`, and `getManifest`
-	/// and `getShards` while it merges.
-	fn seen(&self, miner: &AccountId, stage: u16, now: u64) {
-		self.lock().state.touch(miner, stage, now);
-	}
-
 	fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
 		self.registry.read().unwrap_or_else(|e| e.into_inner())
 	}
@@ -317,19 +310,38 @@ impl Orchestrator {
 		nonce: NonceRec,
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
-		self.commit_after(nonce, |_| Vec::new(), decide)
+		self.commit_after(nonce, None, |_| Vec::new(), decide)
 	}
 
-	/// [`commit`](Self::commit), with the events `first` returns recorded and applied before `decide`
-	/// sees the state (under the same lock, after the nonce check); they stay when `decide` refuses.
+	/// [`commit`](Self::commit) of a request that shows its miner live: `(miner, stage, now)` is
+	/// recorded as its latest request ([`State::touch`]: backward routing, [`State::gone_miners`])
+	/// once the nonce is found unused, before `decide` runs. For the methods a live miner polls:
+	/// `getWork`, and `getManifest` and `getShards` while it merges.
+	fn commit_live<R>(
+		&self,
+		nonce: NonceRec,
+		live: (&AccountId, u16, u64),
+		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
+	) -> Result<R, Refusal> {
+		self.commit_after(nonce, Some(live), |_| Vec::new(), decide)
+	}
+
+	/// [`commit`](Self::commit), with the request's liveness recorded as in
+	/// [`commit_live`](Self::commit_live) when `live` is given, then the events `first` returns
+	/// recorded and applied before `decide` sees the state (under the same lock, after the nonce
+	/// check); they stay when `decide` refuses.
 	fn commit_after<R>(
 		&self,
 		nonce: NonceRec,
+		live: Option<(&AccountId, u16, u64)>,
 		first: impl FnOnce(&State) -> Vec<Event>,
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
 		let mut inner = self.lock();
 		inner.nonces.check(&AccountId::from(nonce.0), nonce.1)?;
+		if let Some((miner, stage, now)) = live {
+			inner.state.touch(miner, stage, now);
+		}
 		let pre = first(&inner.state);
 		if !pre.is_empty() {
 			inner
@@ -613,11 +625,11 @@ impl Orchestrator {
 		let nonce = self.authenticate(methods::GET_WORK, &req)?;
 		let stage = self.registry().miner(&req.account, Some(req.body.stage))?;
 		let now = now_ms();
-		self.seen(&req.account, stage, now);
 		// The miner's restarts before a new session of it is applied (only then read again).
 		let restarts = std::cell::Cell::new(None);
 		let plan = self.commit_after(
 			nonce,
+			Some((&req.account, stage, now)),
 			// A new session of the miner's process goes in first: a restart frees what the earlier
 			// process held before this request is planned.
 			|st| {
@@ -798,9 +810,8 @@ impl Orchestrator {
 	async fn get_shards(&self, req: Signed<MergeQuery>) -> Result<ShardAssignment, Refusal> {
 		let nonce = self.authenticate(methods::GET_SHARDS, &req)?;
 		let stage = self.registry().miner(&req.account, None)?;
-		self.seen(&req.account, stage, now_ms());
 		let epoch = req.body.epoch;
-		let (plan, subs) = self.commit(nonce, |st| {
+		let (plan, subs) = self.commit_live(nonce, (&req.account, stage, now_ms()), |st| {
 			let plan = st.plan_of(stage, epoch)?.clone();
 			if !plan.members.contains(&req.account) {
 				return Err(Refusal::new(
@@ -864,9 +875,9 @@ impl Orchestrator {
 	async fn get_manifest(&self, req: Signed<MergeQuery>) -> Result<MergeView, Refusal> {
 		let nonce = self.authenticate(methods::GET_MANIFEST, &req)?;
 		let stage = self.registry().miner(&req.account, None)?;
-		self.seen(&req.account, stage, now_ms());
-		let plan = self
-			.commit(nonce, |st| Ok((vec![], st.manifest(&req.account, stage, req.body.epoch)?)))?;
+		let plan = self.commit_live(nonce, (&req.account, stage, now_ms()), |st| {
+			Ok((vec![], st.manifest(&req.account, stage, req.body.epoch)?))
+		})?;
 		Ok(match plan {
 			ManifestPlan::Reducing { present, expected } => {
 				MergeView::Reducing { present, expected }

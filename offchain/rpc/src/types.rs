@@ -160,8 +160,9 @@ pub enum IdleReason {
 	/// Sync mode: the miner made no request for a lease's length while holding accepted passes of the
 	/// epoch that reached no merge submission, so the orchestrator re-listed them for recomputation by
 	/// other members (or, once the stage's uploads were open, counted them lost). The gradient it
-	/// accumulated in the epoch is void: drop it; once the stage merges, `getWork` answers
-	/// [`IdleReason::Merging`] and the miner follows the merge as a replica without samples.
+	/// accumulated in the epoch is void: drop it and follow the stage's merge as a replica without
+	/// samples (`getManifest`; it is in no round, so it asks for no shards). Answered until the stage's
+	/// epoch ends, the merge included.
 	Forfeited,
 }
 

@@ -147,17 +147,7 @@ impl State {
 		}
 		let mut out = Vec::new();
 		for (i, st) in self.stages.iter().enumerate() {
-			if st.phase == Phase::Merging {
-				continue;
-			}
-			// Once uploads are open a silent member's passes are lost, not recomputed: only worth it
-			// while another member's gradient is in (else the merge would hold nothing, and the stage
-			// waits for it as before).
-			let open = self.uploads_open(st);
-			if open && st.merge.submissions.is_empty() {
-				continue;
-			}
-			let opened = if open { st.clock.uploads_opened_ms() } else { None };
+			let opened = if self.uploads_open(st) { st.clock.uploads_opened_ms() } else { None };
 			let floor = since_ms.max(opened.unwrap_or(0));
 			let stage = i as u16;
 			let first = (st.epoch, stage, [0u8; 32]);
@@ -165,10 +155,7 @@ impl State {
 			for (&(epoch, _, key), &n) in self.accepted.range(first..=last) {
 				let Some((miner, m)) = self.miners.get(&key) else { continue };
 				let silent = m.last_seen_ms.max(floor).saturating_add(self.cfg.lease_ms) < now_ms;
-				if n > 0
-					&& silent && !st.merge.submissions.contains_key(&key)
-					&& self.leases_of(miner) == 0
-				{
+				if n > 0 && silent && self.may_be_gone(st, miner) {
 					out.push(Event::MinerGone { miner: miner.clone(), stage, epoch, now_ms });
 				}
 			}
@@ -176,17 +163,25 @@ impl State {
 		out
 	}
 
+	/// The conditions besides its silence under which `miner` of stage `st` is taken for gone, one rule
+	/// for [`gone_miners`](Self::gone_miners) (the decision) and [`apply_gone`](Self::apply_gone) (the
+	/// event, re-checked): the stage is not merging, the miner holds no lease and made no merge
+	/// submission, and, once the stage's uploads are open, another member's gradient is in (its passes
+	/// are then lost, not recomputed: a merge of nothing would stall the stage, so until then it is
+	/// awaited as any member).
+	fn may_be_gone(&self, st: &StageState, miner: &AccountId) -> bool {
+		st.phase != Phase::Merging
+			&& !st.merge.submissions.contains_key(&miner.0)
+			&& !(self.uploads_open(st) && st.merge.submissions.is_empty())
+			&& self.leases_of(miner) == 0
+	}
+
 	/// [`Event::MinerGone`]: applied only while what [`gone_miners`](Self::gone_miners) saw still holds
-	/// in the state (its stage in that epoch and not merging, no lease of the miner, no submission of
-	/// it): a request of the miner recorded between the decision and the event voids it.
+	/// in the state (its stage in that epoch, [`may_be_gone`](Self::may_be_gone)): a request of the
+	/// miner recorded between the decision and the event voids it.
 	pub(super) fn apply_gone(&mut self, miner: &AccountId, stage: u16, epoch: u32) {
 		let Some(st) = self.stages.get(usize::from(stage)) else { return };
-		if st.epoch != epoch
-			|| st.phase == Phase::Merging
-			|| st.merge.submissions.contains_key(&miner.0)
-			|| (self.uploads_open(st) && st.merge.submissions.is_empty())
-			|| self.leases_of(miner) > 0
-		{
+		if st.epoch != epoch || !self.may_be_gone(st, miner) {
 			return;
 		}
 		let m = self.miner_mut(miner, stage);

@@ -19,13 +19,14 @@ impl State {
 			);
 		};
 		// A miner found silent in this epoch has no pass to submit (they were re-listed or lost): it
-		// is told so (it drops what it accumulated) until the stage merges, then follows the merge as
-		// a replica without samples.
-		let gone = self.gone_in(miner, st.epoch);
+		// is told so through the epoch, its stage's merge included (told `merging` it would enter the
+		// merge with the gradient it kept and ask for shards of a round it is not in); it drops what
+		// it accumulated and follows the merge as a replica without samples.
+		if self.gone_in(miner, st.epoch) {
+			return Ok(WorkPlan::Idle(IdleReason::Forfeited));
+		}
 		if self.uploads_open(st) {
-			return Ok(if gone {
-				WorkPlan::Idle(IdleReason::Forfeited)
-			} else if st.merge.submissions.contains_key(&miner.0) {
+			return Ok(if st.merge.submissions.contains_key(&miner.0) {
 				WorkPlan::Idle(IdleReason::Merging)
 			} else {
 				WorkPlan::UploadGradient { epoch: st.epoch }
@@ -36,9 +37,6 @@ impl State {
 		}
 		if self.inner_trail(st.epoch, stage, miner).is_some_and(|t| t.restarted) {
 			return Ok(WorkPlan::Idle(IdleReason::Restarted));
-		}
-		if gone {
-			return Ok(WorkPlan::Idle(IdleReason::Forfeited));
 		}
 		if self.leases_of(miner) >= self.cfg.max_leases {
 			return Ok(WorkPlan::Idle(IdleReason::InFlightLimit));
