@@ -275,6 +275,27 @@ async fn main() -> anyhow::Result<()> {
 		.await
 		.context("reading the run back from chain")?;
 	let summaries = status.as_ref().map(|s| s.epochs.clone()).unwrap_or_default();
+	// Text from the first and the last completed epoch's merged models, while the bucket is served.
+	let (mut samples, mut samples_error) = (Vec::new(), None);
+	if completed > 0 {
+		println!("  completing the report's prompts with the merged models ...");
+		match iota_storage::ObjectStore::connect(net.store_config.clone()).await {
+			Ok(store) => {
+				let mut epochs = vec![0, completed - 1];
+				epochs.dedup();
+				for e in epochs {
+					match report::text_samples(&store, &chain, &net.prepared.spec, e).await {
+						Ok(mut t) => samples.append(&mut t),
+						Err(why) => {
+							samples_error = Some(why);
+							break;
+						},
+					}
+				}
+			},
+			Err(e) => samples_error = Some(format!("the bucket: {e}")),
+		}
+	}
 	let data = report::ReportData {
 		run_id: run_id.clone(),
 		model: format!("{} re-cut into {} stages", cli.preset, stages),
@@ -289,6 +310,8 @@ async fn main() -> anyhow::Result<()> {
 		epochs: summaries,
 		chain: epochs_on_chain,
 		total_minted,
+		samples,
+		samples_error,
 		command: format!(
 			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {}",
 			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window

@@ -1,8 +1,12 @@
 //! The run report: `runs/<id>/report.md` with the loss plot (`loss.png`), `loss.csv` (header
 //! `epoch,tokens,loss,heldout_loss`: one row per completed epoch, the tail stage's mean training loss
-//! and, where the run has a held-out set, the merged model's held-out loss), the per-epoch merge
-//! manifests, spot-check verdicts, consensus scores, emission splits and slashes read back from chain,
-//! the time split between training and the chain/merge phases, and the commands to reproduce the run.
+//! and, where the run has a held-out set, the merged model's held-out loss), text the merged models of
+//! the first and the last epoch write ([`PROMPTS`], [`text_samples`]), the time split between training
+//! and the chain/merge phases per stage, and, read back from chain, the merges (members × samples), the
+//! spot-check verdicts (miners × epochs), the emission (accounts × epochs) and slashes, and the command
+//! to reproduce the run: tables to read in a minute (issue "What the network trained, in the user's
+//! hands", item 4), every row in `time.csv`, `manifests.csv`, `verdicts.csv` and `emission.csv` beside
+//! the report.
 //!
 //! Everything that matters for money is read from chain storage after the run, not from the
 //! orchestrator's view of it.
@@ -10,8 +14,14 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use iota_chain::{AccountId, Balance, IotaClient, MergeManifest, SpotCheck, Verdict};
+use iota_model::data::tokenizer_from_bytes;
+use iota_model::generate::Sampling;
 use iota_rpc::types::{EpochSummary, TimeSplit};
+use iota_rpc::RunSpec;
+use iota_storage::ObjectStore;
 
 /// An epoch's payout as recorded on chain: miners, validators, and the unallocated rest.
 #[derive(Clone, Debug)]
@@ -72,6 +82,69 @@ pub struct ReportData {
 	pub total_minted: Balance,
 	/// The command line that reproduces the run.
 	pub command: String,
+	/// Completions of [`PROMPTS`] by merged models (the first and the last completed epoch's).
+	pub samples: Vec<TextSample>,
+	/// Why there are no samples (or fewer), when something stood in the way.
+	pub samples_error: Option<String>,
+}
+
+/// The prompts the report has each sampled epoch's merged model complete (Shakespeare-flavoured,
+/// for the devnet's corpus).
+pub const PROMPTS: [&str; 3] = ["ROMEO:\n", "First Citizen:\nWe", "KING HENRY:\nNow"];
+
+/// How the report's samples are drawn: 48 new tokens, temperature 0.8, top-k 40, top-p 0.95, seed 0
+/// (the same run gives the same text).
+pub fn sampling() -> Sampling {
+	Sampling { max_new_tokens: 48, ..Sampling::default() }
+}
+
+/// A prompt completed by an epoch's merged model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextSample {
+	/// The epoch whose merged model (every stage's attested checkpoint) wrote it.
+	pub epoch: u32,
+	/// The prompt.
+	pub prompt: String,
+	/// What the model wrote after it.
+	pub completion: String,
+}
+
+/// Completions of [`PROMPTS`] with [`sampling`] by the merged model of `epoch`: every stage's
+/// checkpoint as the chain's manifest names it (hash-checked, loaded only if it reproduces the attested
+/// state hash), the run's wire codec across the cuts as in training, the run's tokenizer from the bucket.
+///
+/// # Errors
+/// A message saying what is missing (a manifest, a checkpoint, the tokenizer) or what failed.
+pub async fn text_samples(
+	store: &ObjectStore,
+	chain: &IotaClient,
+	spec: &RunSpec,
+	epoch: u32,
+) -> Result<Vec<TextSample>, String> {
+	use iota_orchestrator::eval::{merged_checkpoints, merged_model, Merged};
+	let stages = spec.model.n_stages();
+	let checkpoints = match merged_checkpoints(store, chain, stages, epoch).await {
+		Ok(Merged::Checkpoints(c)) => c,
+		Ok(Merged::NotYet) => return Err(format!("epoch {epoch} is not committed at every stage")),
+		Ok(Merged::Unavailable(why)) => return Err(format!("epoch {epoch}: {why}")),
+		Err(e) => return Err(format!("epoch {epoch}: {e}")),
+	};
+	let wire = spec.wire_encoding().map_err(|e| e.to_string())?;
+	let mut model = merged_model(spec, &checkpoints, Some(wire)).map_err(|e| e.to_string())?;
+	let tok = &spec.data.tokenizer;
+	let bytes = store
+		.get(&tok.key, &tok.hash)
+		.await
+		.map_err(|e| format!("the run's tokenizer: {e}"))?;
+	let tokenizer = tokenizer_from_bytes(&bytes).map_err(|e| e.to_string())?;
+	PROMPTS
+		.iter()
+		.map(|p| {
+			let completion =
+				model.complete(&tokenizer, p, &sampling()).map_err(|e| e.to_string())?;
+			Ok(TextSample { epoch, prompt: (*p).to_string(), completion })
+		})
+		.collect()
 }
 
 /// Reads what the report needs from chain storage for epochs `0..epochs`.
@@ -108,11 +181,6 @@ pub async fn read_chain(
 
 fn hex(bytes: &[u8]) -> String {
 	bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn short(a: &AccountId) -> String {
-	let s = a.to_string();
-	format!("{}…{}", &s[..6.min(s.len())], &s[s.len().saturating_sub(4)..])
 }
 
 /// One token is 10^12 of the smallest unit.
@@ -152,6 +220,237 @@ pub fn loss_csv(epochs: &[EpochSummary]) -> String {
 	for e in epochs {
 		let h = e.heldout_loss.map(|h| h.to_string()).unwrap_or_default();
 		let _ = writeln!(s, "{},{},{},{h}", e.epoch, e.tokens_cumulative, e.loss);
+	}
+	s
+}
+
+/// Per stage over every epoch: the markdown rows `| stage | training | merge | chain wait | idle |
+/// stage-time s |` (shares of the stage's time); `None` when no epoch has a time split.
+fn stage_totals(epochs: &[EpochSummary]) -> Option<Vec<String>> {
+	let mut by: BTreeMap<u16, Vec<&iota_rpc::types::StageTime>> = BTreeMap::new();
+	for t in epochs.iter().flat_map(|e| &e.stages) {
+		by.entry(t.stage).or_default().push(t);
+	}
+	(!by.is_empty()).then(|| {
+		by.into_iter()
+			.filter_map(|(stage, times)| {
+				let t = TimeSplit::of(times)?;
+				let pct = |ms: u64| format!("{:.1} %", t.share(ms) * 100.0);
+				Some(format!(
+					"| {stage} | {} | {} | {} | {} | {:.1} |",
+					pct(t.training_ms),
+					pct(t.merge_ms),
+					pct(t.chain_wait_ms),
+					pct(t.idle_ms),
+					t.total_ms() as f64 / 1000.0
+				))
+			})
+			.collect()
+	})
+}
+
+/// `time.csv`: `epoch,stage,training_ms,merge_ms,chain_wait_ms,idle_ms`, one row per stage and
+/// completed epoch (the orchestrator's clock).
+pub fn time_csv(epochs: &[EpochSummary]) -> String {
+	let mut s = String::from("epoch,stage,training_ms,merge_ms,chain_wait_ms,idle_ms\n");
+	for e in epochs {
+		for t in &e.stages {
+			let _ = writeln!(
+				s,
+				"{},{},{},{},{},{}",
+				e.epoch, t.stage, t.training_ms, t.merge_ms, t.chain_wait_ms, t.idle_ms
+			);
+		}
+	}
+	s
+}
+
+/// `manifests.csv`: `epoch,stage,members,samples,parameters,shards,state_hash,checkpoint`, one row per
+/// committed merge manifest on chain.
+pub fn manifests_csv(chain: &[EpochOnChain]) -> String {
+	let mut s =
+		String::from("epoch,stage,members,samples,parameters,shards,state_hash,checkpoint\n");
+	for e in chain {
+		for (stage, m) in &e.manifests {
+			let Some(m) = m else { continue };
+			let ck = m
+				.checkpoint
+				.as_ref()
+				.map(|c| String::from_utf8_lossy(&c.key.0).into_owned())
+				.unwrap_or_default();
+			let _ = writeln!(
+				s,
+				"{},{stage},{},{},{},{},{},{ck}",
+				e.epoch,
+				m.members,
+				m.samples,
+				m.param_count,
+				m.shards.0.len(),
+				hex(&m.state_hash.0)
+			);
+		}
+	}
+	s
+}
+
+/// `verdicts.csv`: `epoch,miner,validator,verdict,evidence`, one row per verdict on chain.
+pub fn verdicts_csv(chain: &[EpochOnChain]) -> String {
+	let mut s = String::from("epoch,miner,validator,verdict,evidence\n");
+	for e in chain {
+		for (miner, checks) in &e.verdicts {
+			for c in checks {
+				let v = if c.verdict == Verdict::Pass { "pass" } else { "fail" };
+				let _ =
+					writeln!(s, "{},{miner},{},{v},{}", e.epoch, c.validator, hex(&c.evidence.0));
+			}
+		}
+	}
+	s
+}
+
+/// The verdicts as a table of miners × epochs: each cell the passes of that miner in that epoch
+/// (all validators), failures in bold before them (`2`, `**1 fail** 1`, `—` for none), then the
+/// miner's totals. `None` when no verdict is recorded.
+fn verdict_table(chain: &[EpochOnChain]) -> Option<String> {
+	// miner -> epoch -> (passes, failures)
+	let mut counts: BTreeMap<String, BTreeMap<u32, (u32, u32)>> = BTreeMap::new();
+	for e in chain {
+		for (miner, checks) in &e.verdicts {
+			for c in checks {
+				let cell = counts.entry(miner.to_string()).or_default().entry(e.epoch).or_default();
+				match c.verdict {
+					Verdict::Pass => cell.0 += 1,
+					Verdict::Fail => cell.1 += 1,
+				}
+			}
+		}
+	}
+	if counts.is_empty() {
+		return None;
+	}
+	let mut s = String::from("| miner |");
+	for e in chain {
+		let _ = write!(s, " epoch {} |", e.epoch);
+	}
+	s.push_str(" pass | fail |\n|---|");
+	s.push_str(&"---:|".repeat(chain.len() + 2));
+	s.push('\n');
+	for (miner, by_epoch) in &counts {
+		let _ = write!(s, "| `{miner}` |");
+		for e in chain {
+			let cell = match by_epoch.get(&e.epoch) {
+				None => "—".to_string(),
+				Some((p, 0)) => p.to_string(),
+				Some((p, f)) => format!("**{f} fail** {p}"),
+			};
+			let _ = write!(s, " {cell} |");
+		}
+		let (p, f) = by_epoch.values().fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1));
+		let _ = writeln!(s, " {p} | {f} |");
+	}
+	Some(s)
+}
+
+/// `emission.csv`: `epoch,account,role,score_ppb,paid` (`paid` in the smallest unit), one row per
+/// account a finalized epoch scored or paid.
+pub fn emission_csv(chain: &[EpochOnChain]) -> String {
+	let mut s = String::from("epoch,account,role,score_ppb,paid\n");
+	for e in chain {
+		let (Some(scores), Some(split)) = (&e.scores, &e.split) else { continue };
+		let mut miners: BTreeMap<String, (Option<u32>, Balance)> = BTreeMap::new();
+		for (a, sc) in scores {
+			miners.entry(a.to_string()).or_default().0 = Some(*sc);
+		}
+		for (a, b) in &split.miners {
+			miners.entry(a.to_string()).or_default().1 = *b;
+		}
+		for (a, (sc, paid)) in miners {
+			let sc = sc.map(|v| v.to_string()).unwrap_or_default();
+			let _ = writeln!(s, "{},{a},miner,{sc},{paid}", e.epoch);
+		}
+		for (a, b) in &split.validators {
+			let _ = writeln!(s, "{},{a},validator,,{b}", e.epoch);
+		}
+	}
+	s
+}
+
+/// The emission as one table of accounts × finalized epochs (tokens paid, then the total), the
+/// unallocated rest per epoch, which epochs were not finalized or had no consensus scores, and slashes.
+fn emission_section(chain: &[EpochOnChain]) -> String {
+	let mut s = String::new();
+	let finalized: Vec<(&EpochOnChain, &Payout)> =
+		chain.iter().filter_map(|e| e.split.as_ref().map(|p| (e, p))).collect();
+	// (role, account) -> epoch -> paid
+	let mut paid: BTreeMap<(&str, String), BTreeMap<u32, Balance>> = BTreeMap::new();
+	for (e, p) in &finalized {
+		for (a, b) in &p.miners {
+			*paid.entry(("miner", a.to_string())).or_default().entry(e.epoch).or_default() += *b;
+		}
+		for (a, b) in &p.validators {
+			*paid
+				.entry(("validator", a.to_string()))
+				.or_default()
+				.entry(e.epoch)
+				.or_default() += *b;
+		}
+		// A scored miner paid nothing still gets its row.
+		for (a, _) in e.scores.iter().flatten() {
+			paid.entry(("miner", a.to_string())).or_default();
+		}
+	}
+	if finalized.is_empty() {
+		let _ =
+			writeln!(s, "No epoch finalized when the run ended (scoring windows still open).\n");
+	} else {
+		let _ = writeln!(
+			s,
+			"Tokens paid per finalized epoch; consensus scores per account and epoch: `emission.csv`.\n"
+		);
+		let _ = write!(s, "| account | role |");
+		for (e, _) in &finalized {
+			let _ = write!(s, " epoch {} |", e.epoch);
+		}
+		let _ = writeln!(s, " total |\n|---|---|{}", "---:|".repeat(finalized.len() + 1));
+		for ((role, a), by_epoch) in &paid {
+			let _ = write!(s, "| `{a}` | {role} |");
+			for (e, _) in &finalized {
+				let _ = write!(s, " {} |", units(by_epoch.get(&e.epoch).copied().unwrap_or(0)));
+			}
+			let _ = writeln!(s, " {} |", units(by_epoch.values().sum()));
+		}
+		let _ = write!(s, "| unallocated (not minted) | |");
+		for (_, p) in &finalized {
+			let _ = write!(s, " {} |", units(p.unallocated));
+		}
+		let _ = writeln!(s, " {} |\n", units(finalized.iter().map(|(_, p)| p.unallocated).sum()));
+	}
+	let list = |v: Vec<u32>| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+	let unscored: Vec<u32> = finalized
+		.iter()
+		.filter(|(e, _)| e.scores.as_ref().is_none_or(Vec::is_empty))
+		.map(|(e, _)| e.epoch)
+		.collect();
+	if !unscored.is_empty() {
+		let _ = writeln!(
+			s,
+			"Finalized without consensus scores (no validator's weights landed in the scoring window, so \
+			 no miner was paid): epochs {}.\n",
+			list(unscored)
+		);
+	}
+	let open: Vec<u32> = chain.iter().filter(|e| e.split.is_none()).map(|e| e.epoch).collect();
+	if !open.is_empty() && !finalized.is_empty() {
+		let _ = writeln!(
+			s,
+			"Not finalized yet (scoring window still open when the run ended): epochs {}.\n",
+			list(open)
+		);
+	}
+	for e in chain {
+		for (a, b) in &e.slashes {
+			let _ = writeln!(s, "Slashed in epoch {}: `{a}` lost {}.\n", e.epoch, units(*b));
+		}
 	}
 	s
 }
@@ -201,6 +500,27 @@ pub fn render_markdown(d: &ReportData) -> String {
 			held.len(),
 			d.epochs.len()
 		);
+	}
+	let _ = writeln!(s, "## What the model writes\n");
+	let sm = sampling();
+	let _ = writeln!(
+		s,
+		"Each prompt completed by an epoch's merged model (every stage's attested checkpoint, the run's \
+		 wire across the cuts): {} new tokens, temperature {}, top-k {}, top-p {}, seed {}.\n",
+		sm.max_new_tokens, sm.temperature, sm.top_k, sm.top_p, sm.seed
+	);
+	let mut by_epoch: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+	for t in &d.samples {
+		let text = format!("{}{}", t.prompt, t.completion).replace("```", "` ` `");
+		by_epoch.entry(t.epoch).or_default().push(text.trim_end().to_string());
+	}
+	for (epoch, texts) in by_epoch {
+		let _ = writeln!(s, "After epoch {epoch}:\n\n```text\n{}\n```\n", texts.join("\n---\n"));
+	}
+	if let Some(why) = &d.samples_error {
+		let _ = writeln!(s, "No (further) samples: {why}.\n");
+	} else if d.samples.is_empty() {
+		let _ = writeln!(s, "No samples (no epoch completed).\n");
 	}
 	let _ = writeln!(s, "## Time\n");
 	let train_secs = (d.wall_secs - d.startup_secs).max(0.0);
@@ -261,129 +581,63 @@ pub fn render_markdown(d: &ReportData) -> String {
 			e.lost
 		);
 	}
-	if d.epochs.iter().any(|e| !e.stages.is_empty()) {
-		let _ = writeln!(s, "
-Per stage (seconds): training (a lease out), merge (gradient upload, butterfly, step), chain wait (the stage held up by the chain: its call due → the pool accepted it, where the orchestrator acts on the predicted effect, else → seen in a best block), idle (Training with nothing to do: pipeline bubbles, the quota, the next block).
-");
-		let _ = writeln!(s, "| epoch | stage | training | merge | chain wait | idle | span |");
-		let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
-		for e in &d.epochs {
-			for t in &e.stages {
-				let f = |ms: u64| format!("{:.1}", ms as f64 / 1000.0);
-				let _ = writeln!(
-					s,
-					"| {} | {} | {} | {} | {} | {} | {} |",
-					e.epoch,
-					t.stage,
-					f(t.training_ms),
-					f(t.merge_ms),
-					f(t.chain_wait_ms),
-					f(t.idle_ms),
-					f(t.total_ms())
-				);
-			}
+	if let Some(lines) = stage_totals(&d.epochs) {
+		let _ = writeln!(
+			s,
+			"\nPer stage over the run (shares of its stage-time): training (a lease out), merge (gradient \
+			 upload, butterfly, step), chain wait (the stage held up by the chain), idle (Training with \
+			 nothing to do: pipeline bubbles, the quota). Per epoch and stage: `time.csv`.\n"
+		);
+		let _ = writeln!(s, "| stage | training | merge | chain wait | idle | stage-time s |");
+		let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|");
+		for l in lines {
+			let _ = writeln!(s, "{l}");
 		}
 	}
-	let _ = writeln!(s, "\n## Merge manifests (on chain)\n");
+	let _ = writeln!(s, "\n## Merges (on chain)\n");
 	let _ = writeln!(
 		s,
-		"| epoch | stage | members | samples | parameters | shards | state hash | checkpoint |"
+		"Members × samples of each stage's committed merge; state hashes and checkpoints: \
+		 `manifests.csv`.\n"
 	);
-	let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---|---|");
+	let _ = writeln!(
+		s,
+		"| epoch |{}",
+		(0..d.stages).map(|st| format!(" stage {st} |")).collect::<String>()
+	);
+	let _ = writeln!(s, "|---:|{}", "---|".repeat(d.stages as usize));
 	for e in &d.chain {
-		for (stage, m) in &e.manifests {
-			match m {
-				Some(m) => {
-					let ck = m
-						.checkpoint
-						.as_ref()
-						.map(|c| format!("`{}`", String::from_utf8_lossy(&c.key.0)))
-						.unwrap_or_else(|| "—".into());
-					let _ = writeln!(
-						s,
-						"| {} | {} | {} | {} | {} | {} | `{}…` | {} |",
-						e.epoch,
-						stage,
-						m.members,
-						m.samples,
-						m.param_count,
-						m.shards.0.len(),
-						&hex(&m.state_hash.0)[..16],
-						ck
-					);
-				},
-				None => {
-					let _ = writeln!(s, "| {} | {} | not committed | | | | | |", e.epoch, stage);
-				},
-			}
-		}
+		let cells: String = e
+			.manifests
+			.iter()
+			.map(|(_, m)| match m {
+				Some(m) => format!(" {} × {} samples |", m.members, m.samples),
+				None => " not committed |".to_string(),
+			})
+			.collect();
+		let _ = writeln!(s, "| {} |{cells}", e.epoch);
 	}
 	let _ = writeln!(s, "\n## Spot-check verdicts (on chain)\n");
-	let mut any = false;
-	for e in &d.chain {
-		for (miner, checks) in &e.verdicts {
-			for c in checks {
-				any = true;
-				let v = match c.verdict {
-					Verdict::Pass => "pass",
-					Verdict::Fail => "**FAIL**",
-				};
-				let _ = writeln!(
-					s,
-					"- epoch {}: miner `{}` — {} by validator `{}`",
-					e.epoch,
-					miner,
-					v,
-					short(&c.validator)
-				);
-			}
-		}
+	match verdict_table(&d.chain) {
+		Some(t) => {
+			let _ = writeln!(
+				s,
+				"Verdicts per miner and epoch, all validators together (failures in bold); every verdict \
+				 with its validator and evidence hash: `verdicts.csv`.\n\n{t}"
+			);
+		},
+		None => {
+			let _ = writeln!(s, "None recorded.");
+		},
 	}
-	if !any {
-		let _ = writeln!(s, "None recorded.");
-	}
-	let _ = writeln!(s, "\n## Scores and emission (on chain)\n");
-	for e in &d.chain {
-		match (&e.scores, &e.split) {
-			(Some(scores), Some(Payout { unallocated, .. })) if scores.is_empty() => {
-				let _ = writeln!(
-					s,
-					"Epoch {} (finalized) without consensus scores: no validator's weights landed in the scoring \
-					 window, so nobody was paid ({} unallocated, not minted).\n",
-					e.epoch,
-					units(*unallocated)
-				);
-			},
-			(Some(scores), Some(Payout { miners, validators, unallocated })) => {
-				let _ = writeln!(s, "Epoch {} (finalized):\n", e.epoch);
-				let _ = writeln!(s, "| account | role | consensus score (ppb) | paid |");
-				let _ = writeln!(s, "|---|---|---:|---:|");
-				for (a, score) in scores {
-					let paid = miners
-						.iter()
-						.find(|(m, _)| m == a)
-						.map(|(_, b)| units(*b))
-						.unwrap_or_else(|| "0".into());
-					let _ = writeln!(s, "| `{a}` | miner | {score} | {paid} |");
-				}
-				for (a, b) in validators {
-					let _ = writeln!(s, "| `{a}` | validator | | {} |", units(*b));
-				}
-				let _ = writeln!(s, "\nUnallocated (not minted): {}.\n", units(*unallocated));
-			},
-			_ => {
-				let _ = writeln!(
-					s,
-					"Epoch {}: not finalized yet (scoring window still open when the run ended).\n",
-					e.epoch
-				);
-			},
-		}
-		for (a, b) in &e.slashes {
-			let _ = writeln!(s, "Slashed in epoch {}: `{a}` lost {}.\n", e.epoch, units(*b));
-		}
-	}
+	let _ = writeln!(s, "\n## Emission (on chain)\n");
+	let _ = writeln!(s, "{}", emission_section(&d.chain));
 	let _ = writeln!(s, "Total minted by pallet-iota: {}.\n", units(d.total_minted));
+	let _ = writeln!(
+		s,
+		"## Files\n\nBeside this report: `loss.csv` and `loss.png` (per epoch), `time.csv` (per epoch and \
+		 stage), `manifests.csv`, `verdicts.csv`, `emission.csv` (everything on chain, row by row).\n"
+	);
 	let _ = writeln!(s, "## Reproduce\n\n```sh\n{}\n```", d.command);
 	s
 }
@@ -395,6 +649,10 @@ Per stage (seconds): training (a lease out), merge (gradient upload, butterfly, 
 pub fn write(dir: &Path, d: &ReportData) -> std::io::Result<PathBuf> {
 	std::fs::create_dir_all(dir)?;
 	std::fs::write(dir.join("loss.csv"), loss_csv(&d.epochs))?;
+	std::fs::write(dir.join("time.csv"), time_csv(&d.epochs))?;
+	std::fs::write(dir.join("manifests.csv"), manifests_csv(&d.chain))?;
+	std::fs::write(dir.join("verdicts.csv"), verdicts_csv(&d.chain))?;
+	std::fs::write(dir.join("emission.csv"), emission_csv(&d.chain))?;
 	let series: Vec<(f64, f64)> = d
 		.epochs
 		.iter()
@@ -478,7 +736,95 @@ mod tests {
 			}],
 			total_minted: 2_000_000_000_000,
 			command: "./scripts/devnet.sh --epochs 2".into(),
+			samples: vec![],
+			samples_error: None,
 		}
+	}
+
+	fn acc(i: u8) -> AccountId {
+		AccountId::from([i; 32])
+	}
+
+	fn check(v: u8, verdict: Verdict) -> SpotCheck<AccountId> {
+		SpotCheck { validator: acc(v), verdict, evidence: iota_primitives::ContentHash([v; 32]) }
+	}
+
+	/// Two epochs on chain: epoch 0 finalized (miner 1 paid 3, miner 2 scored and paid nothing after
+	/// a failed check, validator 9 paid 1, 0.5 unallocated), epoch 1 not finalized.
+	fn chain() -> Vec<EpochOnChain> {
+		let t = 1_000_000_000_000u128;
+		vec![
+			EpochOnChain {
+				epoch: 0,
+				manifests: vec![(0, None), (1, None)],
+				verdicts: vec![
+					(acc(1), vec![check(9, Verdict::Pass), check(8, Verdict::Pass)]),
+					(acc(2), vec![check(9, Verdict::Fail), check(8, Verdict::Pass)]),
+				],
+				scores: Some(vec![(acc(1), 1_000_000_000), (acc(2), 0)]),
+				split: Some(Payout {
+					miners: vec![(acc(1), 3 * t)],
+					validators: vec![(acc(9), t)],
+					unallocated: t / 2,
+				}),
+				slashes: vec![(acc(2), 2 * t)],
+			},
+			EpochOnChain {
+				epoch: 1,
+				manifests: vec![(0, None), (1, None)],
+				verdicts: vec![(acc(1), vec![check(9, Verdict::Pass)])],
+				scores: None,
+				split: None,
+				slashes: vec![],
+			},
+		]
+	}
+
+	#[test]
+	fn verdicts_and_emission_as_tables_and_csv() {
+		let mut d = data(vec![epoch(0, 8.0), epoch(1, 6.0)]);
+		d.chain = chain();
+		d.samples =
+			vec![TextSample { epoch: 1, prompt: "ROMEO:\n".into(), completion: "Ay".into() }];
+		let md = render_markdown(&d);
+		let (a1, a2, a9) = (acc(1).to_string(), acc(2).to_string(), acc(9).to_string());
+		assert!(md.contains(&format!("| `{a1}` | 2 | 1 | 3 | 0 |")), "{md}");
+		assert!(md.contains(&format!("| `{a2}` | **1 fail** 1 | — | 1 | 1 |")), "{md}");
+		assert!(md.contains(&format!("| `{a1}` | miner | 3.000 | 3.000 |")), "{md}");
+		assert!(md.contains(&format!("| `{a2}` | miner | 0.000 | 0.000 |")), "{md}");
+		assert!(md.contains(&format!("| `{a9}` | validator | 1.000 | 1.000 |")), "{md}");
+		assert!(md.contains("| unallocated (not minted) | | 0.500 | 0.500 |"), "{md}");
+		assert!(md.contains(
+			"Not finalized yet (scoring window still open when the run ended): epochs 1."
+		));
+		assert!(md.contains(&format!("Slashed in epoch 0: `{a2}` lost 2.000.")), "{md}");
+		assert!(md.contains("After epoch 1:\n\n```text\nROMEO:\nAy\n```"), "{md}");
+		assert!(md.contains("| 0 | not committed | not committed |"), "{md}");
+		let v = verdicts_csv(&d.chain);
+		assert_eq!(v.lines().count(), 1 + 5, "{v}");
+		assert!(v.contains(&format!("0,{a2},{a9},fail,{}", "09".repeat(32))), "{v}");
+		let e = emission_csv(&d.chain);
+		assert_eq!(
+			e,
+			format!(
+				"epoch,account,role,score_ppb,paid\n0,{a1},miner,1000000000,3000000000000\n\
+				 0,{a2},miner,0,0\n0,{a9},validator,,1000000000000\n"
+			)
+		);
+		assert_eq!(time_csv(&d.epochs).lines().count(), 1 + 2 * 3);
+		assert_eq!(
+			manifests_csv(&d.chain),
+			"epoch,stage,members,samples,parameters,shards,state_hash,checkpoint\n"
+		);
+		let dir = tempfile::tempdir().unwrap();
+		write(dir.path(), &d).unwrap();
+		for f in ["time.csv", "manifests.csv", "verdicts.csv", "emission.csv"] {
+			assert!(dir.path().join(f).exists(), "{f}");
+		}
+		d.samples_error = Some("epoch 0: a checkpoint is gone".into());
+		assert!(
+			render_markdown(&d).contains("No (further) samples: epoch 0: a checkpoint is gone.")
+		);
 	}
 
 	#[test]
@@ -508,10 +854,10 @@ mod tests {
 			),
 			"{md}"
 		);
-		assert!(md.contains("| 1 | 2 | 0.5 | 0.2 | 0.1 | 0.2 | 1.0 |"), "{md}");
+		assert!(md.contains("| 2 | 50.0 % | 20.0 % | 10.0 % | 20.0 % | 2.0 |"), "{md}");
 		assert_eq!(quota_to_start_secs(&[epoch(0, 1.0)]), None);
 		assert!(md.contains("not committed"));
-		assert!(md.contains("not finalized yet"));
+		assert!(md.contains("No epoch finalized when the run ended"));
 		assert!(md.contains("Total minted by pallet-iota: 2.000"));
 		let dir = tempfile::tempdir().unwrap();
 		let p = write(dir.path(), &data(e)).unwrap();

@@ -234,9 +234,8 @@ async fn cheater_scenario(
 			.await
 			.unwrap();
 	let log = pathway_log_of(run, &watcher, &s3.store, 0).await;
-	let worked = |m: &AccountId| {
-		log.records.iter().any(|r| r.forward.contains(m) || r.backward.contains(m))
-	};
+	let worked =
+		|m: &AccountId| log.records.iter().any(|r| r.forward.contains(m) || r.backward.contains(m));
 	for m in &honest {
 		assert_eq!(
 			paid.get(m).is_some_and(|a| *a > 0),

@@ -132,6 +132,16 @@ pub fn load_tokenizer(path: impl AsRef<Path>) -> Result<Tokenizer> {
 		.map_err(|e| Error::Tokenizer(format!("{}: {e}", path.as_ref().display())))
 }
 
+/// A Hugging Face tokenizer from the bytes of a `tokenizer.json` (a run's tokenizer object in the
+/// bucket, hash-checked by the caller).
+///
+/// # Errors
+/// [`Error::Tokenizer`] if the bytes are not a tokenizer.
+pub fn tokenizer_from_bytes(bytes: &[u8]) -> Result<Tokenizer> {
+	Tokenizer::from_bytes(bytes)
+		.map_err(|e| Error::Tokenizer(format!("tokenizer.json does not parse: {e}")))
+}
+
 /// Save `tok` as `tokenizer.json` at `path`.
 ///
 /// # Errors

@@ -129,6 +129,37 @@ impl Pipeline {
 		}
 		Ok(tokens.split_off(prompt.len()))
 	}
+
+	/// Completes the text `prompt`: encodes it with `tokenizer` (no special tokens added), runs
+	/// [`generate`](Self::generate) and decodes the new tokens (special tokens skipped). Returns only
+	/// the completion.
+	///
+	/// # Errors
+	/// [`Error::Tokenizer`] when the tokenizer holds more tokens than the model's vocabulary or fails
+	/// to encode or decode; [`generate`](Self::generate)'s errors (an empty prompt among them).
+	pub fn complete(
+		&mut self,
+		tokenizer: &tokenizers::Tokenizer,
+		prompt: &str,
+		s: &Sampling,
+	) -> Result<String> {
+		let vocab = self.config().vocab_size;
+		if tokenizer.get_vocab_size(true) > vocab {
+			return Err(Error::Tokenizer(format!(
+				"the tokenizer has {} tokens, the model {vocab}",
+				tokenizer.get_vocab_size(true)
+			)));
+		}
+		let ids = tokenizer
+			.encode(prompt, false)
+			.map_err(|e| Error::Tokenizer(format!("encoding {prompt:?}: {e}")))?
+			.get_ids()
+			.to_vec();
+		let new = self.generate(&ids, s)?;
+		tokenizer
+			.decode(&new, true)
+			.map_err(|e| Error::Tokenizer(format!("decoding: {e}")))
+	}
 }
 
 #[cfg(test)]

@@ -236,8 +236,7 @@ pub fn even_stages(n_layers: usize, n_stages: usize) -> Result<Vec<[usize; 2]>> 
 pub fn export(model: &Pipeline, dir: &Path, tokenizer_json: Option<&[u8]>) -> Result<usize> {
 	let config = LlamaConfig::of(model.config())?;
 	if let Some(bytes) = tokenizer_json {
-		let t = tokenizers::Tokenizer::from_bytes(bytes)
-			.map_err(|e| Error::Tokenizer(format!("tokenizer.json does not parse: {e}")))?;
+		let t = crate::data::tokenizer_from_bytes(bytes)?;
 		if t.get_vocab_size(true) > config.vocab_size {
 			return Err(Error::Tokenizer(format!(
 				"the tokenizer has {} tokens, the model {}",

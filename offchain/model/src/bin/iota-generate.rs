@@ -72,14 +72,6 @@ fn main() -> Result<()> {
 	};
 	let tok_path = a.tokenizer.clone().unwrap_or(tok_default);
 	let tokenizer = load_tokenizer(&tok_path)?;
-	let vocab = pipeline.config().vocab_size;
-	if tokenizer.get_vocab_size(true) > vocab {
-		bail!(
-			"{} has {} tokens, the model {vocab}",
-			tok_path.display(),
-			tokenizer.get_vocab_size(true)
-		);
-	}
 	let sampling = Sampling {
 		max_new_tokens: a.max_new_tokens,
 		temperature: a.temperature,
@@ -89,13 +81,9 @@ fn main() -> Result<()> {
 	};
 	sampling.validate()?;
 	for prompt in &a.prompt {
-		let ids = tokenizer
-			.encode(prompt.as_str(), false)
-			.map_err(|e| anyhow::anyhow!("tokenizing {prompt:?}: {e}"))?
-			.get_ids()
-			.to_vec();
-		let new = pipeline.generate(&ids, &sampling)?;
-		let text = tokenizer.decode(&new, true).map_err(|e| anyhow::anyhow!("decoding: {e}"))?;
+		let text = pipeline
+			.complete(&tokenizer, prompt, &sampling)
+			.map_err(|e| anyhow::anyhow!("{}: {e}", tok_path.display()))?;
 		println!("{prompt}{text}");
 		println!("---");
 	}
