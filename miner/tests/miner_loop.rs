@@ -916,3 +916,54 @@ async fn a_miner_whose_passes_were_forfeited_follows_the_merge_without_its_gradi
 	let mw = world.merge.lock().unwrap();
 	assert_eq!(mw.submissions.values().map(|(_, s)| s.samples).sum::<u32>(), 1);
 }
+
+/// A member whose merge round restarted and who was then found silent (`Idle: forfeited` when it
+/// asks whether the new round wants its gradient) drops the gradient, resubmits nothing, and asks for
+/// no more shards: it waits for the mean as a replica without samples.
+#[tokio::test]
+async fn a_member_forfeited_after_its_round_restarted_drops_its_gradient() {
+	let world = Arc::new(World::default());
+	let me = account(1);
+	let mut m = synced(&world, &me, 1).await;
+	let inp = store_tensor(&world.io, "in1", &boundary(1), Kind::Activation);
+	let g = store_tensor(&world.io, "g1", &boundary(101), Kind::Gradient);
+	world.push_work(
+		&me,
+		Work::Backward(BackwardWork {
+			lease: 1,
+			epoch: 0,
+			stage: 1,
+			sample: 1,
+			forward_by: account(9),
+			input: Some(inp),
+			data: None,
+			grad_output: g,
+			output: Some(put(act_key(1, 1, Direction::Backward, &me))),
+			expires_at_ms: far(),
+		}),
+	);
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	{
+		let mut mw = world.merge.lock().unwrap();
+		mw.expected = 1;
+		mw.param_count = m.stage().param_count() as u64;
+		mw.restart_once = true;
+	}
+	// It uploads its gradient and enters the merge as a member.
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert!(matches!(m.phase(), Phase::Merging(s) if s.member), "{:?}", m.phase());
+	// The round restarts (getShards: invalid), and asked again it is told its passes are forfeited.
+	world.push_work(&me, Work::Idle { reason: IdleReason::Forfeited, retry_after_ms: 10 });
+	m.step().await.unwrap();
+	assert_eq!(m.accumulated(), 0, "the gradient is dropped");
+	assert!(matches!(m.phase(), Phase::Merging(s) if !s.member), "{:?}", m.phase());
+	let shards_asked =
+		|w: &World| w.calls(&me).iter().filter(|c| matches!(c, Call::GetShards(_))).count();
+	let asked = shards_asked(&world);
+	for _ in 0..5 {
+		m.step().await.unwrap();
+	}
+	assert_eq!(shards_asked(&world), asked, "no shards asked for after the forfeit");
+	let gradients = world.calls(&me).iter().filter(|c| matches!(c, Call::Gradient(_))).count();
+	assert_eq!(gradients, 1, "nothing resubmitted");
+}

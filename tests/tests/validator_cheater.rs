@@ -219,8 +219,7 @@ async fn cheater_scenario(
 		}
 	}
 	eprintln!("{passes} Pass verdicts on honest miners over epochs 0..={failed_at}, no Fail");
-	// The validator's weights for epoch 0 give the cheater nothing; epoch 0 paid every honest miner and
-	// not the cheater.
+	// The validator's weights for epoch 0 give the cheater nothing; epoch 0 did not pay the cheater.
 	let weights = client.weights(0, &bob).await.unwrap().expect("Bob set weights for epoch 0");
 	assert!(weights.iter().all(|(m, w)| m != &cheater || *w == 0), "{weights:?}");
 	let paid: BTreeMap<AccountId, u128> = split.miners.0.iter().cloned().collect();

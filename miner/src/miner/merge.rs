@@ -153,6 +153,24 @@ impl Miner {
 				// The stage moved on while this miner was merging; hand the item back.
 				let _ = self.orch.release_lease(lease).await;
 			},
+			Work::Idle { reason: IdleReason::Forfeited, .. } => {
+				// Found silent after a round restarted (its submission went with the old round): its
+				// passes were counted lost. It drops the gradient (and the error feedback of the
+				// dropped submission) and follows the merge as a replica without samples.
+				tracing::warn!(
+					stage = self.index,
+					epoch = m.epoch,
+					samples = self.acc.count,
+					"accepted passes forfeited during the merge; dropping the epoch's gradient"
+				);
+				self.acc.clear();
+				self.feedback_next = None;
+				m.member = false;
+				m.round = None;
+				m.reduced.clear();
+				m.checkpoint = None;
+				m.attested = false;
+			},
 			_ => {},
 		}
 		Ok(())
@@ -162,6 +180,13 @@ impl Miner {
 		let view = match self.orch.get_manifest(m.epoch).await {
 			Ok(v) => v,
 			Err(e) if matches!(e.code(), Some(ErrorCode::Unknown | ErrorCode::WrongPhase)) => {
+				// An epoch the orchestrator no longer knows, its stage past it on chain: this
+				// replica missed the merge (a follower waits through a whole training phase).
+				if e.code() == Some(ErrorCode::Unknown)
+					&& self.chain.stage_epoch(self.index).await? > m.epoch
+				{
+					self.phase = Phase::Unsynced;
+				}
 				return Ok(Outcome::Idle(self.cfg.merge_poll));
 			},
 			Err(e) => return Err(e),

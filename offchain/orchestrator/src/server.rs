@@ -315,8 +315,9 @@ impl Orchestrator {
 
 	/// [`commit`](Self::commit) of a request that shows its miner live: `(miner, stage, now)` is
 	/// recorded as its latest request ([`State::touch`]: backward routing, [`State::gone_miners`])
-	/// once the nonce is found unused, before `decide` runs. For the methods a live miner polls:
-	/// `getWork`, and `getManifest` and `getShards` while it merges.
+	/// once the nonce is found unused, before `decide` runs. For the methods a live miner calls:
+	/// `getWork`, and `getManifest`, `getShards`, `submitShard` and `submitStateHash` while it merges
+	/// (a member busy reducing a restarted round's shards is live).
 	fn commit_live<R>(
 		&self,
 		nonce: NonceRec,
@@ -864,7 +865,7 @@ impl Orchestrator {
 		let p = self.with_state(|st| st.param_count(stage));
 		iota_protocol::accept_shard(self.spec.merge_codec, &bytes, range, p)
 			.map_err(|e| acceptance_refusal("reduced shard", e))?;
-		self.commit(nonce, |st| {
+		self.commit_live(nonce, (&req.account, stage, now_ms()), |st| {
 			Ok((
 				vec![st.check_shard(&req.account, stage, b.epoch, b.round, b.shard, &b.reduced)?],
 				(),
@@ -933,7 +934,7 @@ impl Orchestrator {
 		if let Some(t) = &b.checkpoint {
 			self.fetch_checked(&t.key, &t.hash, t.size).await?;
 		}
-		self.commit(nonce, |st| {
+		self.commit_live(nonce, (&req.account, stage, now_ms()), |st| {
 			Ok((
 				vec![st.check_attest(
 					&req.account,
