@@ -1,11 +1,13 @@
 //! Text from a trained model: autoregressive sampling of next tokens through every stage of a
 //! [`Pipeline`] (issue "What the network trained, in the user's hands", item 3; `iota-generate`).
 //!
-//! Each new token runs the context (the prompt and what was generated so far, at most the model's
-//! `max_seq_len` last tokens) through the stages and the wire, exactly as training's forward does, and
-//! draws the next token from the last position's logits ([`sample_next`]). There is no KV cache yet:
-//! a sequence of `n` new tokens costs `n` full forwards of up to `max_seq_len` positions, fine for the
-//! short completions of a report and for the CPU presets, quadratic beyond.
+//! The context is the prompt and what was generated so far, at most the model's `max_seq_len` last
+//! tokens, run through the stages and the wire as training's forward does; the next token is drawn from
+//! the last position's logits ([`sample_next`]). Each block keeps the keys and values of the positions
+//! it has seen (a KV cache, [`Pipeline::logits_cached`]), so a new token costs one position's forward,
+//! not the whole context's; once the context would pass `max_seq_len`, it slides: the cache is dropped
+//! and the last `max_seq_len` tokens are run again from position 0 (what a model trained on windows of
+//! that length saw).
 
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng};
@@ -120,11 +122,18 @@ impl Pipeline {
 		let device = self.stages()[0].device().clone();
 		let mut rng = ChaCha20Rng::seed_from_u64(s.seed);
 		let mut tokens = prompt.to_vec();
+		// The cache holds tokens[start..fed] at positions 0..fed - start.
+		let (mut cache, mut start, mut fed) = (self.new_cache(), 0usize, 0usize);
 		for _ in 0..s.max_new_tokens {
-			let context = &tokens[tokens.len().saturating_sub(window)..];
-			let input = Tensor::from_slice(context, (1, context.len()), &device)?;
-			let logits = self.logits(&input)?;
-			let last: Vec<f32> = logits.get(0)?.get(context.len() - 1)?.to_vec1()?;
+			if tokens.len() - start > window {
+				start = tokens.len() - window;
+				(cache, fed) = (self.new_cache(), start);
+			}
+			let new = &tokens[fed..];
+			let input = Tensor::from_slice(new, (1, new.len()), &device)?;
+			let logits = self.logits_cached(&input, fed - start, &mut cache)?;
+			let last: Vec<f32> = logits.get(0)?.get(new.len() - 1)?.to_vec1()?;
+			fed = tokens.len();
 			tokens.push(sample_next(&last, s, &mut rng)?);
 		}
 		Ok(tokens.split_off(prompt.len()))
@@ -225,6 +234,38 @@ mod tests {
 		));
 	}
 
+	/// A position's logits from the KV cache (a prefix, then one token at a time) are the full
+	/// forward's, with and without a u8 wire across the cuts; positions past the RoPE table and a
+	/// cache of another length are refused.
+	#[test]
+	fn the_kv_cache_gives_the_full_forwards_logits() {
+		let cfg = ModelConfig::tiny();
+		let dev = Device::Cpu;
+		for wire in [None, Some(crate::Encoding::U8)] {
+			let mut p = Pipeline::new(&cfg, 3, DType::F32, &dev, wire).unwrap();
+			let n = cfg.max_seq_len;
+			let seq: Vec<u32> =
+				(0..n as u32).map(|i| (i * 37 + 5) % cfg.vocab_size as u32).collect();
+			let full = p.logits(&Tensor::from_slice(&seq, (1, n), &dev).unwrap()).unwrap();
+			let mut cache = p.new_cache();
+			let mut off = 0;
+			for chunk in std::iter::once(&seq[..5]).chain(seq[5..].chunks(1)) {
+				let x = Tensor::from_slice(chunk, (1, chunk.len()), &dev).unwrap();
+				let got = p.logits_cached(&x, off, &mut cache).unwrap();
+				let want = full.narrow(1, off, chunk.len()).unwrap();
+				let worst: f32 =
+					(got - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
+				assert!(worst < 1e-4, "{wire:?} at {off}: {worst}");
+				off += chunk.len();
+			}
+			let one = Tensor::from_slice(&[1u32], (1, 1), &dev).unwrap();
+			assert!(matches!(p.logits_cached(&one, off, &mut cache), Err(Error::Config(_))));
+			let mut fresh = p.new_cache();
+			assert!(matches!(p.logits_cached(&one, 3, &mut fresh), Err(Error::Config(_))));
+			assert!(matches!(p.logits_cached(&one, 0, &mut []), Err(Error::Config(_))));
+		}
+	}
+
 	#[test]
 	fn generation_is_the_models_own_next_tokens_and_repeatable() {
 		let cfg = ModelConfig::tiny();
@@ -257,6 +298,21 @@ mod tests {
 		// Past the model's context: the window slides.
 		let long = Sampling { max_new_tokens: cfg.max_seq_len + 3, ..greedy(0) };
 		assert_eq!(p.generate(&prompt, &long).unwrap().len(), cfg.max_seq_len + 3);
+		// The cached generation is the uncached one: context re-run in full for every token, sliding
+		// past the model's context.
+		let mut ctx = prompt.to_vec();
+		for &t in &p.generate(&prompt, &long).unwrap() {
+			let window = &ctx[ctx.len().saturating_sub(cfg.max_seq_len)..];
+			let input = Tensor::from_slice(window, (1, window.len()), &Device::Cpu).unwrap();
+			let logits = p.logits(&input).unwrap();
+			let row: Vec<f32> =
+				logits.get(0).unwrap().get(window.len() - 1).unwrap().to_vec1().unwrap();
+			assert_eq!(
+				t,
+				sample_next(&row, &greedy(1), &mut ChaCha20Rng::seed_from_u64(0)).unwrap()
+			);
+			ctx.push(t);
+		}
 		// Bad prompts.
 		assert!(matches!(p.generate(&[], &greedy(1)), Err(Error::Config(_))));
 		let vocab = cfg.vocab_size as u32;

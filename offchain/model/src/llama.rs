@@ -110,6 +110,24 @@ impl Rope {
 		// `rope` / `rope_i` are fused without backward; `rope_slow` is composed (docs/design.md §9).
 		Ok(candle_nn::rotary_emb::rope_slow(x, &self.cos, &self.sin)?)
 	}
+
+	/// Rotate `x: [B, H, T, head_dim]` as positions `offset .. offset + T` (the new tokens after a
+	/// KV cache of `offset`; `offset + T ≤ max_seq_len`).
+	///
+	/// # Errors
+	/// [`Error::Config`] past the table's end; candle errors.
+	pub fn apply_at(&self, x: &Tensor, offset: usize) -> Result<Tensor> {
+		let max = self.cos.dim(0)?;
+		if offset + x.dim(2)? > max {
+			return Err(Error::Config(format!(
+				"positions {offset}..{} are past the RoPE table's {max}",
+				offset + x.dim(2)?
+			)));
+		}
+		let (cos, sin) =
+			(self.cos.narrow(0, offset, max - offset)?, self.sin.narrow(0, offset, max - offset)?);
+		Ok(candle_nn::rotary_emb::rope_slow(x, &cos, &sin)?)
+	}
 }
 
 /// Grouped-query causal self-attention.
@@ -151,6 +169,50 @@ impl Attention {
 		let q = rope.apply(&heads(self.q.forward(x)?, self.n_heads)?)?;
 		let k = rope.apply(&heads(self.k.forward(x)?, self.n_kv_heads)?)?;
 		let v = heads(self.v.forward(x)?, self.n_kv_heads)?;
+		self.attend(q, k, v, mask)
+	}
+
+	/// Inference with a KV cache: `x: [B, T, d]`, the `T` tokens after the `offset` ones whose keys
+	/// and values `cache` holds (`[B, kvH, offset, head_dim]` each; `None` when `offset` is 0), ->
+	/// `[B, T, d]`; `cache` then holds all `offset + T`. `mask: [T, offset + T]` ([`causal_mask_at`]).
+	///
+	/// # Errors
+	/// [`Error::Config`] for positions past the RoPE table or a cache of another length; candle errors.
+	pub fn forward_cached(
+		&self,
+		x: &Tensor,
+		rope: &Rope,
+		offset: usize,
+		mask: &Tensor,
+		cache: &mut Option<(Tensor, Tensor)>,
+	) -> Result<Tensor> {
+		let (b, t, _) = x.dims3()?;
+		let heads = |y: Tensor, h: usize| -> Result<Tensor> {
+			Ok(y.reshape((b, t, h, self.head_dim))?.transpose(1, 2)?.contiguous()?)
+		};
+		let q = rope.apply_at(&heads(self.q.forward(x)?, self.n_heads)?, offset)?;
+		let k = rope.apply_at(&heads(self.k.forward(x)?, self.n_kv_heads)?, offset)?;
+		let v = heads(self.v.forward(x)?, self.n_kv_heads)?;
+		let (k, v) = match cache.take() {
+			Some((pk, pv)) if pk.dim(2)? == offset => {
+				(Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?)
+			},
+			None if offset == 0 => (k, v),
+			other => {
+				return Err(Error::Config(format!(
+					"a KV cache of {:?} positions for offset {offset}",
+					other.map(|(k, _)| k.dim(2)).transpose()?
+				)))
+			},
+		};
+		*cache = Some((k.clone(), v.clone()));
+		self.attend(q, k, v, mask)
+	}
+
+	/// Attention of queries `q: [B, H, T, hd]` over keys and values `[B, kvH, S, hd]` with the
+	/// additive `mask: [T, S]` -> `[B, T, d]`.
+	fn attend(&self, q: Tensor, k: Tensor, v: Tensor, mask: &Tensor) -> Result<Tensor> {
+		let (b, _, t, _) = q.dims4()?;
 		let rep = self.n_heads / self.n_kv_heads;
 		let k = repeat_kv(&k, rep)?;
 		let v = repeat_kv(&v, rep)?;
@@ -244,6 +306,27 @@ impl Block {
 
 	/// `x: [B, T, b or d] -> [B, T, b or d]` (b-wide in when the block lifts, b-wide out when it projects).
 	pub fn forward(&self, x: &Tensor, rope: &Rope, mask: &Tensor) -> Result<Tensor> {
+		self.run(x, |h| self.attn.forward(h, rope, mask))
+	}
+
+	/// [`forward`](Self::forward) of the `T` tokens after `offset` cached ones
+	/// ([`Attention::forward_cached`]; `mask: [T, offset + T]`).
+	///
+	/// # Errors
+	/// As [`Attention::forward_cached`].
+	pub fn forward_cached(
+		&self,
+		x: &Tensor,
+		rope: &Rope,
+		offset: usize,
+		mask: &Tensor,
+		cache: &mut Option<(Tensor, Tensor)>,
+	) -> Result<Tensor> {
+		self.run(x, |h| self.attn.forward_cached(h, rope, offset, mask, cache))
+	}
+
+	/// The block around its attention `attend` (of the normed stream).
+	fn run(&self, x: &Tensor, attend: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
 		let x = match &self.up {
 			Some(up) => {
 				let d = up.weight().dim(0)?;
@@ -252,7 +335,7 @@ impl Block {
 			},
 			None => x.clone(),
 		};
-		let h = (&x + self.attn.forward(&self.norm1.forward(&x)?, rope, mask)?)?;
+		let h = (&x + attend(&self.norm1.forward(&x)?)?)?;
 		let f = self.mlp.forward(&self.norm2.forward(&h)?)?;
 		Ok(match &self.down {
 			Some(down) => (down.forward(&f.silu()?)? + h.narrow(D::Minus1, 0, self.width)?)?,
@@ -263,11 +346,22 @@ impl Block {
 
 /// Causal additive mask `[T, T]`: 0 where key ≤ query, -inf above the diagonal.
 pub fn causal_mask(t: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-	let m: Vec<f32> = (0..t)
-		.flat_map(|i| (0..t).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY }))
-		.collect();
-	Ok(Tensor::from_vec(m, (t, t), device)?.to_dtype(dtype)?)
+	causal_mask_at(t, 0, dtype, device)
 }
+
+/// Causal additive mask `[T, offset + T]` of `T` queries at positions `offset ..` over every key
+/// from position 0: 0 where key ≤ query, -inf after.
+pub fn causal_mask_at(t: usize, offset: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+	let s = offset + t;
+	let m: Vec<f32> = (0..t)
+		.flat_map(|i| (0..s).map(move |j| if j <= offset + i { 0.0 } else { f32::NEG_INFINITY }))
+		.collect();
+	Ok(Tensor::from_vec(m, (t, s), device)?.to_dtype(dtype)?)
+}
+
+/// A stage's KV cache for generation: per block, the keys and values `[B, kvH, S, head_dim]` of the
+/// `S` positions seen so far (`None` before the first call).
+pub type KvCache = Vec<Option<(Tensor, Tensor)>>;
 
 /// The modules of one stage (weights shared with the stage's `Var`s).
 #[derive(Clone, Debug)]
@@ -330,6 +424,42 @@ impl StageModules {
 		let mask = causal_mask(t, x.dtype(), x.device())?;
 		for b in &self.blocks {
 			x = b.forward(&x, &self.rope, &mask)?;
+		}
+		Ok(x)
+	}
+
+	/// An empty [`KvCache`] for this stage's blocks.
+	pub fn new_cache(&self) -> KvCache {
+		vec![None; self.blocks.len()]
+	}
+
+	/// [`forward`](Self::forward) of the `T` positions after `offset` ones whose keys and values
+	/// `cache` holds (from [`new_cache`](Self::new_cache) at offset 0), which then holds `offset + T`.
+	/// Inference only.
+	///
+	/// # Errors
+	/// [`Error::Config`] for a cache of another stage or length, or positions past `max_seq_len`;
+	/// candle errors.
+	pub fn forward_cached(
+		&self,
+		input: &Tensor,
+		offset: usize,
+		cache: &mut KvCache,
+	) -> Result<Tensor> {
+		if cache.len() != self.blocks.len() {
+			return Err(Error::Config(format!(
+				"a KV cache of {} blocks for a stage of {}",
+				cache.len(),
+				self.blocks.len()
+			)));
+		}
+		let mut x = match &self.embed {
+			Some(e) => e.forward(input)?,
+			None => input.clone(),
+		};
+		let mask = causal_mask_at(x.dim(1)?, offset, x.dtype(), x.device())?;
+		for (b, c) in self.blocks.iter().zip(cache.iter_mut()) {
+			x = b.forward_cached(&x, &self.rope, offset, &mask, c)?;
 		}
 		Ok(x)
 	}

@@ -181,6 +181,40 @@ impl Pipeline {
 		self.stages[n - 1].logits(&x)
 	}
 
+	/// An empty KV cache per stage for [`logits_cached`](Self::logits_cached).
+	pub fn new_cache(&self) -> Vec<crate::llama::KvCache> {
+		self.stages.iter().map(Stage::new_cache).collect()
+	}
+
+	/// Next-token logits `[B, T, V]` (f32) of `inputs` (`[B, T]` u32), the `T` positions after the
+	/// `offset` ones whose keys and values `cache` holds (from [`new_cache`](Self::new_cache) at offset
+	/// 0); each cut's activations cross the wire as in [`logits`](Self::logits) (per-token codecs, so
+	/// a position's activation is the same whichever call computed it). Generation only.
+	///
+	/// # Errors
+	/// As [`Stage::infer_cached`]; wire errors.
+	pub fn logits_cached(
+		&mut self,
+		inputs: &Tensor,
+		offset: usize,
+		cache: &mut [crate::llama::KvCache],
+	) -> Result<Tensor> {
+		if cache.len() != self.stages.len() {
+			return Err(Error::Config(format!(
+				"a KV cache of {} stages for a model of {}",
+				cache.len(),
+				self.stages.len()
+			)));
+		}
+		let n = self.stages.len();
+		let mut x = inputs.clone();
+		for (s, c) in cache.iter_mut().enumerate() {
+			let out = self.stages[s].infer_cached(&x, offset, c)?;
+			x = if s + 1 < n { self.cross(out, Kind::Activation)? } else { out };
+		}
+		Ok(x)
+	}
+
 	/// Optimizer step on every stage (each with its own per-stage clipping threshold).
 	///
 	/// # Errors

@@ -498,6 +498,34 @@ impl Stage {
 		Ok(self.modules.logits(&h)?.to_dtype(DType::F32)?)
 	}
 
+	/// An empty KV cache for [`infer_cached`](Self::infer_cached).
+	pub fn new_cache(&self) -> crate::llama::KvCache {
+		self.modules.new_cache()
+	}
+
+	/// Generation with a KV cache, no graph kept: `input` (tokens `[B, T]` u32 on the first stage,
+	/// else activations `[B, T, w]`) holds the `T` positions after the `offset` ones `cache` holds;
+	/// returns the stage's output `[B, T, w_out]`, or on the last stage the logits `[B, T, V]` (f32).
+	/// `cache` then holds `offset + T` positions.
+	///
+	/// # Errors
+	/// Input errors as [`forward`](Self::forward); [`Error::Config`] for a cache of another stage
+	/// or length, or positions past `max_seq_len`.
+	pub fn infer_cached(
+		&self,
+		input: &Tensor,
+		offset: usize,
+		cache: &mut crate::llama::KvCache,
+	) -> Result<Tensor> {
+		self.check_input(input)?;
+		let h = self.modules.forward_cached(&input.detach(), offset, cache)?;
+		if self.is_last() {
+			Ok(self.modules.logits(&h)?.to_dtype(DType::F32)?)
+		} else {
+			Ok(h)
+		}
+	}
+
 	/// Last stage: backward of the loss; parameter gradients accumulated (count + 1); returns
 	/// `∂loss/∂input` `[B, T, w_in]` (`None` for a single-stage model).
 	///
