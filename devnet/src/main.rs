@@ -275,13 +275,30 @@ async fn main() -> anyhow::Result<()> {
 		.await
 		.context("reading the run back from chain")?;
 	let summaries = status.as_ref().map(|s| s.epochs.clone()).unwrap_or_default();
-	// Text from the first and the last completed epoch's merged models, while the bucket is served.
+	// Text from the first and the last completed epoch's merged models, and the last one as a Hugging
+	// Face folder, while the bucket is served.
 	let (mut samples, mut samples_error) = (Vec::new(), None);
+	let mut export = None;
 	if completed > 0 {
-		println!("  completing the report's prompts with the merged models ...");
+		// The orchestrator counts an epoch done before every stage's manifest of it is on chain: wait
+		// for them a little, else take the last epoch every stage committed.
+		let stages = net.prepared.spec.model.n_stages();
+		let wait_until = Instant::now() + Duration::from_secs(60);
+		let mut last = iota_orchestrator::eval::last_committed_epoch(&chain, stages).await.ok();
+		while last.is_none_or(|e| e + 1 < completed) && Instant::now() < wait_until {
+			tokio::time::sleep(Duration::from_secs(1)).await;
+			last = iota_orchestrator::eval::last_committed_epoch(&chain, stages).await.ok();
+		}
+		let last = last.unwrap_or(0).min(completed - 1);
+		println!(
+			"  completing the report's prompts with the merged models, exporting epoch {last}'s ..."
+		);
 		match iota_storage::ObjectStore::connect(net.store_config.clone()).await {
 			Ok(store) => {
-				let mut epochs = vec![0, completed - 1];
+				export = Some(
+					report::export_last(&store, &chain, &net.prepared.spec, last, &run_dir).await,
+				);
+				let mut epochs = vec![0, last];
 				epochs.dedup();
 				for e in epochs {
 					match report::text_samples(&store, &chain, &net.prepared.spec, e).await {
@@ -312,6 +329,7 @@ async fn main() -> anyhow::Result<()> {
 		total_minted,
 		samples,
 		samples_error,
+		export,
 		command: format!(
 			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {}",
 			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window

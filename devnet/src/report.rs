@@ -86,6 +86,51 @@ pub struct ReportData {
 	pub samples: Vec<TextSample>,
 	/// Why there are no samples (or fewer), when something stood in the way.
 	pub samples_error: Option<String>,
+	/// The last epoch's Hugging Face export ([`export_last`]): what was written, or why not.
+	pub export: Option<Result<Export, String>>,
+}
+
+/// The folder (beside the report) the last epoch's merged model is exported to.
+pub const EXPORT_DIR: &str = "hf";
+/// The reference file (beside the report): held-out ids and our logits for them.
+pub const REFERENCE_FILE: &str = "hf-reference.safetensors";
+
+/// What [`export_last`] wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Export {
+	/// The exported epoch.
+	pub epoch: u32,
+	/// Parameters written.
+	pub params: usize,
+	/// Held-out rows in the reference file (`None`: the run has no held-out set, no reference).
+	pub reference_rows: Option<usize>,
+}
+
+/// Exports `epoch`'s merged model into `dir/`[`EXPORT_DIR`] (and, when the run has a held-out set,
+/// the reference `dir/`[`REFERENCE_FILE`] for `scripts/check-hf-export.py`) through
+/// [`iota_orchestrator::eval::export_epoch`], the code `iota-orchestrator export` runs.
+///
+/// # Errors
+/// A message naming what failed.
+pub async fn export_last(
+	store: &ObjectStore,
+	chain: &IotaClient,
+	spec: &RunSpec,
+	epoch: u32,
+	dir: &Path,
+) -> Result<Export, String> {
+	let reference = spec.data.heldout.is_some().then(|| dir.join(REFERENCE_FILE));
+	let e = iota_orchestrator::eval::export_epoch(
+		store,
+		chain,
+		spec,
+		Some(epoch),
+		&dir.join(EXPORT_DIR),
+		reference.as_deref(),
+	)
+	.await
+	.map_err(|e| e.to_string())?;
+	Ok(Export { epoch: e.epoch, params: e.params, reference_rows: e.reference_rows })
 }
 
 /// The prompts the report has each sampled epoch's merged model complete (Shakespeare-flavoured,
@@ -633,10 +678,39 @@ pub fn render_markdown(d: &ReportData) -> String {
 	let _ = writeln!(s, "\n## Emission (on chain)\n");
 	let _ = writeln!(s, "{}", emission_section(&d.chain));
 	let _ = writeln!(s, "Total minted by pallet-iota: {}.\n", units(d.total_minted));
+	let _ = writeln!(s, "## The model\n");
+	match &d.export {
+		Some(Ok(e)) => {
+			let _ = writeln!(
+				s,
+				"Epoch {}'s merged model ({} parameters) is the Hugging Face folder `{EXPORT_DIR}/` beside \
+				 this report: `iota-generate --hf {EXPORT_DIR} --prompt \"ROMEO:\"` writes with it, and \
+				 transformers loads it (`AutoModelForCausalLM.from_pretrained(\"{EXPORT_DIR}\", \
+				 trust_remote_code=True)`; with the bottleneck its `modeling_iota.py` is in the folder).",
+				e.epoch, e.params
+			);
+			if let Some(n) = e.reference_rows {
+				let _ = writeln!(
+					s,
+					"`{REFERENCE_FILE}` holds {n} held-out rows and our logits for them; \
+					 `python3 scripts/check-hf-export.py {EXPORT_DIR} {REFERENCE_FILE}` (torch and \
+					 transformers installed) compares transformers' logits with ours."
+				);
+			}
+			let _ = writeln!(s);
+		},
+		Some(Err(why)) => {
+			let _ = writeln!(s, "No export: {why}.\n");
+		},
+		None => {
+			let _ = writeln!(s, "No export (no epoch completed).\n");
+		},
+	}
 	let _ = writeln!(
 		s,
 		"## Files\n\nBeside this report: `loss.csv` and `loss.png` (per epoch), `time.csv` (per epoch and \
-		 stage), `manifests.csv`, `verdicts.csv`, `emission.csv` (everything on chain, row by row).\n"
+		 stage), `manifests.csv`, `verdicts.csv`, `emission.csv` (everything on chain, row by row), and the \
+		 model (above).\n"
 	);
 	let _ = writeln!(s, "## Reproduce\n\n```sh\n{}\n```", d.command);
 	s
@@ -738,6 +812,7 @@ mod tests {
 			command: "./scripts/devnet.sh --epochs 2".into(),
 			samples: vec![],
 			samples_error: None,
+			export: None,
 		}
 	}
 
@@ -821,6 +896,13 @@ mod tests {
 		for f in ["time.csv", "manifests.csv", "verdicts.csv", "emission.csv"] {
 			assert!(dir.path().join(f).exists(), "{f}");
 		}
+		d.export = Some(Ok(Export { epoch: 1, params: 1234, reference_rows: Some(32) }));
+		let md = render_markdown(&d);
+		assert!(md
+			.contains("Epoch 1's merged model (1234 parameters) is the Hugging Face folder `hf/`"));
+		assert!(md.contains("`hf-reference.safetensors` holds 32 held-out rows"), "{md}");
+		d.export = Some(Err("epoch 1 is not committed at every stage".into()));
+		assert!(render_markdown(&d).contains("No export: epoch 1 is not committed at every stage."));
 		d.samples_error = Some("epoch 0: a checkpoint is gone".into());
 		assert!(
 			render_markdown(&d).contains("No (further) samples: epoch 0: a checkpoint is gone.")

@@ -79,7 +79,7 @@ fn run(bin: &str, args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn an_exported_run_generates_the_same_text_and_a_bottleneck_run_is_refused() {
+fn an_exported_run_generates_the_same_text_with_or_without_the_bottleneck() {
 	let dir = tempfile::tempdir().unwrap();
 	run_dir_of(
 		dir.path(),
@@ -105,7 +105,7 @@ fn an_exported_run_generates_the_same_text_and_a_bottleneck_run_is_refused() {
 	assert!(from_hf.status.success(), "{}", String::from_utf8_lossy(&from_hf.stderr));
 	assert_eq!(from_hf.stdout, from_run.stdout, "the export is the same model");
 
-	// A model with the bottleneck is refused, naming why; nothing is written.
+	// A model with the bottleneck exports with its modeling file, and is the same model too.
 	let bn = tempfile::tempdir().unwrap();
 	run_dir(bn.path(), 300, 270);
 	let out_dir = bn.path().join("hf");
@@ -113,7 +113,18 @@ fn an_exported_run_generates_the_same_text_and_a_bottleneck_run_is_refused() {
 		env!("CARGO_BIN_EXE_iota-export"),
 		&["--run-dir", bn.path().to_str().unwrap(), "--out", out_dir.to_str().unwrap()],
 	);
-	assert!(!out.status.success());
-	assert!(String::from_utf8_lossy(&out.stderr).contains("bottleneck"));
-	assert!(!out_dir.exists());
+	assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+	assert!(out_dir.join("modeling_iota.py").is_file());
+	let from_run = generate(bn.path(), &[&["--wire", "none"][..], &prompts].concat());
+	assert!(from_run.status.success(), "{}", String::from_utf8_lossy(&from_run.stderr));
+	let from_hf = run(
+		gen,
+		&[
+			&["--hf", out_dir.to_str().unwrap(), "--max-new-tokens", "8", "--seed", "3"][..],
+			&prompts,
+		]
+		.concat(),
+	);
+	assert!(from_hf.status.success(), "{}", String::from_utf8_lossy(&from_hf.stderr));
+	assert_eq!(from_hf.stdout, from_run.stdout, "the export is the same model");
 }

@@ -159,6 +159,95 @@ pub async fn merged_checkpoints(
 	Ok(Merged::Checkpoints(checkpoints))
 }
 
+/// What [`export_epoch`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exported {
+	/// The epoch whose merged model it is.
+	pub epoch: u32,
+	/// Parameters written.
+	pub params: usize,
+	/// Held-out rows in the reference file, when one was asked for.
+	pub reference_rows: Option<usize>,
+}
+
+/// The last epoch every stage of `stages` has committed on `chain` (its completion recorded).
+///
+/// # Errors
+/// [`EvalError::Input`] when none is; [`EvalError::Chain`].
+pub async fn last_committed_epoch(chain: &IotaClient, stages: usize) -> Result<u32, EvalError> {
+	let none = || EvalError::Input("no epoch is committed yet".into());
+	// Every stage in epoch `e` has committed the epochs before it.
+	let mut current = u32::MAX;
+	for s in 0..stages as u16 {
+		current = current.min(chain.stage(s).await?.epoch);
+	}
+	let mut e = current.checked_sub(1).ok_or_else(none)?;
+	while chain.epoch_completed_at(e).await?.is_none() {
+		e = e.checked_sub(1).ok_or_else(none)?;
+	}
+	Ok(e)
+}
+
+/// Writes the merged model of `epoch` (default: [`last_committed_epoch`]) of the run `spec` as a
+/// Hugging Face folder `out` ([`iota_model::hf::export`], with the run's tokenizer), every stage's
+/// checkpoint checked against its manifest and its attested state hash ([`merged_checkpoints`],
+/// [`merged_model`]; no wire across the cuts: the model as a function). With `reference_out`, also
+/// the run's held-out rows (their first `seq_len` tokens) and the exported model's logits for them
+/// ([`iota_model::hf::write_reference`]). The caller checks `spec` against the chain's `model_hash`.
+///
+/// # Errors
+/// [`EvalError::Input`] for an epoch not committed at every stage, a model that cannot be
+/// assembled, or `reference_out` without a held-out set (refused before anything is written);
+/// [`EvalError::Model`], [`EvalError::Storage`], [`EvalError::Chain`], [`EvalError::Spec`].
+pub async fn export_epoch(
+	store: &iota_storage::ObjectStore,
+	chain: &IotaClient,
+	spec: &RunSpec,
+	epoch: Option<u32>,
+	out: &std::path::Path,
+	reference_out: Option<&std::path::Path>,
+) -> Result<Exported, EvalError> {
+	iota_model::hf::LlamaConfig::of(&spec.model)?;
+	if reference_out.is_some() && spec.data.heldout.is_none() {
+		return Err(EvalError::Input(
+			"a reference needs the run's held-out set: it has none".into(),
+		));
+	}
+	let stages = spec.model.n_stages();
+	let epoch = match epoch {
+		Some(e) => e,
+		None => last_committed_epoch(chain, stages).await?,
+	};
+	let checkpoints = match merged_checkpoints(store, chain, stages, epoch).await? {
+		Merged::Checkpoints(c) => c,
+		Merged::NotYet => {
+			return Err(EvalError::Input(format!("epoch {epoch} is not committed at every stage")))
+		},
+		Merged::Unavailable(why) => {
+			return Err(EvalError::Input(format!(
+				"epoch {epoch}'s model cannot be assembled: {why}"
+			)))
+		},
+	};
+	let mut model = merged_model(spec, &checkpoints, None)?;
+	let tok = &spec.data.tokenizer;
+	let tokenizer = store.get(&tok.key, &tok.hash).await?;
+	let params = iota_model::hf::export(&model, out, Some(tokenizer.as_ref()))?;
+	let reference_rows = match (reference_out, &spec.data.heldout) {
+		(Some(path), Some(h)) => {
+			let bytes = store.get(&h.object.key, &h.object.hash).await?;
+			let rows = spec.data.decode_heldout(&bytes, spec.model.vocab_size)?;
+			// A held-out row is seq_len + 1 tokens (inputs and the next token).
+			let t = spec.data.seq_len as usize;
+			let inputs: Vec<u32> = rows.chunks_exact(t + 1).flat_map(|r| r[..t].to_vec()).collect();
+			let batch = spec.data.batch_rows.max(1) as usize;
+			Some(iota_model::hf::write_reference(&mut model, &inputs, t, batch, path)?)
+		},
+		_ => None,
+	};
+	Ok(Exported { epoch, params, reference_rows })
+}
+
 /// What one look at an epoch found.
 enum Look {
 	/// Evaluated: the loss.

@@ -36,8 +36,9 @@ enum Command {
 	/// Tokenize a corpus once into hashed shards in the bucket and write the run spec (prints its hash,
 	/// the chain's `model_hash`).
 	PrepareData(PrepareArgs),
-	/// Write an epoch's merged model as a Hugging Face Llama folder, assembled from the chain's merge
-	/// manifests and the bucket's checkpoints, every hash checked (models without the bottleneck).
+	/// Write an epoch's merged model as a Hugging Face folder (a Llama; with the bottleneck an
+	/// `IotaForCausalLM` and its modeling file), assembled from the chain's merge manifests and the
+	/// bucket's checkpoints, every hash checked.
 	Export(ExportArgs),
 }
 
@@ -55,10 +56,15 @@ struct ExportArgs {
 	/// The epoch whose merged model to write (default: the last one every stage committed).
 	#[arg(long)]
 	epoch: Option<u32>,
-	/// Output folder (created; its config.json, model.safetensors, generation_config.json and
-	/// tokenizer.json are overwritten).
+	/// Output folder (created; its config.json, model.safetensors, generation_config.json,
+	/// tokenizer.json and, for a model with the bottleneck, modeling_iota.py are overwritten).
 	#[arg(long)]
 	out: PathBuf,
+	/// Also write this safetensors file: the run's held-out rows (`input_ids`, `[N, seq_len]`) and
+	/// the exported model's logits for them (`logits`, `[N, seq_len, V]`), for
+	/// `scripts/check-hf-export.py` to compare with transformers.
+	#[arg(long)]
+	reference_out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -287,7 +293,6 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 }
 
 async fn export(a: ExportArgs) -> Result<()> {
-	use iota_orchestrator::eval::{merged_checkpoints, merged_model, Merged};
 	let run_id = keys::Id::new(a.run.clone())?;
 	if a.store.embedded_s3.is_some() {
 		bail!("export reads a running network's bucket: give --s3-endpoint (not --embedded-s3)");
@@ -301,37 +306,29 @@ async fn export(a: ExportArgs) -> Result<()> {
 	if cfg.model_hash.0 != spec_hash.0 {
 		bail!("the chain's model_hash is not the hash {spec_hash} of run {}'s spec", a.run);
 	}
-	iota_model::hf::LlamaConfig::of(&spec.model)?;
-	let stages = spec.model.n_stages();
-	let epoch = match a.epoch {
-		Some(e) => e,
-		None => {
-			// Every stage in epoch `e` has committed the epochs before it.
-			let mut current = u32::MAX;
-			for s in 0..stages as u16 {
-				current = current.min(client.stage(s).await?.epoch);
-			}
-			let mut e = current.checked_sub(1).context("no epoch is committed yet")?;
-			while client.epoch_completed_at(e).await?.is_none() {
-				e = e.checked_sub(1).context("no epoch is committed yet")?;
-			}
-			e
-		},
-	};
-	let checkpoints = match merged_checkpoints(&store, &client, stages, epoch).await? {
-		Merged::Checkpoints(c) => c,
-		Merged::NotYet => bail!("epoch {epoch} is not committed at every stage"),
-		Merged::Unavailable(why) => bail!("epoch {epoch}'s model cannot be assembled: {why}"),
-	};
-	let model = merged_model(&spec, &checkpoints, None)?;
-	let tok = &spec.data.tokenizer;
-	let tokenizer = store.get(&tok.key, &tok.hash).await.context("the run's tokenizer")?;
-	let n = iota_model::hf::export(&model, &a.out, Some(tokenizer.as_ref()))?;
+	let e = iota_orchestrator::eval::export_epoch(
+		&store,
+		&client,
+		&spec,
+		a.epoch,
+		&a.out,
+		a.reference_out.as_deref(),
+	)
+	.await?;
 	println!(
-		"wrote {}: run {} epoch {epoch}, {n} parameters, every stage's state hash as attested on chain",
+		"wrote {}: run {} epoch {}, {} parameters, every stage's state hash as attested on chain",
 		a.out.display(),
-		a.run
+		a.run,
+		e.epoch,
+		e.params
 	);
+	if let (Some(path), Some(n)) = (&a.reference_out, e.reference_rows) {
+		println!(
+			"wrote {}: {n} held-out rows of {} tokens and their logits",
+			path.display(),
+			spec.data.seq_len
+		);
+	}
 	Ok(())
 }
 

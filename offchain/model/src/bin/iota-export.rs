@@ -1,11 +1,11 @@
-//! `iota-export`: a model trained by `iota-train --save-stages` as a Hugging Face Llama folder
+//! `iota-export`: a model trained by `iota-train --save-stages` as a Hugging Face folder
 //! ([`iota_model::hf`]: `config.json`, `model.safetensors`, `generation_config.json`, and the run's
-//! `tokenizer.json`), loadable by transformers' `LlamaForCausalLM` and by `iota-generate --hf`.
-//! Models with the bottleneck are refused (their extra projections need a modeling file of their
-//! own, not written yet): train with `--no-bottleneck` to export.
+//! `tokenizer.json`), loadable by transformers (`LlamaForCausalLM`; a model with the bottleneck as
+//! `IotaForCausalLM` from the folder's `modeling_iota.py`, with `trust_remote_code=True`) and by
+//! `iota-generate --hf`.
 //!
 //! ```sh
-//! cargo run --release -p iota-model --bin iota-train -- --preset tiny --no-bottleneck --steps 100 --save-stages --out runs/t
+//! cargo run --release -p iota-model --bin iota-train -- --preset tiny --steps 100 --save-stages --out runs/t
 //! cargo run --release -p iota-model --bin iota-export -- --run-dir runs/t --out runs/t/hf
 //! ```
 

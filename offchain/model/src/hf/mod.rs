@@ -1,4 +1,5 @@
-//! Hugging Face Llama folders in and out (issue 20, items 1–2, for models without the bottleneck).
+//! Hugging Face folders in and out (issue 20, items 1–2): a Llama, or with the bottleneck an
+//! `IotaForCausalLM` with its modeling file.
 //!
 //! The model's parameter names are transformers' `LlamaForCausalLM` names (`model.embed_tokens.weight`,
 //! `model.layers.{i}.self_attn.q_proj.weight`, …, `model.norm.weight`, `lm_head.weight`; Linear weights
@@ -16,8 +17,13 @@
 //! non-finite tensor, a tensor the model does not have, a sharded checkpoint. Tied embeddings
 //! (`tie_word_embeddings`, no `lm_head.weight`) are copied into the untied head.
 //!
-//! A model with the bottleneck is refused by [`export`]: its extra projections need a modeling file
-//! of its own for transformers (`trust_remote_code`), which is not written yet.
+//! A model with the bottleneck (docs/design.md §5) has two projections per cut that `LlamaForCausalLM`
+//! lacks (`model.layers.{c-1}.bottleneck_down.weight` `[b, d]` and `model.layers.{c}.bottleneck_up.weight`
+//! `[d, b]` at each cut `c`), so its folder says `model_type: "iota"`, architecture `IotaForCausalLM`,
+//! `bottleneck_width` `b` and `bottleneck_cuts` (the blocks that start a stage), and carries
+//! [`MODELING_FILE`], a short transformers module subclassing the Llama classes, named in `auto_map`:
+//! transformers loads it with `trust_remote_code=True`. The cut is part of such a model, so [`import`]
+//! takes its stages from the folder.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -35,6 +41,10 @@ pub const WEIGHTS_FILE: &str = "model.safetensors";
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 /// Generation defaults.
 pub const GENERATION_CONFIG_FILE: &str = "generation_config.json";
+/// The transformers module of a model with the bottleneck (`IotaConfig`, `IotaForCausalLM`; module docs).
+pub const MODELING_FILE: &str = "modeling_iota.py";
+/// [`MODELING_FILE`]'s text.
+pub const MODELING_SOURCE: &str = include_str!("modeling_iota.py");
 
 /// The fields of a transformers `LlamaConfig` this model reads and writes; absent optional fields
 /// take transformers' defaults.
@@ -88,6 +98,15 @@ pub struct LlamaConfig {
 	/// The dtype the weights are stored in (`float32` on export).
 	#[serde(default, skip_serializing_if = "Option::is_none")]
 	pub torch_dtype: Option<String>,
+	/// Bottleneck width `b` (`model_type` `"iota"` only).
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	pub bottleneck_width: Option<usize>,
+	/// The blocks that start a pipeline stage, where the bottleneck sits, ascending (`"iota"` only).
+	#[serde(default, skip_serializing_if = "Vec::is_empty")]
+	pub bottleneck_cuts: Vec<usize>,
+	/// transformers' `auto_map`: [`MODELING_FILE`]'s classes (`"iota"` only).
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	pub auto_map: Option<serde_json::Value>,
 }
 
 fn silu() -> String {
@@ -111,19 +130,17 @@ impl LlamaConfig {
 	/// The config of `cfg`.
 	///
 	/// # Errors
-	/// [`Error::Config`] for an invalid config or one with the bottleneck (module docs).
+	/// [`Error::Config`] for an invalid config.
 	pub fn of(cfg: &ModelConfig) -> Result<Self> {
 		cfg.validate()?;
-		if cfg.bottleneck {
-			return Err(Error::Config(
-				"a model with the bottleneck has projections LlamaForCausalLM lacks; export needs \
-				 it off (the modeling file for its extra projections is not written yet)"
-					.into(),
-			));
-		}
+		// One stage has no cut, so no bottleneck projection: a plain Llama.
+		let bottleneck = cfg.bottleneck && cfg.n_stages() > 1;
+		let (arch, model_type) =
+			if bottleneck { ("IotaForCausalLM", "iota") } else { ("LlamaForCausalLM", "llama") };
+		let module = MODELING_FILE.trim_end_matches(".py");
 		Ok(LlamaConfig {
-			architectures: vec!["LlamaForCausalLM".into()],
-			model_type: "llama".into(),
+			architectures: vec![arch.into()],
+			model_type: model_type.into(),
 			vocab_size: cfg.vocab_size,
 			hidden_size: cfg.d_model,
 			intermediate_size: cfg.ffn_dim,
@@ -140,21 +157,91 @@ impl LlamaConfig {
 			attention_bias: false,
 			mlp_bias: false,
 			torch_dtype: Some("float32".into()),
+			bottleneck_width: bottleneck.then_some(cfg.bottleneck_width),
+			bottleneck_cuts: if bottleneck {
+				cfg.stages.iter().skip(1).map(|r| r[0]).collect()
+			} else {
+				Vec::new()
+			},
+			auto_map: bottleneck.then(|| {
+				serde_json::json!({
+					"AutoConfig": format!("{module}.IotaConfig"),
+					"AutoModelForCausalLM": format!("{module}.IotaForCausalLM"),
+				})
+			}),
 		})
 	}
 
-	/// The model config of this folder's model cut into `stages` (block ranges `[start, end)`).
+	/// Whether this is a model with the bottleneck (`model_type` `"iota"`).
+	pub fn has_bottleneck(&self) -> bool {
+		self.model_type == "iota"
+	}
+
+	/// The stages of a model with the bottleneck: block ranges split at [`bottleneck_cuts`](Self::bottleneck_cuts).
+	fn cut_stages(&self) -> Vec<[usize; 2]> {
+		let mut starts = vec![0];
+		starts.extend(self.bottleneck_cuts.iter().copied());
+		let ends = starts.iter().skip(1).copied().chain([self.num_hidden_layers]);
+		starts.iter().zip(ends).map(|(&a, b)| [a, b]).collect()
+	}
+
+	/// The model config of this folder's model cut into `stages` (block ranges `[start, end)`;
+	/// `None`: one stage, or a model with the bottleneck's own cuts).
 	///
 	/// # Errors
 	/// [`Error::HfFolder`] (`dir` names the folder) for what this model cannot represent (module
-	/// docs); [`Error::Config`] for cuts that do not cover the blocks.
-	pub fn to_model(&self, dir: &Path, stages: Vec<[usize; 2]>) -> Result<ModelConfig> {
-		if self.model_type != "llama" {
-			return Err(bad(dir, format!("model_type {:?} is not \"llama\"", self.model_type)));
+	/// docs), and for `stages` other than the cuts of a model with the bottleneck; [`Error::Config`]
+	/// for cuts that do not cover the blocks.
+	pub fn to_model(&self, dir: &Path, stages: Option<Vec<[usize; 2]>>) -> Result<ModelConfig> {
+		let arch = match self.model_type.as_str() {
+			"llama" => "LlamaForCausalLM",
+			"iota" => "IotaForCausalLM",
+			other => {
+				return Err(bad(
+					dir,
+					format!("model_type {other:?} is neither \"llama\" nor \"iota\""),
+				))
+			},
+		};
+		if let Some(a) = self.architectures.iter().find(|a| *a != arch) {
+			return Err(bad(dir, format!("architecture {a:?} is not {arch}")));
 		}
-		if let Some(a) = self.architectures.iter().find(|a| *a != "LlamaForCausalLM") {
-			return Err(bad(dir, format!("architecture {a:?} is not LlamaForCausalLM")));
+		let bottleneck = self.has_bottleneck();
+		if bottleneck {
+			if self.bottleneck_width.is_none_or(|b| b == 0) || self.bottleneck_cuts.is_empty() {
+				return Err(bad(
+					dir,
+					"model_type \"iota\" needs bottleneck_width and bottleneck_cuts",
+				));
+			}
+			if !self.bottleneck_cuts.windows(2).all(|w| w[0] < w[1])
+				|| self.bottleneck_cuts.iter().any(|&c| c == 0 || c >= self.num_hidden_layers)
+			{
+				return Err(bad(
+					dir,
+					format!(
+						"bottleneck_cuts {:?} are not ascending blocks in 1..{}",
+						self.bottleneck_cuts, self.num_hidden_layers
+					),
+				));
+			}
+		} else if self.bottleneck_width.is_some() || !self.bottleneck_cuts.is_empty() {
+			return Err(bad(dir, "bottleneck fields in a model_type \"llama\" config"));
 		}
+		let stages = match stages {
+			Some(s) if bottleneck && s != self.cut_stages() => {
+				return Err(bad(
+					dir,
+					format!(
+						"a model with the bottleneck is cut where its bottleneck sits ({:?}), not at {s:?}",
+						self.cut_stages()
+					),
+				))
+			},
+			Some(s) => s,
+			None if bottleneck => self.cut_stages(),
+			None => vec![[0, self.num_hidden_layers]],
+		};
 		match &self.rope_scaling {
 			None | Some(serde_json::Value::Null) => {},
 			Some(v)
@@ -196,8 +283,8 @@ impl LlamaConfig {
 			rope_theta: self.rope_theta,
 			norm_eps: self.rms_norm_eps,
 			max_seq_len: self.max_position_embeddings,
-			bottleneck: false,
-			bottleneck_width: 0,
+			bottleneck,
+			bottleneck_width: self.bottleneck_width.unwrap_or(0),
 			stages,
 		};
 		cfg.validate()?;
@@ -231,8 +318,8 @@ pub fn even_stages(n_layers: usize, n_stages: usize) -> Result<Vec<[usize; 2]>> 
 /// run's `tokenizer.json` bytes) when given. Returns the parameters written.
 ///
 /// # Errors
-/// [`Error::Config`] for a model with the bottleneck; [`Error::Tokenizer`] for tokenizer bytes that
-/// do not parse or hold more tokens than the model's vocabulary; [`Error::Io`]; candle errors.
+/// [`Error::Tokenizer`] for tokenizer bytes that do not parse or hold more tokens than the model's
+/// vocabulary; [`Error::Io`]; candle errors.
 pub fn export(model: &Pipeline, dir: &Path, tokenizer_json: Option<&[u8]>) -> Result<usize> {
 	let config = LlamaConfig::of(model.config())?;
 	if let Some(bytes) = tokenizer_json {
@@ -275,7 +362,52 @@ pub fn export(model: &Pipeline, dir: &Path, tokenizer_json: Option<&[u8]>) -> Re
 	if let Some(bytes) = tokenizer_json {
 		std::fs::write(dir.join(TOKENIZER_FILE), bytes)?;
 	}
+	if config.has_bottleneck() {
+		std::fs::write(dir.join(MODELING_FILE), MODELING_SOURCE)?;
+	}
 	Ok(count)
+}
+
+/// Name of the token ids `[N, T]` (i64) in a reference file ([`write_reference`]).
+pub const REFERENCE_IDS: &str = "input_ids";
+/// Name of the logits `[N, T, V]` (f32) in a reference file ([`write_reference`]).
+pub const REFERENCE_LOGITS: &str = "logits";
+
+/// Writes the safetensors file `path` holding `rows` (`n · t` token ids, `n` rows of `t`) as
+/// [`REFERENCE_IDS`] `[n, t]` and `model`'s logits for them as [`REFERENCE_LOGITS`] `[n, t, V]` (f32,
+/// computed `batch` rows at a time), for checking an exported folder against another implementation
+/// (`scripts/check-hf-export.py` runs transformers on the ids and compares the logits). Returns `n`.
+///
+/// # Errors
+/// [`Error::Config`] for `t = 0`, `t` above the model's `max_seq_len` or ids that are not whole rows;
+/// the model's errors (an id outside the vocabulary); [`Error::Io`] or candle errors writing `path`.
+pub fn write_reference(
+	model: &mut Pipeline,
+	rows: &[u32],
+	t: usize,
+	batch: usize,
+	path: &Path,
+) -> Result<usize> {
+	if t == 0 || t > model.config().max_seq_len || !rows.len().is_multiple_of(t) {
+		return Err(Error::Config(format!(
+			"{} ids are not whole rows of t = {t} (1..={} tokens)",
+			rows.len(),
+			model.config().max_seq_len
+		)));
+	}
+	let n = rows.len() / t;
+	let mut logits = Vec::new();
+	for chunk in rows.chunks(batch.max(1) * t) {
+		let x = Tensor::from_slice(chunk, (chunk.len() / t, t), &Device::Cpu)?;
+		logits.push(model.logits(&x)?.to_dtype(DType::F32)?);
+	}
+	let ids: Vec<i64> = rows.iter().map(|&i| i64::from(i)).collect();
+	let tensors = std::collections::HashMap::from([
+		(REFERENCE_IDS.to_string(), Tensor::from_vec(ids, (n, t), &Device::Cpu)?),
+		(REFERENCE_LOGITS.to_string(), Tensor::cat(&logits, 0)?),
+	]);
+	candle_core::safetensors::save(&tensors, path)?;
+	Ok(n)
 }
 
 /// The config of the folder `dir` (its `config.json`).
@@ -288,7 +420,8 @@ pub fn read_config(dir: &Path) -> Result<LlamaConfig> {
 	serde_json::from_slice(&bytes).map_err(|e| bad(dir, format!("{CONFIG_FILE}: {e}")))
 }
 
-/// The model in the folder `dir`, cut into `stages` (`None`: one stage), in f32 on the CPU, with
+/// The model in the folder `dir`, cut into `stages` (`None`: one stage, or the cuts of a model with
+/// the bottleneck, which only takes those), in f32 on the CPU, with
 /// `wire` across its cuts (as [`Pipeline::new`]); its optimizer state is fresh.
 ///
 /// # Errors
@@ -300,10 +433,6 @@ pub fn import(
 	wire: Option<crate::Encoding>,
 ) -> Result<Pipeline> {
 	let config = read_config(dir)?;
-	let stages = match stages {
-		Some(s) => s,
-		None => vec![[0, config.num_hidden_layers]],
-	};
 	let cfg = config.to_model(dir, stages)?;
 	if !dir.join(WEIGHTS_FILE).exists() && dir.join("model.safetensors.index.json").exists() {
 		return Err(bad(
@@ -426,7 +555,11 @@ mod tests {
 	}
 
 	fn refusal(dir: &Path) -> String {
-		match import(dir, None, None) {
+		refusal_with(dir, None)
+	}
+
+	fn refusal_with(dir: &Path, stages: Option<Vec<[usize; 2]>>) -> String {
+		match import(dir, stages, None) {
 			Err(e @ Error::HfFolder { .. }) => e.to_string(),
 			Err(e) => panic!("another error: {e}"),
 			Ok(_) => panic!("accepted"),
@@ -553,11 +686,76 @@ mod tests {
 	}
 
 	#[test]
-	fn a_model_with_the_bottleneck_or_a_larger_tokenizer_is_not_exported() {
-		let p = Pipeline::new(&ModelConfig::tiny(), 5, DType::F32, &Device::Cpu, None).unwrap();
+	fn a_model_with_the_bottleneck_goes_out_with_its_modeling_file_and_comes_back_at_its_cuts() {
+		// tiny: 4 blocks in 3 stages [0,2] [2,3] [3,4], bottleneck width 8; trained a step.
+		let cfg = ModelConfig::tiny();
+		assert!(cfg.bottleneck);
+		let mut p = Pipeline::new(&cfg, 5, DType::F32, &Device::Cpu, None).unwrap();
+		let targets =
+			Tensor::from_vec(vec![7u32, 42, 300, 5, 9, 11, 2, 3], (2, 4), &Device::Cpu).unwrap();
+		p.forward_backward(&tokens(), &targets).unwrap();
+		p.step(&crate::StepOptions::default()).unwrap();
 		let dir = tempfile::tempdir().unwrap();
-		let e = export(&p, dir.path(), None);
-		assert!(matches!(e, Err(Error::Config(m)) if m.contains("bottleneck")));
+		assert_eq!(export(&p, dir.path(), None).unwrap(), p.param_count());
+		let c = read_config(dir.path()).unwrap();
+		let cuts: Vec<usize> = cfg.stages.iter().skip(1).map(|r| r[0]).collect();
+		assert_eq!(
+			(
+				c.model_type.as_str(),
+				c.architectures.clone(),
+				c.bottleneck_width,
+				&c.bottleneck_cuts
+			),
+			("iota", vec!["IotaForCausalLM".to_string()], Some(cfg.bottleneck_width), &cuts)
+		);
+		assert_eq!(
+			c.auto_map.as_ref().unwrap()["AutoModelForCausalLM"],
+			"modeling_iota.IotaForCausalLM"
+		);
+		let py = std::fs::read_to_string(dir.path().join(MODELING_FILE)).unwrap();
+		assert!(py.contains("class IotaForCausalLM(LlamaForCausalLM)"));
+		// The projections are stored under their block's names.
+		let bytes = std::fs::read(dir.path().join(WEIGHTS_FILE)).unwrap();
+		let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+		for &k in &cuts {
+			let down =
+				file.tensor(&format!("model.layers.{}.bottleneck_down.weight", k - 1)).unwrap();
+			let up = file.tensor(&format!("model.layers.{k}.bottleneck_up.weight")).unwrap();
+			assert_eq!((down.shape(), up.shape()), (&[8, 64][..], &[64, 8][..]));
+		}
+		// Back at its own cuts: the same parameters and logits, bit for bit.
+		let mut q = import(dir.path(), None, None).unwrap();
+		assert_eq!(q.config(), p.config());
+		for (a, b) in p.stages().iter().zip(q.stages()) {
+			assert_eq!(a.flat_params().unwrap(), b.flat_params().unwrap());
+		}
+		assert_eq!(logits(&mut q), logits(&mut p));
+		assert!(import(dir.path(), Some(cfg.stages.clone()), None).is_ok());
+		// Other cuts would move the bottleneck: refused, naming the folder's cuts.
+		let e = refusal_with(dir.path(), Some(vec![[0, 4]]));
+		assert!(e.contains("cut where its bottleneck sits"), "{e}");
+		// A config that says iota without its fields, or llama with them, is refused.
+		let mut bad_cfg = c.clone();
+		bad_cfg.bottleneck_cuts.clear();
+		std::fs::write(dir.path().join(CONFIG_FILE), serde_json::to_vec(&bad_cfg).unwrap())
+			.unwrap();
+		assert!(refusal(dir.path()).contains("needs bottleneck_width and bottleneck_cuts"));
+		let mut bad_cfg = c.clone();
+		bad_cfg.bottleneck_cuts = vec![3, 2];
+		std::fs::write(dir.path().join(CONFIG_FILE), serde_json::to_vec(&bad_cfg).unwrap())
+			.unwrap();
+		assert!(refusal(dir.path()).contains("not ascending"));
+		let mut bad_cfg = c;
+		bad_cfg.model_type = "llama".into();
+		bad_cfg.architectures = vec!["LlamaForCausalLM".into()];
+		std::fs::write(dir.path().join(CONFIG_FILE), serde_json::to_vec(&bad_cfg).unwrap())
+			.unwrap();
+		assert!(refusal(dir.path()).contains("bottleneck fields"));
+	}
+
+	#[test]
+	fn a_larger_tokenizer_is_not_exported() {
+		let dir = tempfile::tempdir().unwrap();
 		let lines = [
 			"ROMEO: But soft, what light through yonder window breaks?",
 			"JULIET: O Romeo, Romeo, wherefore art thou Romeo?",
