@@ -598,6 +598,28 @@ async fn perturb_fault_adds_noise_to_uploaded_activations() {
 	assert!(max_diff > 0.1 && max_diff <= 0.5 + 1e-6, "max |Δ| {max_diff}");
 }
 
+/// Queues for `who` the backward item `sample` of stage 1 (lease `sample`), its input activation and
+/// output gradient stored under `in{sample}` / `g{sample}`, its forward run by account 9.
+fn push_backward(world: &World, who: &AccountId, sample: u64) {
+	let inp = store_tensor(&world.io, &format!("in{sample}"), &boundary(sample), Kind::Activation);
+	let g = store_tensor(&world.io, &format!("g{sample}"), &boundary(100 + sample), Kind::Gradient);
+	world.push_work(
+		who,
+		Work::Backward(BackwardWork {
+			lease: sample,
+			epoch: 0,
+			stage: 1,
+			sample,
+			forward_by: account(9),
+			input: Some(inp),
+			data: None,
+			grad_output: g,
+			output: Some(put(act_key(1, sample, Direction::Backward, who))),
+			expires_at_ms: far(),
+		}),
+	);
+}
+
 /// Three replicas of stage 1 (1, 2 and 3 backward items) through one merge; returns them, their
 /// accounts, `P` and how many injected upload failures surfaced.
 async fn merge_three(
@@ -618,33 +640,7 @@ async fn merge_three(
 	for (k, a) in who.iter().enumerate() {
 		for _ in 0..=k {
 			sample += 1;
-			let inp = store_tensor(
-				&world.io,
-				&format!("in{sample}"),
-				&boundary(sample),
-				Kind::Activation,
-			);
-			let g = store_tensor(
-				&world.io,
-				&format!("g{sample}"),
-				&boundary(100 + sample),
-				Kind::Gradient,
-			);
-			world.push_work(
-				a,
-				Work::Backward(BackwardWork {
-					lease: sample,
-					epoch: 0,
-					stage: 1,
-					sample,
-					forward_by: account(9),
-					input: Some(inp),
-					data: None,
-					grad_output: g,
-					output: Some(put(act_key(1, sample, Direction::Backward, a))),
-					expires_at_ms: far(),
-				}),
-			);
+			push_backward(world, a, sample);
 		}
 	}
 	let p = miners[0].stage().param_count() as u64;
@@ -859,26 +855,7 @@ async fn a_miner_whose_passes_were_forfeited_follows_the_merge_without_its_gradi
 		miners.push(m);
 	}
 	for (k, a) in [&member, &silent].into_iter().enumerate() {
-		let sample = k as u64 + 1;
-		let inp =
-			store_tensor(&world.io, &format!("in{sample}"), &boundary(sample), Kind::Activation);
-		let g =
-			store_tensor(&world.io, &format!("g{sample}"), &boundary(100 + sample), Kind::Gradient);
-		world.push_work(
-			a,
-			Work::Backward(BackwardWork {
-				lease: sample,
-				epoch: 0,
-				stage: 1,
-				sample,
-				forward_by: account(9),
-				input: Some(inp),
-				data: None,
-				grad_output: g,
-				output: Some(put(act_key(1, sample, Direction::Backward, a))),
-				expires_at_ms: far(),
-			}),
-		);
+		push_backward(&world, a, k as u64 + 1);
 	}
 	world.push_work(&silent, Work::Idle { reason: IdleReason::Forfeited, retry_after_ms: 10 });
 	// Both run their pass; then the silent one is told its pass is forfeited.
@@ -925,23 +902,7 @@ async fn a_member_forfeited_after_its_round_restarted_drops_its_gradient() {
 	let world = Arc::new(World::default());
 	let me = account(1);
 	let mut m = synced(&world, &me, 1).await;
-	let inp = store_tensor(&world.io, "in1", &boundary(1), Kind::Activation);
-	let g = store_tensor(&world.io, "g1", &boundary(101), Kind::Gradient);
-	world.push_work(
-		&me,
-		Work::Backward(BackwardWork {
-			lease: 1,
-			epoch: 0,
-			stage: 1,
-			sample: 1,
-			forward_by: account(9),
-			input: Some(inp),
-			data: None,
-			grad_output: g,
-			output: Some(put(act_key(1, 1, Direction::Backward, &me))),
-			expires_at_ms: far(),
-		}),
-	);
+	push_backward(&world, &me, 1);
 	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
 	{
 		let mut mw = world.merge.lock().unwrap();
