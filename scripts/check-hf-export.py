@@ -4,7 +4,7 @@
 Usage:
     python3 scripts/check-hf-export.py FOLDER REFERENCE [--tolerance 1e-4]
 
-FOLDER is what `iota-orchestrator export` (or `iota-export`) wrote; REFERENCE the safetensors file
+FOLDER is what `iota-orchestrator export` (or the devnet, as runs/<id>/hf) wrote; REFERENCE the safetensors file
 `iota-orchestrator export --reference-out` wrote beside it: token ids `input_ids` [N, T] and iota-rs's
 logits `logits` [N, T, V] for them (a network's held-out rows). The script loads FOLDER with
 transformers' AutoModelForCausalLM (trust_remote_code for a model with the bottleneck, whose
@@ -39,9 +39,7 @@ def main():
     a = p.parse_args()
     ref = load_file(a.reference)
     ids, want = ref["input_ids"].long(), ref["logits"].float()
-    model = AutoModelForCausalLM.from_pretrained(
-        a.folder, trust_remote_code=True, dtype=torch.float32
-    )
+    model = AutoModelForCausalLM.from_pretrained(a.folder, trust_remote_code=True).float()
     model.eval()
     with torch.no_grad():
         got = torch.cat([model(input_ids=ids[i : i + 8]).logits for i in range(0, len(ids), 8)])

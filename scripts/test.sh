@@ -49,4 +49,8 @@ SMOKE_RUNS="$(mktemp -d)"
 ./scripts/devnet.sh --epochs 2 --runs-dir "$SMOKE_RUNS" --finalize-wait-secs 0
 test -s "$(ls -d "$SMOKE_RUNS"/*/)report.md"
 grep -q '^epoch,tokens,loss,heldout_loss$' "$(ls -d "$SMOKE_RUNS"/*/)loss.csv"
+# The last epoch's merged model is exported beside the report (with the bottleneck: its modeling file).
+test -s "$(ls -d "$SMOKE_RUNS"/*/)hf/model.safetensors"
+test -s "$(ls -d "$SMOKE_RUNS"/*/)hf/modeling_iota.py"
+test -s "$(ls -d "$SMOKE_RUNS"/*/)hf-reference.safetensors"
 rm -rf "$SMOKE_RUNS"

@@ -716,7 +716,8 @@ pub fn render_markdown(d: &ReportData) -> String {
 	s
 }
 
-/// Writes `report.md`, `loss.csv` and `loss.png` into `dir`; returns the report's path.
+/// Writes `report.md`, `loss.csv`, `loss.png`, `time.csv`, `manifests.csv`, `verdicts.csv` and
+/// `emission.csv` into `dir`; returns the report's path.
 ///
 /// # Errors
 /// I/O errors; the plot is skipped (with a note in the report) when there is nothing to draw.

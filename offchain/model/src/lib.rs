@@ -64,7 +64,8 @@
 //! - `iota-train`: the single-process baseline trainer (progress bar with tokens/s and loss, a
 //!   loss CSV and PNG plot per run).
 //! - `iota-generate`: completes prompts with a saved run or a Hugging Face folder ([`generate`]).
-//! - `iota-export`: writes a saved run as a Hugging Face Llama folder ([`hf`]).
+//! - `iota-export`: writes a saved run as a Hugging Face folder ([`hf`]: a Llama, or with the
+//!   bottleneck an `IotaForCausalLM` with its modeling file).
 //! - `bench-throughput`: train-step tokens/s with the bottleneck on vs off, and achieved GFLOP/s
 //!   as a fraction of a plain candle f32 matmul measured in the same run.
 //! - `bench-compression`: trains for the same tokens at wire compression 1x..128x and prints each

@@ -16,14 +16,14 @@ use clap::Parser;
 
 #[derive(Parser, Debug)]
 #[command(
-	about = "Write a model trained by iota-train --save-stages as a Hugging Face Llama folder"
+	about = "Write a model trained by iota-train --save-stages as a Hugging Face folder (a Llama, or with the bottleneck an IotaForCausalLM with its modeling file)"
 )]
 struct Args {
 	/// Run directory: config.json, stage0.safetensors … stage{N-1}.safetensors (and summary.json).
 	#[arg(long)]
 	run_dir: PathBuf,
-	/// Output folder (created; its config.json, model.safetensors, generation_config.json and
-	/// tokenizer.json are overwritten).
+	/// Output folder (created; its config.json, model.safetensors, generation_config.json,
+	/// tokenizer.json and, with the bottleneck, modeling_iota.py are overwritten).
 	#[arg(long)]
 	out: PathBuf,
 	/// tokenizer.json to include (default: the one summary.json names, if it exists).

@@ -1,7 +1,7 @@
 //! `iota-generate`: text from a trained model. Reads a run directory that `iota-train --save-stages`
 //! wrote (`config.json`, `stage{N}.safetensors`, `summary.json` for the wire codec and tokenizer),
-//! chains the stages as training did (same wire codec across the cuts), or a Hugging Face Llama
-//! folder (`--hf`, as `iota-export` writes it), and completes each prompt
+//! chains the stages as training did (same wire codec across the cuts), or a Hugging Face folder
+//! (`--hf`, as `iota-export` and `iota-orchestrator export` write it), and completes each prompt
 //! ([`iota_model::generate`]: temperature, top-k, top-p, seeded).
 //!
 //! ```sh
@@ -22,8 +22,8 @@ struct Args {
 	/// Run directory: config.json, stage0.safetensors … stage{N-1}.safetensors (and summary.json).
 	#[arg(long, required_unless_present = "hf", conflicts_with = "hf")]
 	run_dir: Option<PathBuf>,
-	/// A Hugging Face Llama folder (`iota-export`'s output: config.json, model.safetensors,
-	/// tokenizer.json) instead of a run directory.
+	/// A Hugging Face folder (`iota-export`'s or `iota-orchestrator export`'s output: config.json,
+	/// model.safetensors, tokenizer.json) instead of a run directory.
 	#[arg(long)]
 	hf: Option<PathBuf>,
 	/// tokenizer.json (default: the HF folder's, or the one summary.json names, else
