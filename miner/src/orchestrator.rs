@@ -51,7 +51,7 @@ pub trait Orchestrator: Send + Sync {
 	async fn get_manifest(&self, epoch: u32) -> Result<MergeView>;
 	/// `iota_submitStateHash`.
 	async fn submit_state_hash(&self, attest: SubmitStateHash) -> Result<()>;
-	/// `iota_presignGet` (a miner may ask only for its stage's checkpoint keys).
+	/// `iota_presignGet` (a miner may ask only for its stage's checkpoint and initial-weights keys).
 	async fn presign_get(&self, keys: Vec<String>) -> Result<Vec<PresignedRequest>>;
 }
 

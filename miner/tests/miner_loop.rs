@@ -845,7 +845,23 @@ async fn local_mode_resubmits_the_same_pseudo_gradient_when_the_round_restarts()
 /// epoch on the member's committed state.
 #[tokio::test]
 async fn a_miner_whose_passes_were_forfeited_follows_the_merge_without_its_gradient() {
-	let world = Arc::new(World::default());
+	forfeited_during_training(Training::Sync).await;
+}
+
+/// The same in local mode, where the forfeited pass was trained into the local weights by an inner
+/// step: the replica goes back to the epoch's global weights.
+#[tokio::test]
+async fn local_mode_a_miner_whose_passes_were_forfeited_goes_back_to_the_global_weights() {
+	forfeited_during_training(Training::Local {
+		accumulate: 1,
+		outer_lr: 0.7,
+		outer_momentum: 0.9,
+	})
+	.await;
+}
+
+async fn forfeited_during_training(training: Training) {
+	let world = Arc::new(World { training, ..World::default() });
 	let chain = Arc::new(FakeChain::default());
 	let (member, silent) = (account(1), account(4));
 	let mut miners = Vec::new();
@@ -863,8 +879,16 @@ async fn a_miner_whose_passes_were_forfeited_follows_the_merge_without_its_gradi
 		assert_eq!(m.step().await.unwrap(), Outcome::Worked);
 	}
 	assert_eq!(miners[1].accumulated(), 1);
+	let spec = common::spec(&world.io);
+	let global = Stage::initial(&spec.model, 1, spec.seed, &training, &Device::Cpu, None)
+		.unwrap()
+		.flat_params()
+		.unwrap();
+	let local = !training.is_sync();
+	assert_eq!(miners[1].stage().flat_params().unwrap() != global, local, "an inner step ran");
 	assert_eq!(miners[1].step().await.unwrap(), Outcome::Worked);
 	assert_eq!(miners[1].accumulated(), 0, "the forfeited gradient is dropped");
+	assert_eq!(miners[1].stage().flat_params().unwrap(), global, "the epoch's global weights");
 	assert!(matches!(miners[1].phase(), Phase::Merging(_)), "{:?}", miners[1].phase());
 	{
 		let mut mw = world.merge.lock().unwrap();
@@ -927,4 +951,61 @@ async fn a_member_forfeited_after_its_round_restarted_drops_its_gradient() {
 	assert_eq!(shards_asked(&world), asked, "no shards asked for after the forfeit");
 	let gradients = world.calls(&me).iter().filter(|c| matches!(c, Call::Gradient(_))).count();
 	assert_eq!(gradients, 1, "nothing resubmitted");
+}
+
+/// A miner of `spec` (stage `stage`) against the fakes.
+fn miner_of(world: &Arc<World>, me: &AccountId, spec: iota_rpc::RunSpec, stage: u16) -> Miner {
+	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
+	let chain = Arc::new(FakeChain::default());
+	let cfg = MinerConfig::default();
+	Miner::new(orch, world.io.clone(), chain, spec, stage, cfg, Metrics::new().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_run_that_continues_a_model_starts_from_its_initial_weights_only_when_they_check() {
+	let world = Arc::new(World::default());
+	let me = account(1);
+	let mut spec = common::spec(&world.io);
+	// The imported weights of each stage: another seed's, as checkpoints in the run's mode.
+	let mut init = Vec::new();
+	let mut want = Vec::new();
+	for s in 0..spec.model.n_stages() {
+		let st = Stage::initial(&spec.model, s, 7, &spec.training, &Device::Cpu, None).unwrap();
+		let key = iota_storage::keys::init_checkpoint(&run_id(), s as u32);
+		let obj = world.io.insert(&key, st.to_checkpoint().unwrap());
+		init.push(iota_rpc::InitStage {
+			checkpoint: iota_rpc::SpecObject { key, hash: obj.hash, size: obj.size },
+			state: ContentHash(st.state_hash().unwrap()),
+		});
+		want.push(st.flat_params().unwrap());
+	}
+	spec.init = Some(init);
+	spec.validate().unwrap();
+	let seeded = Stage::new(&spec.model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	assert_ne!(
+		seeded.flat_params().unwrap(),
+		want[1],
+		"the test needs weights other than the seed's"
+	);
+
+	let mut m = miner_of(&world, &me, spec.clone(), 1);
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert_eq!(m.phase(), &Phase::Training);
+	assert_eq!(m.stage().flat_params().unwrap(), want[1]);
+	assert_eq!(ContentHash(m.stage().state_hash().unwrap()), spec.init.as_ref().unwrap()[1].state);
+
+	// A spec naming another state than the checkpoint holds: refused, the miner does not train.
+	let mut wrong = spec.clone();
+	wrong.init.as_mut().unwrap()[1].state = ContentHash::of(b"another state");
+	let mut m = miner_of(&world, &me, wrong, 1);
+	let err = m.step().await.unwrap_err();
+	assert!(err.to_string().contains("state"), "{err}");
+	assert_ne!(m.phase(), &Phase::Training);
+	// Bytes that are not the named object: refused by the hash check of the download.
+	let mut tampered = spec.clone();
+	tampered.init.as_mut().unwrap()[1].checkpoint.hash = ContentHash::of(b"other bytes");
+	let mut m = miner_of(&world, &me, tampered, 1);
+	let err = m.step().await.unwrap_err();
+	assert!(matches!(err, MinerError::Storage { .. }), "{err}");
+	assert_ne!(m.phase(), &Phase::Training);
 }

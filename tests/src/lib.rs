@@ -223,6 +223,7 @@ pub async fn tiny_spec(store: &ObjectStore, run: &str) -> RunSpec {
 		.await
 		.unwrap();
 	let spec = RunSpec {
+		init: None,
 		run: run.into(),
 		model,
 		seed: 7,

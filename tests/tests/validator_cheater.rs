@@ -235,13 +235,23 @@ async fn cheater_scenario(
 	let log = pathway_log_of(run, &watcher, &s3.store, 0).await;
 	let worked =
 		|m: &AccountId| log.records.iter().any(|r| r.forward.contains(m) || r.backward.contains(m));
+	let clasp: Vec<String> = validator
+		.log_text()
+		.lines()
+		.filter(|l| l.contains("CLASP"))
+		.map(String::from)
+		.collect();
+	eprintln!("the validator's CLASP lines:\n{}", clasp.join("\n"));
 	for m in &honest {
 		assert_eq!(
 			paid.get(m).is_some_and(|a| *a > 0),
 			worked(m),
-			"honest miner {m}: paid {:?}, ran a pass in epoch 0: {}",
+			"honest miner {m}: paid {:?}, ran a pass in epoch 0: {}; Bob's epoch-0 weights {weights:?}; \
+			 split {split:?}; registered now: {}; its epoch-0 checks {:?}",
 			paid.get(m),
-			worked(m)
+			worked(m),
+			client.miner(m).await.ok().flatten().is_some(),
+			client.spot_checks(0, m).await.ok()
 		);
 	}
 	for (stage, miners) in by_stage.iter().filter(|(s, _)| **s != 0) {

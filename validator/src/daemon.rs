@@ -845,6 +845,9 @@ impl Daemon {
 		if let (Some(log), WeightsFrom::Scores) = (&log, from) {
 			match clasp::score_epoch(log, &statuses) {
 				Ok(report) => {
+					for m in &report.miners {
+						tracing::info!(epoch, miner = %m.miner, stage = m.stage, samples = m.samples, items = m.items, z = m.z, flagged = m.flagged, validated = m.validated, score = m.score, "CLASP score");
+					}
 					for m in report.flagged() {
 						tracing::warn!(epoch, miner = %m.miner, stage = m.stage, z = m.z, effect = m.effect, "CLASP outlier");
 					}

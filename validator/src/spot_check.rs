@@ -153,7 +153,8 @@ pub fn select(
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "source")]
 pub enum WeightsRef {
-	/// Epoch 0: the seeded initialisation (`Stage::new(model, stage, spec.seed)`).
+	/// Epoch 0: the seeded initialisation (`Stage::new(model, stage, spec.seed)`), or the run spec's
+	/// initial checkpoint of the stage when the run continues an existing model (`Stage::initial`).
 	Init,
 	/// The stage checkpoint of epoch `e − 1` named by the chain's merge manifest, loaded only if its
 	/// state hashes to the manifest's attested `state_hash` (`Stage::load_checkpoint`).
@@ -577,14 +578,31 @@ impl Checker {
 			));
 		}
 		if !self.stages.contains_key(&(epoch, stage)) {
-			let cfg = &self.spec.model;
-			let mut st =
-				Stage::new(cfg, usize::from(stage), self.spec.seed, DType::F32, &Device::Cpu)
-					.map_err(|e| {
-						Inconclusive::Weights(format!("cannot build stage {stage}: {e}"))
+			// A run that continues an existing model starts from the spec's initial checkpoint.
+			let init = match (weights, self.spec.init_of(stage)) {
+				(WeightsRef::Init, Some(init)) => {
+					let (key, hash) = (&init.checkpoint.key, &init.checkpoint.hash);
+					let bytes = objects.get(key, hash).await.map_err(|e| match e {
+						FetchError::NotFound { key } => {
+							Inconclusive::Weights(format!("initial weights {key} are missing"))
+						},
+						other => fetch_input(other),
 					})?;
-			// Local mode's checkpoints carry the outer optimizer's state, which their attested hash covers.
-			st.train_as(&self.spec.training);
+					Some((bytes, init.state))
+				},
+				_ => None,
+			};
+			// Local mode's checkpoints carry the outer optimizer's state, which their attested hash
+			// covers (`Stage::initial` puts the stage in the run's training mode).
+			let mut st = Stage::initial(
+				&self.spec.model,
+				usize::from(stage),
+				self.spec.seed,
+				&self.spec.training,
+				&Device::Cpu,
+				init.as_ref().map(|(b, h)| (b.as_ref(), &h.0)),
+			)
+			.map_err(|e| Inconclusive::Weights(format!("stage {stage}'s initial weights: {e}")))?;
 			if let WeightsRef::Checkpoint { key, hash, state_hash } = weights {
 				let bytes = objects.get(key, hash).await.map_err(|e| match e {
 					FetchError::NotFound { key } => {
@@ -951,6 +969,7 @@ pub(crate) mod tests {
 		let shard_hash =
 			objects.put(&shard_key, tokens.iter().flat_map(|t| t.to_le_bytes()).collect());
 		let spec = RunSpec {
+			init: None,
 			run: "run".into(),
 			model: cfg.clone(),
 			seed: 11,
@@ -1163,6 +1182,59 @@ pub(crate) mod tests {
 					},
 					other => panic!("{enc} {t:?}: {other:?}"),
 				}
+			}
+		}
+	}
+
+	/// A run that continues an existing model: epoch 0's weights are the spec's initial checkpoints
+	/// (here the weights the honest miners used, while the spec's seed is another), fetched and
+	/// hash-checked; with the seed's weights the same work would fail; a missing initial checkpoint
+	/// is inconclusive, never a verdict.
+	#[test]
+	fn epoch_zero_is_checked_at_the_runs_initial_weights() {
+		let objects = MemoryObjects::default();
+		let (spec, log) = honest_epoch(&objects, "f32", 2, None);
+		let targets = all_targets(&log);
+		let mut continued = RunSpec { seed: spec.seed + 1, ..spec.clone() };
+		continued.init = Some(
+			(0..3)
+				.map(|s| {
+					let st = Stage::initial(
+						&spec.model,
+						s,
+						spec.seed,
+						&spec.training,
+						&Device::Cpu,
+						None,
+					)
+					.unwrap();
+					let key = keys::init_checkpoint(&Id::new("run").unwrap(), s as u32);
+					let bytes = st.to_checkpoint().unwrap();
+					let size = bytes.len() as u64;
+					let hash = objects.put(&key, bytes);
+					iota_rpc::InitStage {
+						checkpoint: SpecObject { key, hash, size },
+						state: ContentHash(st.state_hash().unwrap()),
+					}
+				})
+				.collect(),
+		);
+		for o in run_checks(&continued, &log, &objects, &targets) {
+			let CheckOutcome::Judged(e) = &o else { panic!("{o:?}") };
+			assert_eq!(e.verdict, Verdict::Pass, "{e:?}");
+		}
+		let seeded = RunSpec { init: None, ..continued.clone() };
+		let failed = run_checks(&seeded, &log, &objects, &targets)
+			.iter()
+			.filter(|o| matches!(o, CheckOutcome::Judged(e) if e.verdict == Verdict::Fail))
+			.count();
+		assert!(failed > 0, "the seed's weights would not have told");
+		let mut gone = continued.clone();
+		gone.init.as_mut().unwrap()[1].checkpoint.key = "v1/runs/run/data/init/stages/009".into();
+		let out = run_checks(&gone, &log, &objects, &targets);
+		for (t, o) in targets.iter().zip(&out) {
+			if t.stage == 1 {
+				assert!(matches!(o, CheckOutcome::Inconclusive(_)), "{t:?}: {o:?}");
 			}
 		}
 	}

@@ -157,14 +157,7 @@ impl Miner {
 				// Found silent after a round restarted (its submission went with the old round): its
 				// passes were counted lost. It drops the gradient (and the error feedback of the
 				// dropped submission) and follows the merge as a replica without samples.
-				tracing::warn!(
-					stage = self.index,
-					epoch = m.epoch,
-					samples = self.acc.count,
-					"accepted passes forfeited during the merge; dropping the epoch's gradient"
-				);
-				self.acc.clear();
-				self.feedback_next = None;
+				self.drop_forfeited("merging")?;
 				m.member = false;
 				m.round = None;
 				m.reduced.clear();

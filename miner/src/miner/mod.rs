@@ -335,11 +335,15 @@ fn bad(msg: impl Into<String>) -> MinerError {
 	MinerError::BadInput(msg.into())
 }
 
-/// Stage `index` of `spec` with the seed's weights, in the spec's training mode.
-fn fresh_stage(spec: &RunSpec, index: u16, device: &Device) -> Result<Stage> {
-	let mut stage = Stage::new(&spec.model, usize::from(index), spec.seed, DType::F32, device)?;
-	stage.train_as(&spec.training);
-	Ok(stage)
+/// Stage `index` of `spec` with the seed's weights, in the spec's training mode; `init` is the
+/// spec's initial checkpoint and its state hash, for a run that continues an existing model.
+fn fresh_stage(
+	spec: &RunSpec,
+	index: u16,
+	device: &Device,
+	init: Option<(&[u8], &[u8; 32])>,
+) -> Result<Stage> {
+	Ok(Stage::initial(&spec.model, usize::from(index), spec.seed, &spec.training, device, init)?)
 }
 
 impl Miner {
@@ -367,7 +371,7 @@ impl Miner {
 			)));
 		}
 		let run_id = keys::Id::new(spec.run.clone()).map_err(|e| bad(e.to_string()))?;
-		let stage = fresh_stage(&spec, index, &cfg.device)?;
+		let stage = fresh_stage(&spec, index, &cfg.device, None)?;
 		let local = match spec.training {
 			iota_rpc::types::Training::Sync => None,
 			iota_rpc::types::Training::Local { accumulate, outer_lr, outer_momentum } => {
@@ -466,6 +470,38 @@ impl Miner {
 	pub fn lease(&self) -> Option<LeaseId> {
 		self.lease
 	}
+	/// The orchestrator forfeited this epoch's accepted passes (the miner was found silent; other
+	/// miners recompute them), so what they trained must not reach the merge twice: drops the
+	/// gradient sum (sync mode), or the local progress (local mode: the weights go back to the
+	/// epoch's global weights, with no trained samples and no pending gradient), and the error
+	/// feedback of a dropped submission. `when` names the phase for the log. The caller follows the
+	/// stage's merge as a replica without samples.
+	///
+	/// # Errors
+	/// Restoring the global weights fails only on a parameter count that differs from the stage's.
+	pub(super) fn drop_forfeited(&mut self, when: &'static str) -> Result<()> {
+		let samples = self.accumulated();
+		if samples > 0 {
+			tracing::warn!(
+				stage = self.index,
+				epoch = self.epoch,
+				samples,
+				when,
+				"accepted passes forfeited after a silence; dropping the epoch's gradient"
+			);
+		}
+		self.acc.clear();
+		self.feedback_next = None;
+		if let Some(l) = self.local.as_mut() {
+			if l.samples > 0 || l.pending.count > 0 {
+				self.stage.set_flat_params(&l.global)?;
+			}
+			l.samples = 0;
+			l.pending.clear();
+		}
+		Ok(())
+	}
+
 	/// Samples accumulated for this epoch's merge (local mode: trained into the local weights, or
 	/// pending for the next inner step).
 	pub fn accumulated(&self) -> u32 {

@@ -23,11 +23,32 @@ impl Miner {
 			self.resync_floor = None;
 		}
 		if e == 0 {
-			let outer_steps = self.stage.outer_state().map_or(0, |o| o.step);
-			if self.stage.adam_state().step != 0 || outer_steps != 0 {
-				self.stage = fresh_stage(&self.spec, self.index, &self.cfg.device)?;
+			if let Some(init) = self.spec.init_of(self.index).cloned() {
+				// A run that continues an existing model: its imported weights, hash-checked.
+				if ContentHash(self.stage.state_hash()?) != init.state {
+					let Some(bytes) =
+						self.fetch_checked(&init.checkpoint.key, &init.checkpoint.hash, 0).await?
+					else {
+						return Ok(Outcome::Idle(self.cfg.resync_wait));
+					};
+					self.stage = fresh_stage(
+						&self.spec,
+						self.index,
+						&self.cfg.device,
+						Some((&bytes, &init.state.0)),
+					)?;
+				}
+				tracing::info!(stage = self.index, state = %init.state, "epoch 0: the run's initial weights loaded");
+			} else {
+				let outer_steps = self.stage.outer_state().map_or(0, |o| o.step);
+				if self.stage.adam_state().step != 0 || outer_steps != 0 {
+					self.stage = fresh_stage(&self.spec, self.index, &self.cfg.device, None)?;
+				}
+				tracing::info!(
+					stage = self.index,
+					"epoch 0: weights initialised from the run seed"
+				);
 			}
-			tracing::info!(stage = self.index, "epoch 0: weights initialised from the run seed");
 			self.enter_training(0)?;
 			return Ok(Outcome::Worked);
 		}
@@ -52,26 +73,44 @@ impl Miner {
 			);
 			return Ok(Outcome::Idle(self.cfg.resync_wait));
 		};
-		let get = match self.orch.presign_get(vec![key.clone()]).await {
+		let Some(bytes) = self.fetch_checked(&key, &hash, e).await? else {
+			return Ok(Outcome::Idle(self.cfg.resync_wait));
+		};
+		self.stage.load_checkpoint(&bytes, &c.state_hash.0)?;
+		tracing::info!(stage = self.index, epoch = e, state = %c.state_hash, "loaded the attested checkpoint");
+		self.enter_training(e)?;
+		Ok(Outcome::Worked)
+	}
+
+	/// The bytes of the stage checkpoint at `key` (a merged checkpoint of the stage, or its initial
+	/// weights), checked against `hash`, through a GET the orchestrator presigns; `None` (logged) when the
+	/// orchestrator gives no GET now, so the caller retries later. `epoch` is for the log.
+	///
+	/// # Errors
+	/// A malformed presign answer; [`MinerError::Storage`] for a failed or mismatching download.
+	async fn fetch_checked(
+		&mut self,
+		key: &str,
+		hash: &ContentHash,
+		epoch: u32,
+	) -> Result<Option<Vec<u8>>> {
+		let get = match self.orch.presign_get(vec![key.to_owned()]).await {
 			Ok(v) if v.len() == 1 => {
 				v.into_iter().next().ok_or_else(|| bad("empty presign answer"))?
 			},
 			Ok(v) => return Err(bad(format!("presignGet answered {} URLs for one key", v.len()))),
 			Err(err) => {
-				tracing::warn!(stage = self.index, epoch = e, %key, error = %err, "no GET for the checkpoint; not training, retrying later");
-				return Ok(Outcome::Idle(self.cfg.resync_wait));
+				tracing::warn!(stage = self.index, epoch, %key, error = %err, "no GET for the checkpoint; not training, retrying later");
+				return Ok(None);
 			},
 		};
 		let bytes = self
 			.io
-			.get(&get, &hash)
+			.get(&get, hash)
 			.await
 			.map_err(|err| MinerError::storage("stage checkpoint", err))?;
 		self.metrics.bytes_down.inc_by(bytes.len() as u64);
-		self.stage.load_checkpoint(&bytes, &c.state_hash.0)?;
-		tracing::info!(stage = self.index, epoch = e, state = %c.state_hash, "loaded the attested checkpoint");
-		self.enter_training(e)?;
-		Ok(Outcome::Worked)
+		Ok(Some(bytes.to_vec()))
 	}
 
 	/// Start training epoch `epoch` on the weights held (the stage's global weights of that epoch).

@@ -33,15 +33,7 @@ impl Miner {
 					// fell silent (paused, cut off): other members recompute them, so the gradient kept
 					// here would count them twice. It sits the epoch out and follows the stage's merge
 					// as a replica without samples (polling the manifest, asking for no shards).
-					if self.acc.count > 0 {
-						tracing::warn!(
-							stage = self.index,
-							epoch = self.epoch,
-							samples = self.acc.count,
-							"accepted passes forfeited after a silence; dropping the epoch's gradient"
-						);
-						self.acc.clear();
-					}
+					self.drop_forfeited("training")?;
 					self.enter_merge(self.epoch, false);
 					return Ok(Outcome::Worked);
 				}

@@ -494,6 +494,7 @@ pub fn spec(io: &MemIo) -> RunSpec {
 	let key = keys::data_shard(&run_id(), 0);
 	let obj = io.insert(&key, bytes);
 	RunSpec {
+		init: None,
 		run: RUN.into(),
 		model: cfg,
 		seed: 42,

@@ -267,6 +267,31 @@ impl Stage {
 		}
 	}
 
+	/// Stage `index` of `cfg` as epoch 0 begins, in `training`'s mode ([`train_as`](Self::train_as)),
+	/// f32 on `device`: the weights seeded from `seed`, or, for a run that continues an existing model
+	/// (the run spec's `init`), the checkpoint `init = (bytes, state hash)` loaded only if its state
+	/// hashes to that hash ([`load_checkpoint`](Self::load_checkpoint)). The one place that decides a
+	/// stage's epoch-0 weights (miners, validators, evaluators).
+	///
+	/// # Errors
+	/// As [`new`](Self::new); for `init`, as [`load_checkpoint`](Self::load_checkpoint)
+	/// ([`Error::StateHashMismatch`] for a checkpoint that is not the named state).
+	pub fn initial(
+		cfg: &ModelConfig,
+		index: usize,
+		seed: u64,
+		training: &crate::optim::Training,
+		device: &Device,
+		init: Option<(&[u8], &[u8; 32])>,
+	) -> Result<Self> {
+		let mut stage = Stage::new(cfg, index, seed, DType::F32, device)?;
+		stage.train_as(training);
+		if let Some((bytes, state)) = init {
+			stage.load_checkpoint(bytes, state)?;
+		}
+		Ok(stage)
+	}
+
 	/// Local mode's per-inner-step state hash (docs/design.md §10): [`iota_protocol::optim::inner_state_hash`]
 	/// of the current (local) weights and the inner AdamW moments and step, whatever the mode.
 	///

@@ -17,14 +17,15 @@
 //! Everything is a pure function of the corpus bytes and the options, so running it twice produces the
 //! same objects and the same spec hash.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use iota_model::optim::AdamW;
-use iota_model::{data, ModelConfig};
+use iota_model::{data, hf, ModelConfig, Pipeline};
+use iota_primitives::ContentHash;
 use iota_protocol::optim::Training;
 use iota_protocol::MergeCodec;
-use iota_rpc::{DataManifest, HeldOut, LrSchedule, RunSpec};
+use iota_rpc::{DataManifest, HeldOut, InitStage, LrSchedule, RunSpec};
 use iota_storage::{keys, ObjectStore, StorageError};
 
 /// Longest run id, in bytes: the longest object key the chain records (a reduced shard,
@@ -70,6 +71,12 @@ pub struct PrepareOptions {
 	/// the shards; the tokenizer is trained on the whole corpus (it is not the model, and the same
 	/// tokenizer must cut both sets).
 	pub heldout_rows: u32,
+	/// Continue an existing model: a Hugging Face folder (`iota_model::hf`) whose model replaces
+	/// `model` (cut into as many stages as `model` has; a model with the bottleneck keeps its own
+	/// cuts, which must be as many) and whose `tokenizer.json` is the run's unless `tokenizer` is
+	/// given. Its stages' checkpoints are uploaded ([`keys::init_checkpoint`]) and named in the
+	/// spec's `init`.
+	pub init_from: Option<PathBuf>,
 }
 
 impl PrepareOptions {
@@ -94,6 +101,7 @@ impl PrepareOptions {
 			merge_codec: MergeCodec::F32,
 			training: Training::Sync,
 			heldout_rows: 0,
+			init_from: None,
 			model,
 		}
 	}
@@ -139,6 +147,16 @@ pub async fn prepare_data(
 	store: &ObjectStore,
 	opts: &PrepareOptions,
 ) -> Result<Prepared, DataError> {
+	let imported;
+	let mut init_model: Option<Pipeline> = None;
+	let opts = match &opts.init_from {
+		None => opts,
+		Some(dir) => {
+			let (o, model) = import_options(opts, dir)?;
+			(imported, init_model) = (o, Some(model));
+			&imported
+		},
+	};
 	let run = keys::Id::new(opts.run.clone()).map_err(|e| DataError::Options(e.to_string()))?;
 	if opts.run.len() > MAX_RUN_ID_LEN {
 		return Err(DataError::Options(format!(
@@ -266,7 +284,12 @@ pub async fn prepare_data(
 		Some(bytes) => Some(store.put(&keys::heldout(&run), Bytes::from(bytes)).await?),
 		None => None,
 	};
+	let init = match &opts.init_from {
+		None => None,
+		Some(_) => Some(upload_init(store, &run, init_model.as_mut(), &opts.training).await?),
+	};
 	let spec = RunSpec {
+		init,
 		run: opts.run.clone(),
 		model: opts.model.clone(),
 		seed: opts.seed,
@@ -295,6 +318,76 @@ pub async fn prepare_data(
 	})
 }
 
+/// The options of a run that continues the model in the Hugging Face folder `dir`, and that model
+/// cut into the run's stages (see [`PrepareOptions::init_from`]).
+///
+/// # Errors
+/// [`DataError::Corpus`] for a folder the model cannot take (`iota_model::Error::HfFolder` names
+/// what is wrong: unsupported `rope_scaling`, a missing, misshapen or non-finite tensor, …);
+/// [`DataError::Options`] for a bottleneck cut into another stage count, or a folder without a
+/// tokenizer when none is given.
+fn import_options(
+	opts: &PrepareOptions,
+	dir: &Path,
+) -> Result<(PrepareOptions, Pipeline), DataError> {
+	let config = hf::read_config(dir)?;
+	let n = opts.model.n_stages();
+	let stages = if config.has_bottleneck() {
+		None
+	} else {
+		Some(hf::even_stages(config.num_hidden_layers, n)?)
+	};
+	let model = hf::import(dir, stages, None)?;
+	let cfg = model.config().clone();
+	if cfg.n_stages() != n {
+		return Err(DataError::Options(format!(
+			"{} is cut into {} stages where its bottleneck sits; the run has {n}",
+			dir.display(),
+			cfg.n_stages()
+		)));
+	}
+	let tokenizer = match &opts.tokenizer {
+		Some(t) => t.clone(),
+		None if dir.join(hf::TOKENIZER_FILE).is_file() => dir.join(hf::TOKENIZER_FILE),
+		None => {
+			return Err(DataError::Options(format!(
+				"{} has no {}: give the model's tokenizer (--tokenizer)",
+				dir.display(),
+				hf::TOKENIZER_FILE
+			)))
+		},
+	};
+	let mut o = opts.clone();
+	o.vocab_size = o.vocab_size.min(cfg.vocab_size);
+	o.seq_len = o.seq_len.min(cfg.max_seq_len as u32);
+	o.tokenizer = Some(tokenizer);
+	o.model = cfg;
+	Ok((o, model))
+}
+
+/// Uploads each stage of `model` in `training`'s mode as the run's initial checkpoint of the stage
+/// and returns the spec's `init` (checkpoint objects and their state hashes).
+///
+/// # Errors
+/// [`DataError::Storage`]; [`DataError::Corpus`] for a stage that cannot be written.
+async fn upload_init(
+	store: &ObjectStore,
+	run: &keys::Id,
+	model: Option<&mut Pipeline>,
+	training: &Training,
+) -> Result<Vec<InitStage>, DataError> {
+	let model = model.ok_or_else(|| DataError::Options("no imported model".into()))?;
+	let mut init = Vec::with_capacity(model.stages().len());
+	for (s, stage) in model.stages_mut().iter_mut().enumerate() {
+		stage.train_as(training);
+		let checkpoint = store
+			.put(&keys::init_checkpoint(run, s as u32), Bytes::from(stage.to_checkpoint()?))
+			.await?;
+		init.push(InitStage { checkpoint, state: ContentHash(stage.state_hash()?) });
+	}
+	Ok(init)
+}
+
 /// Reads the run spec of `run` from the bucket: its exact stored bytes and the parsed spec. The caller
 /// compares `ContentHash::of(bytes)` with the chain's `model_hash` (or uses
 /// [`RunSpec::from_bytes_checked`]).
@@ -316,7 +409,8 @@ pub async fn fetch_spec(store: &ObjectStore, run: &str) -> Result<(Vec<u8>, RunS
 #[cfg(test)]
 mod tests {
 	use super::*;
-	use iota_primitives::ContentHash;
+	use candle_core::{DType, Device};
+	use iota_model::Stage;
 	use iota_storage::{EmbeddedConfig, EmbeddedS3};
 
 	fn corpus(dir: &std::path::Path) -> PathBuf {
@@ -338,6 +432,140 @@ mod tests {
 		o.rows_per_shard = 7; // rounded down to 6
 		o.encoding = "f32".into();
 		o
+	}
+
+	/// A Hugging Face folder of a plain (no bottleneck) one-stage `tiny` model seeded with 9, with a
+	/// tokenizer trained on `corpus` when `tokenizer` is set; returns the model.
+	fn hf_folder(dir: &Path, corpus: &Path, tokenizer: bool) -> Pipeline {
+		let cfg = ModelConfig { stages: vec![[0, 4]], ..ModelConfig::tiny().with_bottleneck(None) };
+		let model = Pipeline::new(&cfg, 9, DType::F32, &Device::Cpu, None).unwrap();
+		let json = tokenizer.then(|| {
+			let docs = data::load_texts(corpus).unwrap();
+			let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+			data::train_tokenizer(&texts, 300)
+				.unwrap()
+				.to_string(false)
+				.unwrap()
+				.into_bytes()
+		});
+		hf::export(&model, dir, json.as_deref()).unwrap();
+		model
+	}
+
+	/// `prepare-data --init-from`: the folder's model cut into the run's stages, each stage's
+	/// checkpoint in the bucket named with its state hash in the spec, loading to exactly the folder's
+	/// weights; a folder without a tokenizer, or one the model cannot take, is refused before
+	/// anything is written.
+	#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+	async fn a_run_continues_a_hugging_face_model_from_checked_stage_checkpoints() {
+		let dir = tempfile::tempdir().unwrap();
+		let server = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
+		let store = ObjectStore::connect(server.store_config()).await.unwrap();
+		store.ensure_bucket().await.unwrap();
+		let corpus = corpus(dir.path());
+		let folder = dir.path().join("hf");
+		let training = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
+		let opts =
+			PrepareOptions { init_from: Some(folder.clone()), training, ..options(corpus.clone()) };
+
+		// No tokenizer in the folder and none given: refused, nothing written.
+		hf_folder(&folder, &corpus, false);
+		let err = prepare_data(&store, &opts).await.unwrap_err();
+		assert!(err.to_string().contains("tokenizer.json"), "{err}");
+		assert!(fetch_spec(&store, "run-test").await.is_err(), "a spec was written");
+
+		// An unsupported RoPE scaling: refused, naming it.
+		let source = hf_folder(&folder, &corpus, true);
+		let config_path = folder.join(hf::CONFIG_FILE);
+		let good = std::fs::read_to_string(&config_path).unwrap();
+		let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+		v["rope_scaling"] = serde_json::json!({"rope_type": "llama3", "factor": 8.0});
+		std::fs::write(&config_path, v.to_string()).unwrap();
+		let err = prepare_data(&store, &opts).await.unwrap_err();
+		assert!(err.to_string().contains("rope_scaling"), "{err}");
+		assert!(fetch_spec(&store, "run-test").await.is_err(), "a spec was written");
+		std::fs::write(&config_path, good).unwrap();
+
+		let p = prepare_data(&store, &opts).await.unwrap();
+		let spec = &p.spec;
+		assert_eq!(spec.model.stages, hf::even_stages(4, 3).unwrap());
+		assert!(!spec.model.bottleneck);
+		let init = spec.init.as_ref().expect("the spec names the initial weights");
+		assert_eq!(init.len(), 3);
+		let source: Vec<f32> = source.stages()[0].flat_params().unwrap();
+		let mut loaded = Vec::new();
+		for (s, i) in init.iter().enumerate() {
+			assert_eq!(
+				i.checkpoint.key,
+				keys::init_checkpoint(&keys::Id::new("run-test").unwrap(), s as u32)
+			);
+			let bytes = store.get(&i.checkpoint.key, &i.checkpoint.hash).await.unwrap();
+			let st = Stage::initial(
+				&spec.model,
+				s,
+				spec.seed,
+				&training,
+				&Device::Cpu,
+				Some((&bytes, &i.state.0)),
+			)
+			.unwrap();
+			assert_eq!(st.outer_state().map(|o| o.step), Some(0), "a fresh outer state");
+			// A state hash other than the named one is refused.
+			assert!(Stage::initial(
+				&spec.model,
+				s,
+				spec.seed,
+				&training,
+				&Device::Cpu,
+				Some((&bytes, &[7; 32]))
+			)
+			.is_err());
+			loaded.push(st);
+		}
+		// The stages hold the folder's tensors, by name and shape (the flat order differs only in
+		// where the cut puts the embedding and the head).
+		let names: Vec<(String, usize)> = loaded
+			.iter()
+			.flat_map(|st| st.specs().iter().map(|p| (p.name.clone(), p.shape.iter().product())))
+			.collect();
+		let by_name = |model: &[Stage]| -> Vec<(String, Vec<f32>)> {
+			model
+				.iter()
+				.flat_map(|st| {
+					let flat = st.flat_params().unwrap();
+					let mut at = 0;
+					st.specs()
+						.iter()
+						.map(|p| {
+							let n: usize = p.shape.iter().product();
+							at += n;
+							(p.name.clone(), flat[at - n..at].to_vec())
+						})
+						.collect::<Vec<_>>()
+				})
+				.collect()
+		};
+		let mut got = by_name(&loaded);
+		let one = Pipeline::new(
+			&ModelConfig { stages: vec![[0, 4]], ..spec.model.clone() },
+			9,
+			DType::F32,
+			&Device::Cpu,
+			None,
+		)
+		.unwrap();
+		let mut want = by_name(one.stages());
+		got.sort_by(|a, b| a.0.cmp(&b.0));
+		want.sort_by(|a, b| a.0.cmp(&b.0));
+		assert_eq!(got.len(), names.len());
+		assert_eq!(got, want);
+		assert_eq!(want.iter().map(|(_, v)| v.len()).sum::<usize>(), source.len());
+		// The run's tokenizer is the folder's.
+		let tok = store.get(&spec.data.tokenizer.key, &spec.data.tokenizer.hash).await.unwrap();
+		let ours = data::tokenizer_from_bytes(&tok).unwrap();
+		let theirs = data::load_tokenizer(folder.join(hf::TOKENIZER_FILE)).unwrap();
+		assert_eq!(ours.get_vocab(true), theirs.get_vocab(true));
+		server.shutdown().await;
 	}
 
 	#[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -355,6 +355,7 @@ mod tests {
 	fn run_spec(training: Training) -> RunSpec {
 		let obj = SpecObject { key: "k".into(), hash: ContentHash::of(b"k"), size: 0 };
 		RunSpec {
+			init: None,
 			run: "eval-test".into(),
 			model: ModelConfig::tiny(),
 			seed: 3,

@@ -114,6 +114,11 @@ struct PrepareArgs {
 	/// every merged model's loss on them (0: no held-out set).
 	#[arg(long, env = "IOTA_HELDOUT_ROWS", default_value_t = 0)]
 	heldout_rows: u32,
+	/// Continue an existing model: a Hugging Face folder (a Llama, or an `iota-export` folder) whose
+	/// weights every replica starts from, hash-checked. Its model replaces the preset's, cut into as
+	/// many stages as the preset has; its `tokenizer.json` is the run's unless `--tokenizer` is given.
+	#[arg(long, env = "IOTA_INIT_FROM")]
+	init_from: Option<PathBuf>,
 }
 
 /// Object store settings (shared by the subcommands).
@@ -266,6 +271,7 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 	o.merge_codec = a.merge_codec;
 	o.training = a.training;
 	o.heldout_rows = a.heldout_rows;
+	o.init_from = a.init_from.clone();
 	if let Some(v) = a.seq_len {
 		o.seq_len = v;
 	}
@@ -288,6 +294,11 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 		p.rows_dropped,
 		p.tokens
 	);
+	if let Some(init) = &p.spec.init {
+		for (s, i) in init.iter().enumerate() {
+			println!("stage {s} starts from {} (state {})", i.checkpoint.key, i.state);
+		}
+	}
 	println!("model_hash {}", p.spec.hash());
 	Ok(())
 }

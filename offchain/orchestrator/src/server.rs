@@ -976,11 +976,12 @@ impl Orchestrator {
 				return Err(Refusal::new(ErrorCode::Invalid, format!("{k} is outside run {run}")));
 			}
 			if let Some(stage) = miner_stage {
-				let ok = matches!(&parsed, keys::ObjectKey::StageCheckpoint { stage: s, .. } if *s == u32::from(stage));
+				let ok = matches!(&parsed, keys::ObjectKey::StageCheckpoint { stage: s, .. }
+					| keys::ObjectKey::InitCheckpoint { stage: s, .. } if *s == u32::from(stage));
 				if !ok {
 					return Err(Refusal::new(
 						ErrorCode::WrongRole,
-						"miners may presign only their stage's checkpoints",
+						"miners may presign only their stage's checkpoints and initial weights",
 					));
 				}
 			}

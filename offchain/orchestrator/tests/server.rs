@@ -89,6 +89,7 @@ async fn world() -> World {
 		.await
 		.unwrap();
 	let spec = RunSpec {
+		init: None,
 		run: "srv".into(),
 		model: ModelConfig::tiny(),
 		seed: 1,

@@ -36,7 +36,9 @@ pub use pathway::{
 	InnerStates, ObjectEntry, PathwayError, PathwayLog, PathwayRecord, RecomputedPass,
 };
 pub use signing::{sign, AuthError, NonceSource, Signed};
-pub use spec::{DataManifest, HeldOut, LrSchedule, RunSpec, SampleLocation, SpecError, SpecObject};
+pub use spec::{
+	DataManifest, HeldOut, InitStage, LrSchedule, RunSpec, SampleLocation, SpecError, SpecObject,
+};
 
 /// A chain account (32-byte sr25519 public key; SS58 in JSON), the same type `iota-chain` uses.
 pub type AccountId = subxt_core::utils::AccountId32;

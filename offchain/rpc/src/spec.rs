@@ -54,6 +54,19 @@ pub struct HeldOut {
 	pub rows: u32,
 }
 
+/// A stage's initial weights (epoch 0) in a run started from an existing model (`prepare-data
+/// --init-from`, issue 20 item 2): a stage checkpoint in the spec's training mode (parameters in f32
+/// and a fresh optimizer state, `Stage::to_checkpoint`), loaded by every replica, validator and
+/// evaluator only if its state hashes to `state` (`Stage::load_checkpoint`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitStage {
+	/// The checkpoint object (`iota_storage::keys::init_checkpoint`).
+	pub checkpoint: SpecObject,
+	/// Its state hash (`Stage::state_hash`): what the stage holds at the start of epoch 0.
+	pub state: ContentHash,
+}
+
 /// Where a sample's rows are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleLocation {
@@ -239,6 +252,10 @@ pub struct RunSpec {
 	pub training: Training,
 	/// The data.
 	pub data: DataManifest,
+	/// Initial weights, one per stage in stage order, when the run continues an existing model;
+	/// `None` (left out of the JSON, so older specs keep their hash): weights from `seed`.
+	#[serde(default, skip_serializing_if = "Option::is_none")]
+	pub init: Option<Vec<InitStage>>,
 }
 
 impl RunSpec {
@@ -292,6 +309,15 @@ impl RunSpec {
 		if d.heldout.as_ref().is_some_and(|h| h.rows == 0) {
 			return Err(SpecError::Invalid("the held-out set has no rows".into()));
 		}
+		if let Some(init) = &self.init {
+			if init.len() != self.model.n_stages() {
+				return Err(SpecError::Invalid(format!(
+					"{} initial stage checkpoints for {} stages",
+					init.len(),
+					self.model.n_stages()
+				)));
+			}
+		}
 		if d.seq_len == 0 || d.seq_len as usize > self.model.max_seq_len {
 			return Err(SpecError::Invalid(format!(
 				"seq_len {} must be in 1..={}",
@@ -299,6 +325,12 @@ impl RunSpec {
 			)));
 		}
 		Ok(())
+	}
+
+	/// The initial weights of stage `stage` when the run continues an existing model; `None` for
+	/// seeded weights (or a stage the spec does not have).
+	pub fn init_of(&self, stage: u16) -> Option<&InitStage> {
+		self.init.as_ref()?.get(usize::from(stage))
 	}
 
 	/// The wire encoding.
@@ -395,6 +427,7 @@ mod tests {
 	#[test]
 	fn spec_hash_is_checked_against_chain() {
 		let spec = RunSpec {
+			init: None,
 			run: "r".into(),
 			model: ModelConfig::tiny(),
 			seed: 1,

@@ -210,6 +210,15 @@ pub enum ObjectKey {
 		/// Training run.
 		run: Id,
 	},
+	/// A stage's initial weights (epoch 0) imported from a Hugging Face folder (`prepare-data
+	/// --init-from`): a stage checkpoint (`Stage::to_checkpoint`) named with its state hash in the run
+	/// spec's `init`, written once by `prepare-data`.
+	InitCheckpoint {
+		/// Training run.
+		run: Id,
+		/// Stage.
+		stage: u32,
+	},
 	/// The run's tokenizer (Hugging Face `tokenizer.json`), written once by `prepare-data`.
 	Tokenizer {
 		/// Training run.
@@ -310,6 +319,11 @@ pub fn run_spec(run: &Id) -> String {
 	format!("{}orchestrator/spec.json", run_prefix(run))
 }
 
+/// Key of stage `stage`'s initial weights of `run` (a run started from a Hugging Face folder).
+pub fn init_checkpoint(run: &Id, stage: u32) -> String {
+	format!("{}data/init/stages/{stage:03}", run_prefix(run))
+}
+
 /// Key of the tokenizer of `run`.
 pub fn tokenizer(run: &Id) -> String {
 	format!("{}data/tokenizer.json", run_prefix(run))
@@ -361,6 +375,7 @@ impl ObjectKey {
 			},
 			ObjectKey::PathwayLog { run, epoch } => pathway_log(run, *epoch),
 			ObjectKey::RunSpec { run } => run_spec(run),
+			ObjectKey::InitCheckpoint { run, stage } => init_checkpoint(run, *stage),
 			ObjectKey::Tokenizer { run } => tokenizer(run),
 			ObjectKey::DataShard { run, shard } => data_shard(run, *shard),
 			ObjectKey::HeldOut { run } => heldout(run),
@@ -384,6 +399,7 @@ impl ObjectKey {
 			| ObjectKey::RunReport { .. }
 			| ObjectKey::RunSpec { .. }
 			| ObjectKey::Tokenizer { .. }
+			| ObjectKey::InitCheckpoint { .. }
 			| ObjectKey::DataShard { .. }
 			| ObjectKey::HeldOut { .. } => Writer::Orchestrator,
 		}
@@ -453,6 +469,9 @@ pub fn parse(key: &str) -> Result<ObjectKey, KeyError> {
 				["data", "tokenizer.json"] => ObjectKey::Tokenizer { run },
 				["data", "shards", shard] => ObjectKey::DataShard { run, shard: num32(shard)? },
 				["data", "heldout"] => ObjectKey::HeldOut { run },
+				["data", "init", "stages", stage] => {
+					ObjectKey::InitCheckpoint { run, stage: num32(stage)? }
+				},
 				["orchestrator", "reports", name] => ObjectKey::RunReport {
 					run,
 					name: Id::checked((*name).to_owned(), "report name")?,
@@ -534,6 +553,7 @@ mod tests {
 			ObjectKey::Tokenizer { run: run.clone() },
 			ObjectKey::DataShard { run: run.clone(), shard: 7 },
 			ObjectKey::HeldOut { run: run.clone() },
+			ObjectKey::InitCheckpoint { run: run.clone(), stage: 2 },
 			ObjectKey::RunReport { run, name: id("final") },
 		]
 	}
@@ -550,6 +570,7 @@ mod tests {
 	#[test]
 	fn layout_is_stable() {
 		let (run, m) = (id("r"), id("m"));
+		assert_eq!(init_checkpoint(&run, 2), "v1/runs/r/data/init/stages/002");
 		assert_eq!(
 			activation(&run, 3, 1, 42, Direction::Forward, &m),
 			"v1/runs/r/miners/m/epochs/00000003/stages/001/samples/000000000042/forward"

@@ -37,6 +37,7 @@ pub fn spec(run: &str) -> RunSpec {
 		size: 3,
 	};
 	RunSpec {
+		init: None,
 		run: run.into(),
 		model: ModelConfig::tiny(),
 		seed: 7,

@@ -80,6 +80,7 @@ async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
 	let shard = store.put(&keys::data_shard(&id, 0), Bytes::from(tokens)).await?;
 	let tok = store.put(&keys::tokenizer(&id), Bytes::from_static(b"{}")).await?;
 	let spec = RunSpec {
+		init: None,
 		run: run.into(),
 		model,
 		seed: 1,
