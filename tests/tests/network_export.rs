@@ -9,7 +9,9 @@
 //! stage's parameters equal those of the committed checkpoint, loaded only because its state hashes to
 //! the manifest's attested hash; `iota-generate --hf` completes a prompt from it; without `--epoch` the
 //! export takes an epoch every stage has committed; an unknown run and an epoch not committed are refused
-//! naming them.
+//! naming them. Then a second network (3 × 1 miners and a validator) continues the export
+//! (`prepare-data --init-from`): its spec names each stage's initial checkpoint, which holds exactly the
+//! export's weights, and the validator, checking epoch 0 at those weights, passes every miner.
 //!
 //! ```sh
 //! ./scripts/fetch-data.sh
@@ -27,6 +29,8 @@ use iota_model::Stage;
 use iota_storage::Credentials;
 
 const RUN: &str = "e2e-net-export";
+/// The run that continues the first one's export.
+const CONTINUED: &str = "e2e-net-continued";
 const TIMEOUT: Duration = Duration::from_secs(600);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -124,5 +128,58 @@ async fn the_merged_model_of_an_epoch_exports_as_a_hugging_face_folder() {
 	let o = export(&["--run", RUN, "--epoch", "100000"]);
 	assert!(!o.status.success());
 	assert!(text(&o).contains("epoch 100000 is not committed"), "{}", text(&o));
+	net.assert_alive(&[]);
+	drop(net);
+
+	// A run that continues the exported model (`prepare-data --init-from`): the spec names each
+	// stage's initial checkpoint, holding exactly the export's weights; every replica starts from
+	// them, so the validator, which checks epoch 0's work at those weights (work done at the seed's
+	// would fail, `spot_check` tests), passes every miner.
+	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_export_continued");
+	let mut options = tiny_network(CONTINUED, &dir, 3, 1, 1, 8);
+	options.data.model = spec.model.clone();
+	options.data.init_from = Some(out.clone());
+	let mut net = TestNetwork::start(options).await;
+	let continued = net.prepared.spec.clone();
+	let init = continued.init.clone().expect("the spec names the initial weights");
+	let imported =
+		iota_model::hf::import(&out, Some(continued.model.stages.clone()), None).unwrap();
+	let store = net.bucket().await;
+	for (s, i) in init.iter().enumerate() {
+		let bytes = store.get(&i.checkpoint.key, &i.checkpoint.hash).await.unwrap();
+		let stage = Stage::initial(
+			&continued.model,
+			s,
+			continued.seed,
+			&continued.training,
+			&Device::Cpu,
+			Some((&bytes, &i.state.0)),
+		)
+		.unwrap();
+		assert_eq!(
+			stage.flat_params().unwrap(),
+			imported.stages()[s].flat_params().unwrap(),
+			"stage {s} starts from the export"
+		);
+	}
+	let chain = net.chain().await.unwrap();
+	let (miners, validators) = net.accounts();
+	let id = |suri: &str| iota_chain::Signer::from_uri(suri).unwrap().account_id();
+	let bob = id(validators[0]);
+	let judged = net
+		.wait("the validator's epoch-0 verdicts on every miner", TIMEOUT, &[], || async {
+			let mut all = Vec::new();
+			for m in &miners {
+				let v = verdicts(&chain, 0, &id(m), &bob).await;
+				if v.is_empty() {
+					return None;
+				}
+				all.extend(v);
+			}
+			Some(all)
+		})
+		.await;
+	eprintln!("continued run: epoch-0 verdicts {judged:?}");
+	assert!(judged.iter().all(|v| *v == iota_chain::Verdict::Pass), "{judged:?}");
 	net.assert_alive(&[]);
 }
