@@ -48,7 +48,9 @@ echo "== the main job, smoke size: ./scripts/devnet.sh --epochs 2"
 SMOKE_RUNS="$(mktemp -d)"
 ./scripts/devnet.sh --epochs 2 --runs-dir "$SMOKE_RUNS" --finalize-wait-secs 0
 test -s "$(ls -d "$SMOKE_RUNS"/*/)report.md"
-grep -q '^epoch,tokens,loss,heldout_loss$' "$(ls -d "$SMOKE_RUNS"/*/)loss.csv"
+grep -q '^epoch,tokens,loss,heldout_loss,baseline_loss,baseline_heldout_loss$' "$(ls -d "$SMOKE_RUNS"/*/)loss.csv"
+# The single-process baseline on the same samples, beside the network's loss.
+grep -q '^| epoch | tokens | training loss | baseline | ratio |' "$(ls -d "$SMOKE_RUNS"/*/)report.md"
 # The last epoch's merged model is exported beside the report (with the bottleneck: its modeling file).
 test -s "$(ls -d "$SMOKE_RUNS"/*/)hf/model.safetensors"
 test -s "$(ls -d "$SMOKE_RUNS"/*/)hf/modeling_iota.py"

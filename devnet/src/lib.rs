@@ -9,9 +9,11 @@
 //! |---|---|---|
 //! | processes | [`process`] | a supervised child with its own log; SIGTERM then SIGKILL; stopped on drop |
 //! | network | [`network`] | start order, dev accounts, readiness, liveness, stop; also used by the end-to-end tests |
+//! | baseline | [`baseline`] | the run's model trained in one process on the network's samples (report, `bench-pipeline`) |
 //! | report | [`report`] | `report.md`, `loss.csv`, `loss.png`, manifests/verdicts/emissions from chain |
 //! | model cut | [`recut`] | re-cutting a preset's blocks into a given number of stages, balanced by compute |
 
+pub mod baseline;
 pub mod network;
 pub mod process;
 pub mod report;

@@ -93,6 +93,11 @@ struct Cli {
 	/// only the report, the logs and the orchestrator's database stay.
 	#[arg(long, env = "IOTA_KEEP_DATA")]
 	keep_data: bool,
+	/// Skip the single-process baseline (the run's model trained in one process on the same samples
+	/// after the network stops, for the report's loss comparison; about as long as the network's
+	/// training time at its tokens/s).
+	#[arg(long, env = "IOTA_NO_BASELINE")]
+	no_baseline: bool,
 	/// Seconds to wait after training for the validators to finalize the last epochs.
 	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 270)]
 	finalize_wait_secs: u64,
@@ -279,6 +284,23 @@ async fn main() -> anyhow::Result<()> {
 	// Face folder, while the bucket is served.
 	let (mut samples, mut samples_error) = (Vec::new(), None);
 	let mut export = None;
+	// The baseline's inputs, read while the bucket is served; it trains once the network has stopped.
+	let mut baseline_inputs = None;
+	if completed > 0 && !interrupted && !cli.no_baseline {
+		let spec = &net.prepared.spec;
+		let n = u64::from(completed) * u64::from(cli.quota);
+		baseline_inputs = Some(
+			async {
+				let store = iota_storage::ObjectStore::connect(net.store_config.clone()).await?;
+				let samples = iota_devnet::baseline::load_samples(&store, spec, 0..n).await?;
+				let heldout = iota_devnet::baseline::load_heldout(&store, spec).await?;
+				let init = iota_devnet::baseline::load_init(&store, spec).await?;
+				anyhow::Ok((samples, heldout, init))
+			}
+			.await
+			.map_err(|e| format!("its inputs: {e:#}")),
+		);
+	}
 	if completed > 0 {
 		// The orchestrator counts an epoch done before every stage's manifest of it is on chain: wait
 		// for them a little, else take the last epoch every stage committed.
@@ -313,6 +335,45 @@ async fn main() -> anyhow::Result<()> {
 			Err(e) => samples_error = Some(format!("the bucket: {e}")),
 		}
 	}
+	println!("  stopping every process ...");
+	net.stop();
+	let baseline = match baseline_inputs {
+		None => None,
+		Some(Err(why)) => Some(Err(why)),
+		Some(Ok((samples, heldout, init))) => {
+			println!(
+				"  training the single-process baseline on the same {} samples (--no-baseline skips it) ...",
+				samples.len()
+			);
+			let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+			let flag = stop.clone();
+			let ctrl_c = tokio::spawn(async move {
+				if tokio::signal::ctrl_c().await.is_ok() {
+					flag.store(true, std::sync::atomic::Ordering::Relaxed);
+				}
+			});
+			let (spec, quota) = (net.prepared.spec.clone(), cli.quota as usize);
+			let r = tokio::task::spawn_blocking(move || {
+				let wire = Some(spec.wire_encoding()?);
+				let inputs = iota_devnet::baseline::Inputs {
+					init: &init,
+					samples: &samples,
+					quota,
+					heldout: heldout.as_deref(),
+				};
+				iota_devnet::baseline::train(&spec, &spec.model, wire, inputs, &|| {
+					stop.load(std::sync::atomic::Ordering::Relaxed)
+				})
+			})
+			.await;
+			ctrl_c.abort();
+			Some(match r {
+				Ok(Ok(b)) => Ok(b),
+				Ok(Err(e)) => Err(format!("{e:#}")),
+				Err(e) => Err(format!("the baseline's task: {e}")),
+			})
+		},
+	};
 	let data = report::ReportData {
 		run_id: run_id.clone(),
 		model: format!("{} re-cut into {} stages", cli.preset, stages),
@@ -330,13 +391,12 @@ async fn main() -> anyhow::Result<()> {
 		samples,
 		samples_error,
 		export,
+		baseline,
 		command: format!(
 			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {}",
 			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window
 		),
 	};
-	println!("  stopping every process ...");
-	net.stop();
 	let path = report::write(&run_dir, &data).context("writing the report")?;
 	if !cli.keep_data {
 		for dir in ["s3", "node", "cache"] {

@@ -1,6 +1,7 @@
 //! The run report: `runs/<id>/report.md` with the loss plot (`loss.png`), `loss.csv` (header
-//! `epoch,tokens,loss,heldout_loss`: one row per completed epoch, the tail stage's mean training loss
-//! and, where the run has a held-out set, the merged model's held-out loss), text the merged models of
+//! `epoch,tokens,loss,heldout_loss,baseline_loss,baseline_heldout_loss`: one row per completed epoch, the tail stage's mean training loss
+//! and, where the run has a held-out set, the merged model's held-out loss; then the single-process
+//! baseline's training and held-out loss, [`crate::baseline`]), text the merged models of
 //! the first and the last epoch write ([`PROMPTS`], [`text_samples`]), the time split between training
 //! and the chain/merge phases per stage, and, read back from chain, the merges (members × samples), the
 //! spot-check verdicts (miners × epochs), the emission (accounts × epochs) and slashes, and the command
@@ -22,6 +23,8 @@ use iota_model::generate::Sampling;
 use iota_rpc::types::{EpochSummary, TimeSplit};
 use iota_rpc::RunSpec;
 use iota_storage::ObjectStore;
+
+use crate::baseline::Baseline;
 
 /// An epoch's payout as recorded on chain: miners, validators, and the unallocated rest.
 #[derive(Clone, Debug)]
@@ -88,6 +91,9 @@ pub struct ReportData {
 	pub samples_error: Option<String>,
 	/// The last epoch's Hugging Face export ([`export_last`]): what was written, or why not.
 	pub export: Option<Result<Export, String>>,
+	/// The single-process baseline on the same samples ([`crate::baseline`]): its figures, why there
+	/// are none, or `None` when it was not asked for.
+	pub baseline: Option<Result<Baseline, String>>,
 }
 
 /// The folder (beside the report) the last epoch's merged model is exported to.
@@ -260,13 +266,32 @@ pub fn quota_to_start_secs(epochs: &[EpochSummary]) -> Option<(f64, f64)> {
 
 /// `loss.csv`: `epoch,tokens,loss,heldout_loss`, one row per completed epoch (`heldout_loss` empty
 /// where the epoch's merged model has not been evaluated).
-pub fn loss_csv(epochs: &[EpochSummary]) -> String {
-	let mut s = String::from("epoch,tokens,loss,heldout_loss\n");
-	for e in epochs {
-		let h = e.heldout_loss.map(|h| h.to_string()).unwrap_or_default();
-		let _ = writeln!(s, "{},{},{},{h}", e.epoch, e.tokens_cumulative, e.loss);
+pub fn loss_csv(epochs: &[EpochSummary], baseline: Option<&Baseline>) -> String {
+	let mut s =
+		String::from("epoch,tokens,loss,heldout_loss,baseline_loss,baseline_heldout_loss\n");
+	let text = |v: Option<&f32>| v.map(|h| h.to_string()).unwrap_or_default();
+	for (i, e) in epochs.iter().enumerate() {
+		let h = text(e.heldout_loss.as_ref());
+		let (bl, bh) = (
+			text(baseline.and_then(|b| b.losses.get(i))),
+			text(baseline.and_then(|b| b.heldout.get(i))),
+		);
+		let _ = writeln!(s, "{},{},{},{h},{bl},{bh}", e.epoch, e.tokens_cumulative, e.loss);
 	}
 	s
+}
+
+/// The baseline's series for the plot: (tokens after the epoch, training loss) and (tokens, held-out
+/// loss), epoch `i` at the network's `i`-th epoch's cumulative tokens.
+fn baseline_series(epochs: &[EpochSummary], b: &Baseline) -> [Vec<(f64, f64)>; 2] {
+	let at = |v: &[f32]| {
+		epochs
+			.iter()
+			.zip(v)
+			.map(|(e, l)| (e.tokens_cumulative as f64, f64::from(*l)))
+			.collect()
+	};
+	[at(&b.losses), at(&b.heldout)]
 }
 
 /// Per stage over every epoch: the markdown rows `| stage | training | merge | chain wait | idle |
@@ -546,6 +571,47 @@ pub fn render_markdown(d: &ReportData) -> String {
 			d.epochs.len()
 		);
 	}
+	match &d.baseline {
+		Some(Ok(b)) => {
+			let _ = writeln!(
+				s,
+				"Against the single-process baseline: the same model trained in one process on the same \
+				 samples, epoch by epoch, with the run's optimizer ({} AdamW steps; in local mode one every \
+				 `accumulate` samples, as one replica steps, without outer steps), its held-out loss after \
+				 each epoch (ratio: network over baseline).\n",
+				b.steps
+			);
+			let _ = writeln!(
+				s,
+				"| epoch | tokens | training loss | baseline | ratio | held-out loss | baseline | ratio |"
+			);
+			let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+			let ratio = |a: Option<f32>, b: Option<&f32>| match (a, b) {
+				(Some(a), Some(b)) if *b > 0.0 => format!("{:.3}", a / b),
+				_ => "—".into(),
+			};
+			let num = |v: Option<&f32>| v.map_or("—".into(), |v| format!("{v:.4}"));
+			for (i, e) in d.epochs.iter().enumerate() {
+				let _ = writeln!(
+					s,
+					"| {} | {} | {:.4} | {} | {} | {} | {} | {} |",
+					e.epoch,
+					e.tokens_cumulative,
+					e.loss,
+					num(b.losses.get(i)),
+					ratio(Some(e.loss), b.losses.get(i)),
+					num(e.heldout_loss.as_ref()),
+					num(b.heldout.get(i)),
+					ratio(e.heldout_loss, b.heldout.get(i)),
+				);
+			}
+			let _ = writeln!(s);
+		},
+		Some(Err(why)) => {
+			let _ = writeln!(s, "No single-process baseline: {why}.\n");
+		},
+		None => {},
+	}
 	let _ = writeln!(s, "## What the model writes\n");
 	let sm = sampling();
 	let _ = writeln!(
@@ -723,7 +789,8 @@ pub fn render_markdown(d: &ReportData) -> String {
 /// I/O errors; the plot is skipped (with a note in the report) when there is nothing to draw.
 pub fn write(dir: &Path, d: &ReportData) -> std::io::Result<PathBuf> {
 	std::fs::create_dir_all(dir)?;
-	std::fs::write(dir.join("loss.csv"), loss_csv(&d.epochs))?;
+	let baseline = d.baseline.as_ref().and_then(|b| b.as_ref().ok());
+	std::fs::write(dir.join("loss.csv"), loss_csv(&d.epochs, baseline))?;
 	std::fs::write(dir.join("time.csv"), time_csv(&d.epochs))?;
 	std::fs::write(dir.join("manifests.csv"), manifests_csv(&d.chain))?;
 	std::fs::write(dir.join("verdicts.csv"), verdicts_csv(&d.chain))?;
@@ -738,9 +805,16 @@ pub fn write(dir: &Path, d: &ReportData) -> std::io::Result<PathBuf> {
 		.iter()
 		.filter_map(|e| e.heldout_loss.map(|h| (e.tokens_cumulative as f64, f64::from(h))))
 		.collect();
-	let mut lines = vec![("pipeline (tail mean training loss)", series)];
+	let mut lines = vec![("network (tail mean training loss)", series)];
 	if !held.is_empty() {
-		lines.push(("merged model (held-out loss)", held));
+		lines.push(("network's merged model (held-out loss)", held));
+	}
+	if let Some(b) = baseline {
+		let [train, held] = baseline_series(&d.epochs, b);
+		lines.push(("single process (training loss)", train));
+		if !held.is_empty() {
+			lines.push(("single process (held-out loss)", held));
+		}
 	}
 	let mut md = render_markdown(d);
 	if let Err(e) = iota_model::plot::plot_png(
@@ -814,6 +888,7 @@ mod tests {
 			samples: vec![],
 			samples_error: None,
 			export: None,
+			baseline: None,
 		}
 	}
 
@@ -916,10 +991,29 @@ mod tests {
 		assert!((loss_drop(&e).unwrap() - 0.25).abs() < 1e-9);
 		// 1 200 ms of merge over 2 epochs × 1 s × 3 stages.
 		assert!((overhead_share(&e, 3).unwrap() - 0.2).abs() < 1e-9);
-		assert_eq!(loss_csv(&e), "epoch,tokens,loss,heldout_loss\n0,1024,8,\n1,2048,6,\n");
+		let head = "epoch,tokens,loss,heldout_loss,baseline_loss,baseline_heldout_loss\n";
+		assert_eq!(loss_csv(&e, None), format!("{head}0,1024,8,,,\n1,2048,6,,,\n"));
 		let mut held = e.clone();
 		held[1].heldout_loss = Some(6.5);
-		assert_eq!(loss_csv(&held), "epoch,tokens,loss,heldout_loss\n0,1024,8,\n1,2048,6,6.5\n");
+		assert_eq!(loss_csv(&held, None), format!("{head}0,1024,8,,,\n1,2048,6,6.5,,\n"));
+		let b = Baseline {
+			losses: vec![7.5, 5.0],
+			heldout: vec![7.0, 6.0],
+			steps: 8,
+			epoch_secs: vec![1.0, 1.0],
+			wire_bytes: 0,
+		};
+		assert_eq!(loss_csv(&held, Some(&b)), format!("{head}0,1024,8,,7.5,7\n1,2048,6,6.5,5,6\n"));
+		let mut with = data(held.clone());
+		with.baseline = Some(Ok(b));
+		let md = render_markdown(&with);
+		assert!(
+			md.contains("| 1 | 2048 | 6.0000 | 5.0000 | 1.200 | 6.5000 | 6.0000 | 1.083 |"),
+			"{md}"
+		);
+		assert!(md.contains("| 0 | 1024 | 8.0000 | 7.5000 | 1.067 | — | 7.0000 | — |"), "{md}");
+		with.baseline = Some(Err("interrupted".into()));
+		assert!(render_markdown(&with).contains("No single-process baseline: interrupted."));
 		let md = render_markdown(&data(held.clone()));
 		assert!(md.contains("epoch 1 6.5000 → epoch 1 6.5000 (1 of 2 epochs evaluated)"), "{md}");
 		assert!(md.contains("| 1 | 6.0000 | 6.5000 |"), "{md}");

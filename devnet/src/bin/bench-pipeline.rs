@@ -107,10 +107,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
-use candle_core::{DType, Device, Tensor};
 use clap::Parser;
 use iota_devnet::{recut, report, Network, NetworkOptions};
-use iota_model::{Encoding, ModelConfig, Pipeline};
+use iota_model::{Encoding, ModelConfig};
 use iota_orchestrator::data::{prepare_data, PrepareOptions};
 use iota_primitives::ContentHash;
 use iota_rpc::types::EpochSummary;
@@ -256,7 +255,7 @@ fn bench_model(
 }
 
 /// One micro-batch: inputs and targets `[B, T]` u32.
-type Sample = (Tensor, Tensor);
+use iota_devnet::baseline::Sample;
 
 /// Samples `0..n` of `spec` (docs/design.md §3 step 2: inputs = row[0..T], targets = row[1..T+1]), read from the
 /// embedded bucket's folder `bucket_dir` (`<root>/<bucket>`, where the object key is the relative path);
@@ -267,7 +266,6 @@ type Sample = (Tensor, Tensor);
 /// vocabulary, an empty manifest.
 fn load_samples(spec: &RunSpec, bucket_dir: &Path, n: u64) -> anyhow::Result<Vec<Sample>> {
 	let d = &spec.data;
-	let (b, t) = (d.batch_rows as usize, d.seq_len as usize);
 	let mut shards: HashMap<u32, Vec<u32>> = HashMap::new();
 	let mut out = Vec::with_capacity(n as usize);
 	for s in 0..n {
@@ -295,16 +293,7 @@ fn load_samples(spec: &RunSpec, bucket_dir: &Path, n: u64) -> anyhow::Result<Vec
 		let rows = d
 			.sample_tokens(tokens, loc)
 			.with_context(|| format!("sample {s}: rows beyond its shard"))?;
-		let mut x = Vec::with_capacity(b * t);
-		let mut y = Vec::with_capacity(b * t);
-		for row in rows.chunks_exact(t + 1) {
-			x.extend_from_slice(&row[..t]);
-			y.extend_from_slice(&row[1..]);
-		}
-		out.push((
-			Tensor::from_vec(x, (b, t), &Device::Cpu)?,
-			Tensor::from_vec(y, (b, t), &Device::Cpu)?,
-		));
+		out.push(iota_devnet::baseline::sample_tensors(spec, rows)?);
 	}
 	Ok(out)
 }
@@ -398,13 +387,11 @@ fn nominal_compression(model: &ModelConfig, enc: Encoding) -> f64 {
 	model.width_ratio() * 2.0 / enc.bytes_per_element() as f64
 }
 
-/// Runs the in-process trainer over `samples` (E·Q of them) with the spec's optimizer: one step per epoch
-/// in sync mode (the pipeline's epoch), and in local mode one step every `accumulate` samples (the
-/// replicas' inner step: the same batch per step and the same optimizer steps per token as a replica of
-/// a 3 × 1 network; issue 16 item 7), the last step of an epoch taking what is left.
+/// Runs the single-process baseline ([`iota_devnet::baseline::train`]: the spec's optimizer, a step
+/// every `accumulate` samples in local mode) over `samples` (E·Q of them) from the seed's weights, timed.
 ///
 /// # Errors
-/// Model errors (invalid config, bad tensors, a stage without gradient).
+/// As [`iota_devnet::baseline::train`].
 fn run_baseline(
 	name: &str,
 	spec: &RunSpec,
@@ -413,47 +400,21 @@ fn run_baseline(
 	samples: &[Sample],
 	quota: usize,
 ) -> anyhow::Result<RunResult> {
-	ensure!(
-		quota > 0 && !samples.is_empty() && samples.len().is_multiple_of(quota),
-		"{} samples are not whole epochs of {quota}",
-		samples.len()
-	);
 	let load_before = load_avg();
-	let mut p = Pipeline::new(model, spec.seed, DType::F32, &Device::Cpu, wire)?;
 	let started = Instant::now();
-	let mut losses = Vec::new();
-	let mut epoch_secs = Vec::new();
-	let every = spec.training.accumulate().map_or(quota, |a| a as usize);
-	let mut steps = 0u64;
-	for (e, epoch) in samples.chunks(quota).enumerate() {
-		let t = Instant::now();
-		let mut sum = 0.0f64;
-		for (i, (x, y)) in epoch.iter().enumerate() {
-			ensure!(!INTERRUPTED.load(Ordering::Relaxed), "interrupted during {name}");
-			sum += f64::from(p.forward_backward(x, y)?);
-			if (i + 1) % every == 0 || i + 1 == epoch.len() {
-				p.step(&spec.step_options(e as u32))?;
-				steps += 1;
-			}
-		}
-		losses.push((sum / quota as f64) as f32);
-		epoch_secs.push(t.elapsed().as_secs_f64());
-		tracing::info!(
-			run = name,
-			epoch = e,
-			loss = losses[e],
-			secs = epoch_secs[e],
-			steps,
-			"baseline epoch done"
-		);
-	}
+	let inputs = iota_devnet::baseline::Inputs { init: &[], samples, quota, heldout: None };
+	let b = iota_devnet::baseline::train(spec, model, wire, inputs, &|| {
+		INTERRUPTED.load(Ordering::Relaxed)
+	})
+	.with_context(|| format!("baseline {name}"))?;
 	let train_secs = started.elapsed().as_secs_f64();
+	let (losses, epoch_secs, steps, wire_bytes) = (b.losses, b.epoch_secs, b.steps, b.wire_bytes);
 	Ok(RunResult {
 		name: name.into(),
 		losses,
 		tokens: samples.len() as u64 * spec.tokens_per_sample(),
 		train_secs,
-		wire_bytes: p.wire_bytes(),
+		wire_bytes,
 		startup_secs: None,
 		overhead_share: None,
 		split: None,

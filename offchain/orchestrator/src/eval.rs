@@ -58,6 +58,17 @@ pub fn heldout_loss(
 	rows: &[u32],
 	checkpoints: &[(Vec<u8>, ContentHash)],
 ) -> Result<f32, EvalError> {
+	let mut model = merged_model(spec, checkpoints, Some(spec.wire_encoding()?))?;
+	mean_loss(spec, &mut model, rows)
+}
+
+/// Mean next-token cross-entropy (nats per token) of `model` over `rows` (held-out rows of `seq_len +
+/// 1` tokens each), `batch_rows` at a time, each batch's mean weighted by its rows: what
+/// [`heldout_loss`] computes for a merged model, and the devnet's single-process baseline for its own.
+///
+/// # Errors
+/// [`EvalError::Input`] for rows that are not whole rows; [`EvalError::Model`] from the forward pass.
+pub fn mean_loss(spec: &RunSpec, model: &mut Pipeline, rows: &[u32]) -> Result<f32, EvalError> {
 	let (t, b) = (spec.data.seq_len as usize, spec.data.batch_rows.max(1) as usize);
 	let w = t + 1;
 	if rows.is_empty() || !rows.len().is_multiple_of(w) {
@@ -67,7 +78,6 @@ pub fn heldout_loss(
 		)));
 	}
 	let device = Device::Cpu;
-	let mut model = merged_model(spec, checkpoints, Some(spec.wire_encoding()?))?;
 	let (mut sum, mut n) = (0f64, 0usize);
 	for batch in rows.chunks(b * w) {
 		let r = batch.len() / w;
