@@ -20,6 +20,7 @@ cargo fmt --all --check
 # time with other features (measured with --unit-graph: about 1 100 extra units on a cold machine).
 echo "== workspace: every binary (iota-node with its WASM runtime, the daemons), then every test"
 cargo build --workspace --locked --bins
+# (includes iota-fuzz's replay of every saved fuzz input in fuzz/corpus/: scripts/fuzz.sh fuzzes them)
 echo "== workspace tests (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo test --workspace --locked
 

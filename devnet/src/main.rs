@@ -89,8 +89,10 @@ struct Cli {
 	/// local-mode epoch to judge every challenged step, so 90 blocks let no weights land.
 	#[arg(long, env = "IOTA_SCORING_WINDOW", default_value_t = 240)]
 	scoring_window: u32,
-	/// Keep the run's bucket, chain database and miner caches (several GB for a default run); by default
-	/// only the report, the logs and the orchestrator's database stay.
+	/// Keep the run's whole bucket, chain database and miner caches (tens of GB for a default local-mode
+	/// run: every revealed inner state); by default finalized epochs' activations, gradients, shards
+	/// and revealed states are deleted as the run goes (`iota-orchestrator run --prune-finalized`), and
+	/// after the run only the report, the logs and the orchestrator's database stay.
 	#[arg(long, env = "IOTA_KEEP_DATA")]
 	keep_data: bool,
 	/// Skip the single-process baseline (the run's model trained in one process on the same samples
@@ -158,6 +160,9 @@ async fn main() -> anyhow::Result<()> {
 	opts.data.lr.warmup_epochs = (cli.epochs / 10).clamp(1, 5);
 	opts.scoring_window = cli.scoring_window;
 	opts.dashboard_addr = Some(cli.dashboard_addr.clone());
+	// Finalized epochs' check objects leave the bucket as the run goes (local mode's revealed states
+	// filled 19 GB in 6 epochs without it), unless the bucket is to be kept whole.
+	opts.prune_finalized = !cli.keep_data;
 	opts.chain = match cli.chain.as_str() {
 		"dev" => ChainTarget::Dev,
 		"zombienet" => ChainTarget::External("ws://127.0.0.1:9944".into()),

@@ -118,6 +118,8 @@ pub struct NetworkOptions {
 	pub store: StoreTarget,
 	/// Serve the dashboard here (the orchestrator's `--dashboard-addr`), if set.
 	pub dashboard_addr: Option<String>,
+	/// The orchestrator deletes finalized epochs' check objects (`--prune-finalized`).
+	pub prune_finalized: bool,
 	/// Extra arguments per miner index (e.g. a fault-injection option for tests).
 	pub miner_args: Vec<(usize, Vec<String>)>,
 	/// Extra arguments for `iota-orchestrator run` (e.g. `--lease-ms`, `--phase-timeout` in tests).
@@ -155,6 +157,7 @@ impl NetworkOptions {
 			chain: ChainTarget::Dev,
 			store: StoreTarget::Embedded,
 			dashboard_addr: None,
+			prune_finalized: false,
 			miner_args: Vec::new(),
 			orchestrator_args: Vec::new(),
 			validator_args: Vec::new(),
@@ -417,6 +420,9 @@ impl Network {
 		args.extend(options.orchestrator_args.iter().cloned());
 		if let Some(addr) = &options.dashboard_addr {
 			args.extend(["--dashboard-addr".to_owned(), addr.clone()]);
+		}
+		if options.prune_finalized {
+			args.push("--prune-finalized".to_owned());
 		}
 		let mut orchestrator = Supervised::spawn(
 			"orchestrator",

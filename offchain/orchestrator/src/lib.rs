@@ -41,6 +41,8 @@
 //!     --chain-rpc ws://127.0.0.1:9944 --listen 127.0.0.1:9955 --metrics-addr 127.0.0.1:9956 --db orchestrator.db
 //! ```
 //!
+//! `--prune-finalized` deletes each finalized epoch's activations, gradients, reduced shards and revealed
+//! inner states from the bucket ([`retention`]); checkpoints, pathway logs and evidence stay.
 //! Every option is also an `IOTA_*` environment variable (`--help`). SIGINT/SIGTERM stop it gracefully;
 //! SIGKILL loses nothing acknowledged.
 //!
@@ -64,5 +66,6 @@ pub mod data;
 pub mod db;
 pub mod eval;
 pub mod metrics;
+pub mod retention;
 pub mod server;
 pub mod state;

@@ -206,6 +206,11 @@ struct RunArgs {
 	/// Accepted request clock skew in ms.
 	#[arg(long, env = "IOTA_WINDOW_MS", default_value_t = 30_000)]
 	window_ms: u64,
+	/// Delete each finalized epoch's activations, gradient submissions, reduced shards and revealed
+	/// inner states from the bucket (checkpoints, pathway logs and evidence stay): a long local-mode
+	/// run's reveals otherwise fill the bucket.
+	#[arg(long, env = "IOTA_PRUNE_FINALIZED")]
+	prune_finalized: bool,
 }
 
 #[tokio::main]
@@ -453,6 +458,16 @@ async fn run(a: RunArgs) -> Result<()> {
 		a.chain_rpc.clone(),
 		Duration::from_secs(2),
 	));
+	let retention_task = a.prune_finalized.then(|| {
+		let run =
+			keys::Id::new(a.run.clone()).expect("the run id was checked when the spec was read");
+		tokio::spawn(iota_orchestrator::retention::prune_finalized(
+			orch.store().clone(),
+			run,
+			a.chain_rpc.clone(),
+			Duration::from_secs(5),
+		))
+	});
 	let ticker = {
 		let orch = orch.clone();
 		tokio::spawn(async move {
@@ -541,6 +556,9 @@ async fn run(a: RunArgs) -> Result<()> {
 	handle.stopped().await;
 	ticker.abort();
 	eval_task.abort();
+	if let Some(t) = retention_task {
+		t.abort();
+	}
 	chain_task.abort();
 	metrics_task.abort();
 	if let Some(t) = dashboard_task {
