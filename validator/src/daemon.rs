@@ -873,6 +873,14 @@ impl Daemon {
 		// sent; a failed upload fails the epoch, which is judged again on a later tick (until its
 		// scoring window closes, after which nothing is sent for it).
 		bundles.sort_by_key(|b| b.verdict != Verdict::Fail);
+		// Finalized while it was judged (its scoring window closed meanwhile): the orchestrator may
+		// have pruned its objects by now (`--prune-finalized`), so a missing output could read as the
+		// miner's fault, and the chain takes no weights for it any more. Nothing is sent.
+		if self.chain.next_epoch_to_finalize().await? > epoch {
+			self.metrics.withheld.with_label_values(&["finalized"]).inc();
+			tracing::warn!(epoch, "finalized while judged: no verdicts or weights sent");
+			return Ok(summary);
+		}
 		let mut verdicts = Vec::new();
 		for bundle in bundles {
 			let Ok(miner) = bundle.miner.parse::<AccountId>() else { continue };

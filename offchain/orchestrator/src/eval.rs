@@ -295,6 +295,23 @@ async fn look(
 	})
 }
 
+/// The chain client in `slot`, connecting to `url` first when there is none; `None` (the failure
+/// logged for the background task `task`) when the node cannot be reached now: the caller tries again
+/// on its next poll.
+pub(crate) async fn connected<'a>(
+	slot: &'a mut Option<IotaClient>,
+	url: &str,
+	task: &str,
+) -> Option<&'a IotaClient> {
+	if slot.is_none() {
+		match IotaClient::connect(url).await {
+			Ok(c) => *slot = Some(c),
+			Err(e) => tracing::warn!(error = %e, "{task}: chain connection"),
+		}
+	}
+	slot.as_ref()
+}
+
 /// Runs until aborted: evaluates the run's merged models in epoch order, from the first epoch the
 /// state has no held-out loss for, as their manifests finalize on `chain_url`, and records each
 /// loss. Returns at once when the spec has no held-out set. Transient failures (chain, store) are
@@ -321,16 +338,9 @@ pub async fn evaluate_merged_models(orch: Arc<Orchestrator>, chain_url: String, 
 	let mut chain: Option<IotaClient> = None;
 	loop {
 		tokio::time::sleep(poll).await;
-		if chain.is_none() {
-			match IotaClient::connect(&chain_url).await {
-				Ok(c) => chain = Some(c),
-				Err(e) => {
-					tracing::warn!(error = %e, "held-out evaluation: chain connection");
-					continue;
-				},
-			}
-		}
-		let Some(c) = chain.as_ref() else { continue };
+		let Some(c) = connected(&mut chain, &chain_url, "held-out evaluation").await else {
+			continue;
+		};
 		match look(&orch, c, &spec, &rows, next).await {
 			Ok(Look::Loss(loss)) => {
 				if let Err(e) = orch.record(vec![Event::HeldOutEvaluated { epoch: next, loss }]) {

@@ -1,6 +1,7 @@
-//! Bucket retention (`iota-orchestrator run --prune-finalized`): once an epoch is finalized on chain
-//! (its scoring window closed, so no validator judges it any more, and every stage merged it), the
-//! objects only its checks needed are deleted: the miners' activations and activation gradients,
+//! Bucket retention (`iota-orchestrator run --prune-finalized`): once the epoch after it is finalized
+//! on chain (its scoring window closed, so no validator judges it any more, and every stage merged it;
+//! one epoch of margin for a validator judging from a slightly older block, which sends nothing for an
+//! epoch finalized meanwhile), the objects only an epoch's checks needed are deleted: the miners' activations and activation gradients,
 //! gradient submissions, reduced shards and revealed inner states of that epoch. Kept: stage
 //! checkpoints (what a joining replica loads and `export` reads), pathway logs, evidence, reports,
 //! the spec, the data and the initial weights.
@@ -60,23 +61,17 @@ pub async fn prune(store: &ObjectStore, run: &Id, below: u64) -> Result<Pruned, 
 	Ok(done)
 }
 
-/// Prunes every epoch below the chain's next epoch to finalize, each time it moves (polled every
-/// `poll`); errors are logged and retried. Runs until its task is dropped.
+/// Prunes every epoch below the last finalized one (the chain's next epoch to finalize minus one),
+/// each time it moves (polled every `poll`); errors are logged and retried. Runs until its task is
+/// dropped.
 pub async fn prune_finalized(store: ObjectStore, run: Id, chain_url: String, poll: Duration) {
 	let mut chain: Option<IotaClient> = None;
 	let mut pruned_below = 0u32;
 	loop {
 		tokio::time::sleep(poll).await;
-		if chain.is_none() {
-			match IotaClient::connect(&chain_url).await {
-				Ok(c) => chain = Some(c),
-				Err(e) => {
-					tracing::warn!(error = %e, "retention: chain connection");
-					continue;
-				},
-			}
-		}
-		let Some(c) = &chain else { continue };
+		let Some(c) = crate::eval::connected(&mut chain, &chain_url, "retention").await else {
+			continue;
+		};
 		let below = match c.next_epoch_to_finalize().await {
 			Ok(e) => e,
 			Err(e) => {
@@ -85,6 +80,9 @@ pub async fn prune_finalized(store: ObjectStore, run: Id, chain_url: String, pol
 				continue;
 			},
 		};
+		// One finalized epoch of margin: a validator judging from a slightly older block may still
+		// be reading the last one (it sends nothing for an epoch finalized meanwhile).
+		let below = below.saturating_sub(1);
 		if below <= pruned_below {
 			continue;
 		}
