@@ -3,7 +3,7 @@
 # whole local training network on 127.0.0.1 (dev node, orchestrator with the embedded S3 server,
 # 3 stages x 2 miners, 2 validators) on the real corpus, then writes runs/<id>/report.md.
 #
-#   ./scripts/devnet.sh                 # default run (about 10 minutes of training on 2 cores, then up to 4.5 for the validators)
+#   ./scripts/devnet.sh                 # default run (about 10 minutes of training on 2 cores, up to 4.5 for the validators, about 4 for the single-process baseline)
 #   ./scripts/devnet.sh --epochs 2      # smoke run
 #   ./scripts/devnet.sh --help          # every option (also settable as IOTA_* environment variables)
 set -euo pipefail
