@@ -38,14 +38,15 @@ pub fn sample_tensors(spec: &RunSpec, rows: &[u32]) -> anyhow::Result<Sample> {
 	Ok((Tensor::from_vec(x, (b, t), &Device::Cpu)?, Tensor::from_vec(y, (b, t), &Device::Cpu)?))
 }
 
-/// Samples `ids` of the run, read from `store` (each data shard once, checked against the spec's hash).
+/// Samples `ids` of the run, each data shard read once through `read` (given the shard's spec object,
+/// it returns the bytes) and checked against the spec's BLAKE3 and vocabulary before use.
 ///
 /// # Errors
-/// A sample outside the data, a shard missing or not matching its hash, out-of-vocabulary tokens.
-pub async fn load_samples(
-	store: &ObjectStore,
+/// A sample outside the data, `read`'s error, a shard not matching its hash, out-of-vocabulary tokens.
+pub fn samples_from(
 	spec: &RunSpec,
 	ids: std::ops::Range<u64>,
+	read: &mut dyn FnMut(&iota_rpc::SpecObject) -> anyhow::Result<Vec<u8>>,
 ) -> anyhow::Result<Vec<Sample>> {
 	let d = &spec.data;
 	let mut shards: HashMap<u32, Vec<u32>> = HashMap::new();
@@ -57,7 +58,14 @@ pub async fn load_samples(
 				.shards
 				.get(loc.shard as usize)
 				.with_context(|| format!("shard {} not in the spec", loc.shard))?;
-			let bytes = store.get(&obj.key, &obj.hash).await?;
+			let bytes = read(obj).with_context(|| format!("reading data shard {}", obj.key))?;
+			let got = iota_primitives::ContentHash::of(&bytes);
+			ensure!(
+				got == obj.hash,
+				"data shard {}: BLAKE3 {got}, the run spec lists {}",
+				obj.key,
+				obj.hash
+			);
 			v.insert(d.decode_shard(loc.shard, &bytes, spec.model.vocab_size)?);
 		}
 		let rows = d
@@ -66,6 +74,29 @@ pub async fn load_samples(
 		out.push(sample_tensors(spec, rows)?);
 	}
 	Ok(out)
+}
+
+/// [`samples_from`] the bucket `store` (the shards the samples need, fetched first).
+///
+/// # Errors
+/// As [`samples_from`]; a shard missing from the bucket.
+pub async fn load_samples(
+	store: &ObjectStore,
+	spec: &RunSpec,
+	ids: std::ops::Range<u64>,
+) -> anyhow::Result<Vec<Sample>> {
+	let mut fetched: HashMap<String, Vec<u8>> = HashMap::new();
+	for id in ids.clone() {
+		let Some(loc) = spec.data.locate(id) else { break };
+		if let Some(obj) = spec.data.shards.get(loc.shard as usize) {
+			if !fetched.contains_key(&obj.key) {
+				fetched.insert(obj.key.clone(), store.get(&obj.key, &obj.hash).await?.to_vec());
+			}
+		}
+	}
+	samples_from(spec, ids, &mut |obj| {
+		fetched.remove(&obj.key).with_context(|| format!("{} was not fetched", obj.key))
+	})
 }
 
 /// The run's held-out rows from `store`, `None` when the run has none.

@@ -101,7 +101,6 @@
 //!   3.15 M ones 769), so the middle stage's gradient was refused as `Oversize`. `--ffn-dim 1536` puts
 //!   every stage in the same chunk-size band.
 
-use std::collections::hash_map::{Entry, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -111,7 +110,6 @@ use clap::Parser;
 use iota_devnet::{recut, report, Network, NetworkOptions};
 use iota_model::{Encoding, ModelConfig};
 use iota_orchestrator::data::{prepare_data, PrepareOptions};
-use iota_primitives::ContentHash;
 use iota_rpc::types::EpochSummary;
 use iota_rpc::{LrSchedule, RunSpec};
 use iota_storage::{EmbeddedConfig, EmbeddedS3, ObjectStore};
@@ -265,37 +263,10 @@ use iota_devnet::baseline::Sample;
 /// A missing or unreadable shard file, a hash mismatch, a shard of the wrong size or with tokens outside the
 /// vocabulary, an empty manifest.
 fn load_samples(spec: &RunSpec, bucket_dir: &Path, n: u64) -> anyhow::Result<Vec<Sample>> {
-	let d = &spec.data;
-	let mut shards: HashMap<u32, Vec<u32>> = HashMap::new();
-	let mut out = Vec::with_capacity(n as usize);
-	for s in 0..n {
-		let loc = d.locate(s).context("the run spec's data manifest is empty")?;
-		let tokens = match shards.entry(loc.shard) {
-			Entry::Occupied(o) => o.into_mut(),
-			Entry::Vacant(v) => {
-				let obj = d
-					.shards
-					.get(loc.shard as usize)
-					.with_context(|| format!("shard {} not in the spec", loc.shard))?;
-				let path = bucket_dir.join(&obj.key);
-				let bytes = std::fs::read(&path)
-					.with_context(|| format!("reading data shard {}", path.display()))?;
-				let got = ContentHash::of(&bytes);
-				ensure!(
-					got == obj.hash,
-					"data shard {}: BLAKE3 {got}, the run spec lists {}",
-					path.display(),
-					obj.hash
-				);
-				v.insert(d.decode_shard(loc.shard, &bytes, spec.model.vocab_size)?)
-			},
-		};
-		let rows = d
-			.sample_tokens(tokens, loc)
-			.with_context(|| format!("sample {s}: rows beyond its shard"))?;
-		out.push(iota_devnet::baseline::sample_tensors(spec, rows)?);
-	}
-	Ok(out)
+	iota_devnet::baseline::samples_from(spec, 0..n, &mut |obj| {
+		let path = bucket_dir.join(&obj.key);
+		std::fs::read(&path).with_context(|| path.display().to_string())
+	})
 }
 
 /// What one run measured, per epoch and in total.
