@@ -493,6 +493,8 @@ impl Network {
 				(*suri).into(),
 				"--metrics-addr".into(),
 				format!("127.0.0.1:{}", free_port()),
+				"--state-dir".into(),
+				options.run_dir.join("validator-state").to_string_lossy().into_owned(),
 			];
 			args.extend(options.validator_args.iter().cloned());
 			validators.push(Supervised::spawn(

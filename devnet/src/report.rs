@@ -46,6 +46,10 @@ pub struct EpochOnChain {
 	pub manifests: Vec<(u16, Option<MergeManifest>)>,
 	/// Verdicts per miner.
 	pub verdicts: Vec<(AccountId, Vec<SpotCheck<AccountId>>)>,
+	/// Validators that committed weights (commit-reveal), in account order.
+	pub committed: Vec<AccountId>,
+	/// Validators that revealed their committed weights, in account order.
+	pub revealed: Vec<AccountId>,
 	/// Consensus scores (parts per billion), once the epoch is finalized.
 	pub scores: Option<Vec<(AccountId, u32)>>,
 	/// Miner payouts, validator payouts and the unallocated rest, once finalized.
@@ -218,10 +222,17 @@ pub async fn read_chain(
 			validators: s.validators.0,
 			unallocated: s.unallocated,
 		});
+		let mut committed = chain.weight_committers(epoch).await?;
+		committed.sort();
+		let mut revealed: Vec<AccountId> =
+			chain.revealed_weights(epoch).await?.into_iter().map(|(v, _)| v).collect();
+		revealed.sort();
 		out.push(EpochOnChain {
 			epoch,
 			manifests,
 			verdicts: chain.spot_checks_of_epoch(epoch).await?,
+			committed,
+			revealed,
 			scores: chain.scores(epoch).await?,
 			split,
 			slashes: chain.slashes(epoch).await?,
@@ -504,7 +515,7 @@ fn emission_section(chain: &[EpochOnChain]) -> String {
 	if !unscored.is_empty() {
 		let _ = writeln!(
 			s,
-			"Finalized without consensus scores (no validator's weights landed in the scoring window, so \
+			"Finalized without consensus scores (no validator revealed weights in time, so \
 			 no miner was paid): epochs {}.\n",
 			list(unscored)
 		);
@@ -521,6 +532,32 @@ fn emission_section(chain: &[EpochOnChain]) -> String {
 		for (a, b) in &e.slashes {
 			let _ = writeln!(s, "Slashed in epoch {}: `{a}` lost {}.\n", e.epoch, units(*b));
 		}
+	}
+	s
+}
+
+/// Per epoch, how many validators committed weights and how many revealed them; a validator that
+/// committed and did not reveal is named (it earns nothing for that epoch).
+fn weights_section(chain: &[EpochOnChain]) -> String {
+	let mut s = String::from(
+		"Validators commit a hash of their weights during an epoch's scoring window and reveal the \
+		 vector after it; only revealed vectors count.\n\n| epoch | committed | revealed | committed, not revealed |\n|---:|---:|---:|---|\n",
+	);
+	for e in chain {
+		let missing: Vec<String> = e
+			.committed
+			.iter()
+			.filter(|v| !e.revealed.contains(v))
+			.map(|v| format!("`{v}`"))
+			.collect();
+		let missing = if missing.is_empty() { "—".to_string() } else { missing.join(", ") };
+		let _ = writeln!(
+			s,
+			"| {} | {} | {} | {missing} |",
+			e.epoch,
+			e.committed.len(),
+			e.revealed.len()
+		);
 	}
 	s
 }
@@ -741,6 +778,8 @@ pub fn render_markdown(d: &ReportData) -> String {
 			let _ = writeln!(s, "None recorded.");
 		},
 	}
+	let _ = writeln!(s, "\n## Validator weights (commit-reveal, on chain)\n");
+	let _ = writeln!(s, "{}", weights_section(&d.chain));
 	let _ = writeln!(s, "\n## Emission (on chain)\n");
 	let _ = writeln!(s, "{}", emission_section(&d.chain));
 	let _ = writeln!(s, "Total minted by pallet-iota: {}.\n", units(d.total_minted));
@@ -879,6 +918,8 @@ mod tests {
 				epoch: 0,
 				manifests: vec![(0, None)],
 				verdicts: vec![],
+				committed: vec![],
+				revealed: vec![],
 				scores: None,
 				split: None,
 				slashes: vec![],
@@ -912,6 +953,8 @@ mod tests {
 					(acc(1), vec![check(9, Verdict::Pass), check(8, Verdict::Pass)]),
 					(acc(2), vec![check(9, Verdict::Fail), check(8, Verdict::Pass)]),
 				],
+				committed: vec![acc(8), acc(9)],
+				revealed: vec![acc(9)],
 				scores: Some(vec![(acc(1), 1_000_000_000), (acc(2), 0)]),
 				split: Some(Payout {
 					miners: vec![(acc(1), 3 * t)],
@@ -924,6 +967,8 @@ mod tests {
 				epoch: 1,
 				manifests: vec![(0, None), (1, None)],
 				verdicts: vec![(acc(1), vec![check(9, Verdict::Pass)])],
+				committed: vec![acc(9)],
+				revealed: vec![],
 				scores: None,
 				split: None,
 				slashes: vec![],
@@ -949,6 +994,9 @@ mod tests {
 			"Not finalized yet (scoring window still open when the run ended): epochs 1."
 		));
 		assert!(md.contains(&format!("Slashed in epoch 0: `{a2}` lost 2.000.")), "{md}");
+		let a8 = acc(8).to_string();
+		assert!(md.contains(&format!("| 0 | 2 | 1 | `{a8}` |")), "{md}");
+		assert!(md.contains(&format!("| 1 | 1 | 0 | `{a9}` |")), "{md}");
 		assert!(md.contains("After epoch 1:\n\n```text\nROMEO:\nAy\n```"), "{md}");
 		assert!(md.contains("| 0 | not committed | not committed |"), "{md}");
 		let v = verdicts_csv(&d.chain);

@@ -762,7 +762,8 @@ impl Daemon {
 	}
 
 	/// `iota-validator` for `suri` against `chain` and `orchestrator`, polling every second, serving
-	/// `/metrics` on `metrics_addr`, logging to `dir/validator.log`.
+	/// `/metrics` on `metrics_addr`, logging to `dir/validator.log`, its commitments in
+	/// `dir/validator-state` (kept across a restart in the same `dir`).
 	pub fn validator(
 		suri: &str,
 		chain: &str,
@@ -782,6 +783,8 @@ impl Daemon {
 			"1000",
 			"--metrics-addr",
 			metrics_addr,
+			"--state-dir",
+			&dir.join("validator-state").to_string_lossy(),
 		]
 		.iter()
 		.map(|s| s.to_string())

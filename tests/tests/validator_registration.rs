@@ -58,6 +58,8 @@ async fn registers_with_its_stake_and_survives_a_missing_orchestrator() {
 		&stake.to_string(),
 		"--metrics-addr",
 		&metrics,
+		"--state-dir",
+		&dir.path().join("validator-state").to_string_lossy(),
 	]
 	.iter()
 	.map(|s| s.to_string())

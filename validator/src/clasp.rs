@@ -59,7 +59,7 @@
 //! score_m = v_m · q_m
 //! ```
 //!
-//! [`crate::weights::weight_vector`] turns scores into the `u16` vector for `set_weights`.
+//! [`crate::weights::weight_vector`] turns scores into the `u16` vector committed and revealed on chain.
 
 use std::collections::BTreeMap;
 

@@ -21,26 +21,30 @@
 //!    pseudo-gradient; shard audits alone give no verdict, counted as withheld); every bundle is stored
 //!    before anything of the epoch goes on chain, and a failed upload fails the epoch for this tick.
 //! 5. CLASP ([`clasp::score_epoch`]) with the spot-check statuses, the weight vector
-//!    ([`weights::weight_vector`]) over the chain's registered miners for `set_weights(e, w, version)`.
-//!    Weights come only from conclusive data: an epoch with completed samples and no conclusive check
-//!    of anyone's work sends nothing and is judged again on later ticks through the first half of its
-//!    scoring window, then let go (`withheld` `no_conclusive_check`). Weights and verdicts go on chain
-//!    as one `batch_all` waiting for inclusion (call by call if the chain refuses the batch); a
-//!    `RateLimited` vector is retried on later ticks until the window closes.
-//! 6. Independently, each tick: when the next epoch to finalize has a closed scoring window and nobody
-//!    finalized it, `finalize_epoch`.
+//!    ([`weights::weight_vector`]) over the chain's registered miners, committed with
+//!    `commit_weights(e, commitment)` (commit-reveal, [`iota_primitives::weights`]; the vector and its
+//!    salt are stored first, [`CommitStore`]). Weights come only from conclusive data: an epoch with
+//!    completed samples and no conclusive check of anyone's work sends nothing and is judged again on
+//!    later ticks through the first half of its scoring window, then let go (`withheld`
+//!    `no_conclusive_check`). The commitment and the verdicts go on chain as one `batch_all` waiting for
+//!    inclusion (call by call if the chain refuses the batch); a `RateLimited` commitment is retried on
+//!    later ticks until the scoring window closes.
+//! 6. Independently, each tick: every stored commitment whose reveal window is open is revealed with
+//!    `reveal_weights` (once it matches the chain's commitment); when the next epoch to finalize has
+//!    closed windows and nobody finalized it, `finalize_epoch`.
 //!
 //! Every error is logged with `tracing`, counted in [`Metrics`] by kind, and retried on a later tick
 //! (an epoch is marked done only when its audit ran); an epoch whose scoring window closed is skipped.
 //! Bad objects, logs and manifests never become verdicts (see [`spot_check`] and [`shard_audit`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use iota_chain::{calls, IotaClient, Signer, Wait};
-use iota_primitives::{ContentHash, Verdict};
+use iota_primitives::{finalizable_at, weights_window, ContentHash, Verdict, WeightsWindow};
 use iota_rpc::{AccountId, PathwayLog, RunSpec, SignedClient};
 use iota_storage::keys::{self, Id};
 use iota_storage::{PresignedHttp, RetryPolicy};
@@ -49,6 +53,7 @@ use iota_protocol::selection::reveal_deadline;
 use iota_rpc::ObjectEntry;
 
 use crate::clasp::{self, CheckStatus};
+use crate::commit_reveal::CommitStore;
 use crate::inner_step::{
 	challenged_steps, not_revealed, reveal_key, revealed_spot_checks, RevealedStates,
 	RevealedWeights, StepOutcome, StepTarget,
@@ -89,6 +94,9 @@ pub struct Config {
 	pub max_object_bytes: u64,
 	/// Memory for objects read recently ([`crate::objects::ObjectCache`]), in bytes.
 	pub object_cache_bytes: u64,
+	/// Folder of the validator's own state: the weight vectors and salts it committed to and must
+	/// still reveal ([`CommitStore`], a subfolder per account).
+	pub state_dir: PathBuf,
 }
 
 /// Why a step of the daemon failed (each is logged, counted by [`DaemonError::kind`] and retried).
@@ -197,6 +205,8 @@ pub struct Daemon {
 	metrics: Metrics,
 	next_epoch: Option<u32>,
 	pending_weights: BTreeMap<u32, Vec<(AccountId, u16)>>,
+	/// Committed vectors still to reveal, with their salts (on disk).
+	commits: CommitStore,
 	/// Local mode: inner-step outcomes of the epoch being processed (epoch, stage, miner, step), kept
 	/// while its process is retried for reveals still to come, so no step is recomputed.
 	inner_done: BTreeMap<(u32, u16, AccountId, u32), StepOutcome>,
@@ -209,10 +219,17 @@ impl Daemon {
 	/// retries until the node answers).
 	///
 	/// # Errors
-	/// [`DaemonError::Chain`], [`DaemonError::NotReady`] (no run config), [`DaemonError::Setup`].
+	/// [`DaemonError::Chain`], [`DaemonError::NotReady`] (no run config), [`DaemonError::Setup`] (also
+	/// an unreadable commitment file in `state_dir`).
 	pub async fn start(cfg: Config, signer: Signer, metrics: Metrics) -> Result<Self, DaemonError> {
-		let chain = IotaClient::connect(&cfg.node_url).await?;
 		let me = signer.account_id();
+		let commits = CommitStore::open(&cfg.state_dir, &me)
+			.map_err(|e| DaemonError::Setup(format!("weight commitments: {e}")))?;
+		if !commits.pending().is_empty() {
+			let epochs: Vec<u32> = commits.pending().iter().map(|p| p.epoch).collect();
+			tracing::info!(?epochs, file = %commits.path().display(), "committed weights to reveal");
+		}
+		let chain = IotaClient::connect(&cfg.node_url).await?;
 		if chain.validator(&me).await?.is_none() {
 			let run = chain
 				.run_config()
@@ -238,6 +255,7 @@ impl Daemon {
 			metrics,
 			next_epoch: None,
 			pending_weights: BTreeMap::new(),
+			commits,
 			inner_done: BTreeMap::new(),
 			cache,
 		})
@@ -322,6 +340,7 @@ impl Daemon {
 			});
 		}
 		self.retry_pending_weights(&run, now).await;
+		self.reveal_due(&run, now).await;
 		while let Some(epoch) = self.next_epoch {
 			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
 			if now >= done_at.saturating_add(run.scoring_window) {
@@ -386,56 +405,147 @@ impl Daemon {
 					self.pending_weights.insert(epoch, w);
 				}
 			} else {
-				tracing::warn!(epoch, "scoring window closed with weights still pending");
+				tracing::warn!(epoch, "scoring window closed with weights still uncommitted");
 			}
 		}
 	}
 
-	/// `set_weights` on its own (waiting for inclusion); returns the vector back when it is to be sent
-	/// again on a later tick: the pallet rate-limited it, or it names miners that left the registry
-	/// (then without them).
+	/// Stores a fresh salt for `w` and returns the `commit_weights` call for it, with the entry it
+	/// replaced (to [`Daemon::undo_commit`] when the call does not reach the chain). `None` when the
+	/// store cannot be written: nothing is committed whose salt could be lost.
+	fn prepare_commit(
+		&mut self,
+		epoch: u32,
+		w: &[(AccountId, u16)],
+		run: &iota_chain::RunConfig,
+	) -> Option<(iota_chain::runtime::Call, Option<crate::commit_reveal::Pending>)> {
+		let version = weights_version(self.cfg.weights_version, run);
+		let entry = CommitStore::prepare(epoch, w, version);
+		let commitment =
+			iota_primitives::weights_commitment(epoch, &self.signer.account_id(), w, &entry.salt);
+		match self.commits.put(entry) {
+			Ok(earlier) => Some((calls::commit_weights(epoch, commitment), earlier)),
+			Err(e) => {
+				self.metrics.error("weights");
+				tracing::warn!(epoch, error = %e, "cannot store the salt; weights not committed");
+				None
+			},
+		}
+	}
+
+	/// Puts back the stored entry a commit that failed replaced.
+	fn undo_commit(&mut self, epoch: u32, earlier: Option<crate::commit_reveal::Pending>) {
+		if let Err(e) = self.commits.restore(epoch, earlier) {
+			self.metrics.error("weights");
+			tracing::warn!(epoch, error = %e, "cannot undo a stored commitment");
+		}
+	}
+
+	/// `commit_weights` on its own (waiting for inclusion); returns the vector back when it is to be
+	/// sent again on a later tick (the pallet rate-limited a replacement).
 	async fn submit_weights(
-		&self,
+		&mut self,
 		epoch: u32,
 		w: Vec<(AccountId, u16)>,
 		run: &iota_chain::RunConfig,
 	) -> Option<Vec<(AccountId, u16)>> {
-		let version = weights_version(self.cfg.weights_version, run);
-		let call = calls::set_weights(epoch, w.clone(), version);
+		let (call, earlier) = self.prepare_commit(epoch, &w, run)?;
 		match self.chain.submit_calls(&self.signer, vec![call], Wait::InBlock).await {
 			Ok(_) => {
 				self.metrics.weights.inc();
-				tracing::info!(epoch, miners = w.len(), "weights set");
+				tracing::info!(epoch, miners = w.len(), "weights committed");
 				None
 			},
 			Err(e) if e.pallet_error() == Some("RateLimited") => {
+				self.undo_commit(epoch, earlier);
 				tracing::info!(epoch, "weights rate-limited; retrying later");
 				Some(w)
 			},
-			// A miner named in the vector left the registry since it was read (a slash of this very
-			// batch, read from finalized state): keep the registered ones and send it again next tick.
-			Err(e) if matches!(e.pallet_error(), Some("TooManyWeights" | "UnknownMiner")) => {
-				match self.chain.miners().await {
-					Ok(miners) => {
-						let now: BTreeSet<AccountId> = miners.into_iter().map(|(a, _)| a).collect();
-						let kept: Vec<(AccountId, u16)> =
-							w.iter().filter(|(a, _)| now.contains(a)).cloned().collect();
-						tracing::info!(epoch, named = w.len(), registered = kept.len(), error = %e, "weights name miners no longer registered; retrying without them");
-						// Until the scoring window closes (the registry read may lag the chain).
-						(!kept.is_empty()).then_some(kept)
-					},
-					Err(read) => {
-						self.metrics.error("chain");
-						tracing::warn!(epoch, error = %read, "cannot read the registry; weights dropped");
-						None
-					},
-				}
-			},
 			Err(e) => {
+				self.undo_commit(epoch, earlier);
 				self.metrics.error("weights");
-				tracing::warn!(epoch, error = %e, "set_weights refused");
+				tracing::warn!(epoch, error = %e, "commit_weights refused");
 				None
 			},
+		}
+	}
+
+	/// Reveals every stored commitment whose reveal window is open at the finalized block `now`
+	/// ([`iota_primitives::weights_window`]); drops those whose window passed, whose epoch was
+	/// finalized, or that do not match the chain's commitment (replaced elsewhere, another chain).
+	async fn reveal_due(&mut self, run: &iota_chain::RunConfig, now: u32) {
+		for p in self.commits.pending() {
+			let epoch = p.epoch;
+			let outcome = match self.reveal(&p, run, now).await {
+				Ok(outcome) => outcome,
+				Err(e) => {
+					self.metrics.error("chain");
+					tracing::warn!(epoch, error = %e, "reveal not possible yet; retrying");
+					continue;
+				},
+			};
+			match outcome {
+				Reveal::NotYet => continue,
+				Reveal::Done => {},
+				Reveal::Dropped(why) => {
+					self.metrics.error("weights");
+					tracing::warn!(epoch, reason = %why, "committed weights not revealed");
+				},
+			}
+			if let Err(e) = self.commits.remove(epoch) {
+				self.metrics.error("weights");
+				tracing::warn!(epoch, error = %e, "cannot update the commitment file");
+			}
+		}
+	}
+
+	/// One stored commitment's reveal step (see [`Daemon::reveal_due`]).
+	///
+	/// # Errors
+	/// Chain reads or the extrinsic failed for a reason a later tick may not have (retried).
+	async fn reveal(
+		&self,
+		p: &crate::commit_reveal::Pending,
+		run: &iota_chain::RunConfig,
+		now: u32,
+	) -> Result<Reveal, iota_chain::Error> {
+		let (epoch, me) = (p.epoch, self.signer.account_id());
+		let Some(completed_at) = self.chain.epoch_completed_at(epoch).await? else {
+			return Ok(Reveal::Dropped("the epoch is not complete on this chain".into()));
+		};
+		let window = weights_window(
+			completed_at.into(),
+			run.scoring_window.into(),
+			run.reveal_window.into(),
+			now.into(),
+		);
+		match window {
+			WeightsWindow::Commit => return Ok(Reveal::NotYet),
+			WeightsWindow::Closed => {
+				return Ok(Reveal::Dropped("its reveal window passed".into()));
+			},
+			WeightsWindow::Reveal => {},
+		}
+		let w = match p.weights() {
+			Ok(w) => w,
+			Err(bad) => return Ok(Reveal::Dropped(format!("the stored vector names {bad:?}"))),
+		};
+		if self.chain.weight_commit(epoch, &me).await? != p.commitment(&me).ok() {
+			return Ok(Reveal::Dropped("it is not the chain's commitment".into()));
+		}
+		let call = calls::reveal_weights(epoch, w.clone(), p.salt, p.version);
+		match self.chain.submit_calls(&self.signer, vec![call], Wait::InBlock).await {
+			Ok(_) => {
+				self.metrics.revealed.inc();
+				tracing::info!(epoch, miners = w.len(), "weights revealed");
+				Ok(Reveal::Done)
+			},
+			Err(e) if e.pallet_error() == Some("AlreadyRevealed") => Ok(Reveal::Done),
+			// Refusals a retry cannot change (a bad vector was committed, the epoch is finalized).
+			Err(e) if e.pallet_error().is_some_and(|n| n != "NotRevealWindow") => {
+				Ok(Reveal::Dropped(format!("the chain refused it: {e}")))
+			},
+			Err(e) => Err(e),
 		}
 	}
 
@@ -456,58 +566,82 @@ impl Daemon {
 		}
 	}
 
-	/// Puts an epoch's weights (if any) and verdicts on chain as **one** extrinsic (`batch_all`, waiting
-	/// for inclusion), weights first: a slashing verdict removes the miner from the registry, and a vector
-	/// naming it would then be refused. When the chain refuses the batch (a rate-limited vector, a verdict
-	/// another path recorded), each call goes again on its own. Returns the weight vector back if it is
-	/// still to be set (rate-limited).
+	/// Puts an epoch's weight commitment (if any) and verdicts on chain as **one** extrinsic
+	/// (`batch_all`, waiting for inclusion), the commitment first. When the chain refuses the batch (a
+	/// rate-limited commitment, a verdict another path recorded), each call goes again on its own.
+	/// Returns the weight vector back if it is still to be committed (rate-limited).
 	async fn put_on_chain(
-		&self,
+		&mut self,
 		epoch: u32,
 		run: &iota_chain::RunConfig,
 		weights: Option<Vec<(AccountId, u16)>>,
 		verdicts: Vec<VerdictCall>,
 		summary: &mut EpochSummary,
 	) -> Option<Vec<(AccountId, u16)>> {
-		let version = weights_version(self.cfg.weights_version, run);
 		let mut batch = Vec::new();
+		let mut stored = None;
 		if let Some(w) = &weights {
-			batch.push(calls::set_weights(epoch, w.clone(), version));
+			match self.prepare_commit(epoch, w, run) {
+				Some((call, earlier)) => {
+					batch.push(call);
+					stored = Some(earlier);
+				},
+				// The salt cannot be stored: the verdicts still go, the vector on a later tick.
+				None => {
+					self.put_verdicts(epoch, verdicts, summary).await;
+					return Some(w.clone());
+				},
+			}
 		}
 		for v in &verdicts {
 			batch.push(calls::submit_spot_check(epoch, v.miner.clone(), v.verdict, v.evidence));
 		}
-		let recorded = |v: &VerdictCall, summary: &mut EpochSummary| {
-			let label = if v.verdict == Verdict::Pass { "pass" } else { "fail" };
-			self.metrics.verdicts.with_label_values(&[label]).inc();
-			tracing::info!(epoch, miner = %v.miner, verdict = ?v.verdict, evidence = %v.evidence, "verdict submitted");
-			summary.verdicts.push((v.miner.clone(), v.verdict));
-		};
 		match self.chain.submit_calls(&self.signer, batch, Wait::InBlock).await {
 			Ok(_) => {
 				if let Some(w) = &weights {
 					self.metrics.weights.inc();
-					tracing::info!(epoch, miners = w.len(), "weights set");
+					tracing::info!(epoch, miners = w.len(), "weights committed");
 				}
 				for v in &verdicts {
-					recorded(v, summary);
+					self.recorded(epoch, v, summary);
 				}
 				None
 			},
 			Err(e) => {
 				tracing::info!(epoch, error = %e, "epoch batch refused; sending its calls one by one");
+				if let Some(earlier) = stored {
+					self.undo_commit(epoch, earlier);
+				}
 				let pending = match weights {
 					Some(w) => self.submit_weights(epoch, w, run).await,
 					None => None,
 				};
-				for v in &verdicts {
-					if self.submit_verdict(epoch, v).await {
-						recorded(v, summary);
-					}
-				}
+				self.put_verdicts(epoch, verdicts, summary).await;
 				pending
 			},
 		}
+	}
+
+	/// Each verdict on its own.
+	async fn put_verdicts(
+		&self,
+		epoch: u32,
+		verdicts: Vec<VerdictCall>,
+		summary: &mut EpochSummary,
+	) {
+		for v in &verdicts {
+			if self.submit_verdict(epoch, v).await {
+				self.recorded(epoch, v, summary);
+			}
+		}
+	}
+
+	/// Counts and logs a verdict the chain recorded.
+	fn recorded(&self, epoch: u32, v: &VerdictCall, summary: &mut EpochSummary) {
+		let label = if v.verdict == Verdict::Pass { "pass" } else { "fail" };
+		self.metrics.verdicts.with_label_values(&[label]).inc();
+		tracing::info!(epoch, miner = %v.miner, verdict = ?v.verdict, evidence = %v.evidence, "verdict submitted");
+		summary.verdicts.push((v.miner.clone(), v.verdict));
 	}
 
 	async fn finalize_if_due(
@@ -517,7 +651,8 @@ impl Daemon {
 	) -> Result<(), DaemonError> {
 		let next = self.chain.next_epoch_to_finalize().await?;
 		let Some(at) = self.chain.epoch_completed_at(next).await? else { return Ok(()) };
-		if now < at.saturating_add(run.scoring_window) {
+		let due = finalizable_at(at.into(), run.scoring_window.into(), run.reveal_window.into());
+		if u64::from(now) < due {
 			return Ok(());
 		}
 		match self.chain.finalize_epoch(&self.signer, next).await {
@@ -900,6 +1035,16 @@ impl Daemon {
 		}
 		Ok(summary)
 	}
+}
+
+/// Where one stored commitment stands after [`Daemon::reveal`].
+enum Reveal {
+	/// Its reveal window has not opened.
+	NotYet,
+	/// Revealed (now or earlier).
+	Done,
+	/// Never to be revealed, for the reason given.
+	Dropped(String),
 }
 
 /// What an epoch's weights may come from.

@@ -11,7 +11,8 @@
 //! | concept | file | what it decides or does |
 //! |---|---|---|
 //! | CLASP | [`clasp`] | per-miner loss effect (ridge joint least squares, sum-to-zero per stage), mean difference, robust z-score flag, score from validated throughput (pure) |
-//! | weights | [`weights`] | the `u16` vector for `set_weights`, within the pallet's rules (pure) |
+//! | weights | [`weights`] | the `u16` vector for `commit_weights`/`reveal_weights`, within the pallet's rules (pure) |
+//! | commit_reveal | [`commit_reveal`] | the committed vectors and salts still to reveal, on disk |
 //! | tolerances | [`tolerance`] | per-element bounds by wire encoding, the measured honest-error distribution (pure) |
 //! | recomputation | [`recompute`] | forward / tail loss+gradient / body backward of one item with candle (no I/O) |
 //! | spot-checks | [`spot_check`] | seeded selection, fetch + recompute + compare, verdict, evidence bundle; what stays inconclusive |
@@ -42,8 +43,9 @@
 //! the chain's merge manifest, or the seeded initialisation at epoch 0), recomputes and compares. It
 //! recomputes sampled and disputed butterfly shards bit-exactly. Per judged miner it uploads one evidence
 //! object and submits `submit_spot_check` with its BLAKE3; then CLASP over the pathway log, combined with
-//! the spot-check outcomes, gives the weight vector for `set_weights`. After the scoring window anyone
-//! (this daemon too) calls `finalize_epoch`.
+//! the spot-check outcomes, gives the weight vector, committed during the scoring window
+//! (`commit_weights`, its salt kept on disk) and revealed after it (`reveal_weights`). After the reveal
+//! window anyone (this daemon too) calls `finalize_epoch`.
 //!
 //! ## Fairness rules
 //!
@@ -62,6 +64,7 @@
 //! - Recomputation runs on the CPU in f32; tolerances cover other devices' rounding (see [`tolerance`]).
 
 pub mod clasp;
+pub mod commit_reveal;
 pub mod daemon;
 pub mod inner_step;
 pub mod metrics;

@@ -70,10 +70,24 @@ struct Cli {
 	/// Largest object downloaded, MiB.
 	#[arg(long, env = "IOTA_MAX_OBJECT_MIB", default_value_t = 1024)]
 	max_object_mib: u64,
+	/// Folder for the validator's own state: the weight vectors and salts it committed to and has still
+	/// to reveal (a subfolder per account; keep it across restarts, or the commitments are lost).
+	#[arg(long, env = "IOTA_VALIDATOR_STATE_DIR", default_value_os_t = default_state_dir())]
+	state_dir: PathBuf,
 	/// Memory for objects read recently, MiB (local mode reads each revealed inner state, 38 MB for a
 	/// small-preset stage, in several checks; 0 turns the cache off).
 	#[arg(long, env = "IOTA_OBJECT_CACHE_MIB", default_value_t = 512)]
 	object_cache_mib: u64,
+}
+
+/// `$XDG_DATA_HOME/iota-validator`, else `$HOME/.local/share/iota-validator`, else
+/// `./iota-validator-state`.
+fn default_state_dir() -> PathBuf {
+	let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+	var("XDG_DATA_HOME")
+		.or_else(|| var("HOME").map(|h| h.join(".local/share")))
+		.map(|d| d.join("iota-validator"))
+		.unwrap_or_else(|| PathBuf::from("iota-validator-state"))
 }
 
 #[tokio::main]
@@ -108,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
 		request_timeout: Duration::from_millis(cli.request_timeout_ms.max(100)),
 		max_object_bytes: cli.max_object_mib.saturating_mul(1 << 20),
 		object_cache_bytes: cli.object_cache_mib.saturating_mul(1 << 20),
+		state_dir: cli.state_dir,
 	};
 	tracing::info!(account = %signer.account_id(), node = %cfg.node_url, orchestrator = %cfg.orchestrator_url, "starting");
 	// Keep trying until the node answers and the validator is registered.

@@ -8,7 +8,8 @@
 //! | `iota_validator_shards_recomputed_total` | | butterfly shards recomputed |
 //! | `iota_validator_verdicts_submitted_total` | `verdict` = pass, fail | `submit_spot_check` extrinsics included |
 //! | `iota_validator_verdicts_withheld_total` | `reason` = no_work_check, no_conclusive_check, finalized | judged miners given no verdict (a `Pass` only from shard audits); epochs let go without weights (no conclusive check of anyone's work by the middle of the scoring window; each earlier retry counts as an `inconclusive` error); epochs finalized while judged (nothing sent) |
-//! | `iota_validator_weights_submitted_total` | | `set_weights` extrinsics included |
+//! | `iota_validator_weights_submitted_total` | | `commit_weights` extrinsics included |
+//! | `iota_validator_weights_revealed_total` | | `reveal_weights` extrinsics included |
 //! | `iota_validator_epochs_finalized_total` | | `finalize_epoch` extrinsics this validator got included |
 //! | `iota_validator_errors_total` | `kind` (chain, orchestrator, store, pathway_log, clasp, weights, evidence, spec) | errors, each logged; the daemon keeps running (also `inconclusive`, `reveals_pending`) |
 //! | `iota_validator_last_epoch` | | last epoch fully processed |
@@ -31,8 +32,10 @@ pub struct Metrics {
 	pub verdicts: IntCounterVec,
 	/// Verdicts withheld by reason.
 	pub withheld: IntCounterVec,
-	/// Weight vectors submitted.
+	/// Weight commitments included.
 	pub weights: IntCounter,
+	/// Weight vectors revealed.
+	pub revealed: IntCounter,
 	/// Epochs finalized by this validator.
 	pub finalized: IntCounter,
 	/// Errors by kind.
@@ -83,7 +86,11 @@ impl Metrics {
 		)?;
 		let weights = IntCounter::new(
 			"iota_validator_weights_submitted_total",
-			"Weight vectors included on chain.",
+			"Weight commitments included on chain.",
+		)?;
+		let revealed = IntCounter::new(
+			"iota_validator_weights_revealed_total",
+			"Committed weight vectors revealed on chain.",
 		)?;
 		let finalized = IntCounter::new(
 			"iota_validator_epochs_finalized_total",
@@ -92,6 +99,7 @@ impl Metrics {
 		let last_epoch = IntGauge::new("iota_validator_last_epoch", "Last epoch fully processed.")?;
 		registry.register(Box::new(shards.clone()))?;
 		registry.register(Box::new(weights.clone()))?;
+		registry.register(Box::new(revealed.clone()))?;
 		registry.register(Box::new(finalized.clone()))?;
 		registry.register(Box::new(last_epoch.clone()))?;
 		Ok(Self {
@@ -103,6 +111,7 @@ impl Metrics {
 			verdicts,
 			withheld,
 			weights,
+			revealed,
 			finalized,
 			errors,
 			last_epoch,

@@ -1,4 +1,5 @@
-//! The weight vector for `set_weights` (pallet-iota call 7) from CLASP scores.
+//! The weight vector a validator commits to and reveals (pallet-iota `commit_weights`, `reveal_weights`)
+//! from CLASP scores.
 //!
 //! The pallet refuses a vector that is empty, longer than the miner count, names a miner twice or a
 //! miner it does not know (e.g. one slashed this epoch), or is all zeros; it then normalises what it
@@ -28,7 +29,7 @@ pub enum WeightsError {
 	AllZero,
 }
 
-/// Builds the `set_weights` vector from per-miner scores (module docs). `registered` is the chain's
+/// Builds the weight vector from per-miner scores (module docs). `registered` is the chain's
 /// miner set (`IotaClient::miners`); duplicates in `scores` are summed.
 ///
 /// # Errors

@@ -224,13 +224,25 @@ pub mod calls {
 		runtime::Call::Iota(C::submit_spot_check { epoch, miner, verdict, evidence })
 	}
 
-	/// `set_weights(epoch, weights, version_key)` (validators).
-	pub fn set_weights(
+	/// `commit_weights(epoch, commitment)` (validators, during the scoring window):
+	/// `commitment` is [`iota_primitives::weights_commitment`] of the vector revealed later.
+	pub fn commit_weights(epoch: Epoch, commitment: ContentHash) -> runtime::Call {
+		runtime::Call::Iota(C::commit_weights { epoch, commitment })
+	}
+
+	/// `reveal_weights(epoch, weights, salt, version_key)` (validators, during the reveal window).
+	pub fn reveal_weights(
 		epoch: Epoch,
 		weights: Vec<(AccountId, u16)>,
+		salt: [u8; 32],
 		version_key: u64,
 	) -> runtime::Call {
-		runtime::Call::Iota(C::set_weights { epoch, weights: BoundedVec(weights), version_key })
+		runtime::Call::Iota(C::reveal_weights {
+			epoch,
+			weights: BoundedVec(weights),
+			salt,
+			version_key,
+		})
 	}
 
 	/// `finalize_epoch(epoch)` (anyone).
@@ -331,22 +343,38 @@ impl IotaClient {
 		.await
 	}
 
-	/// `set_weights` (validators): relative scores of miners for a complete `epoch`.
-	pub async fn set_weights(
+	/// `commit_weights` (validators): commit to relative scores of miners for a complete `epoch`
+	/// during its scoring window ([`iota_primitives::weights`]).
+	pub async fn commit_weights(
+		&self,
+		signer: &Signer,
+		epoch: Epoch,
+		commitment: ContentHash,
+	) -> Result<Included, Error> {
+		self.submit(&runtime::tx().iota().commit_weights(epoch, commitment), signer)
+			.await
+	}
+
+	/// `reveal_weights` (validators): reveal the vector committed for `epoch`, with its salt, during
+	/// the epoch's reveal window.
+	pub async fn reveal_weights(
 		&self,
 		signer: &Signer,
 		epoch: Epoch,
 		weights: Vec<(AccountId, u16)>,
+		salt: [u8; 32],
 		version_key: u64,
 	) -> Result<Included, Error> {
 		self.submit(
-			&runtime::tx().iota().set_weights(epoch, BoundedVec(weights), version_key),
+			&runtime::tx()
+				.iota()
+				.reveal_weights(epoch, BoundedVec(weights), salt, version_key),
 			signer,
 		)
 		.await
 	}
 
-	/// `finalize_epoch` (anyone): pay out `epoch` once its scoring window has closed.
+	/// `finalize_epoch` (anyone): pay out `epoch` once its scoring and reveal windows have closed.
 	pub async fn finalize_epoch(&self, signer: &Signer, epoch: Epoch) -> Result<Included, Error> {
 		self.submit(&runtime::tx().iota().finalize_epoch(epoch), signer).await
 	}
@@ -651,7 +679,34 @@ impl IotaClient {
 			.0)
 	}
 
-	/// The weights `validator` set for `epoch`.
+	/// The commitment `validator` made to its weights for `epoch` (kept after the reveal).
+	pub async fn weight_commit(
+		&self,
+		epoch: Epoch,
+		validator: &AccountId,
+	) -> Result<Option<ContentHash>, Error> {
+		self.fetch(&runtime::storage().iota().weight_commits(epoch, validator.clone()))
+			.await
+	}
+
+	/// Every validator that committed weights for `epoch`, in storage order.
+	pub async fn weight_committers(&self, epoch: Epoch) -> Result<Vec<AccountId>, Error> {
+		let all = self
+			.iter_by_account(runtime::storage().iota().weight_commits_iter1(epoch))
+			.await?;
+		Ok(all.into_iter().map(|(who, _)| who).collect())
+	}
+
+	/// Every validator that revealed its weights for `epoch`, with the vector.
+	pub async fn revealed_weights(
+		&self,
+		epoch: Epoch,
+	) -> Result<Vec<(AccountId, Vec<(AccountId, u16)>)>, Error> {
+		let all = self.iter_by_account(runtime::storage().iota().weights_iter1(epoch)).await?;
+		Ok(all.into_iter().map(|(who, w)| (who, w.0)).collect())
+	}
+
+	/// The weights `validator` revealed for `epoch`.
 	pub async fn weights(
 		&self,
 		epoch: Epoch,

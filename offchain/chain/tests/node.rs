@@ -160,13 +160,19 @@ async fn register_read_back_and_typed_errors() {
 	assert_eq!(v.stake, cfg.min_validator_stake);
 
 	// Weights from a non-validator fail with the pallet's error name, and change nothing.
+	let w = vec![(dave.account_id(), 1)];
+	let commitment = iota_primitives::weights_commitment(0, &ferdie.account_id(), &w, &[1; 32]);
+	let err = client.commit_weights(&ferdie, 0, commitment).await.unwrap_err();
+	assert_eq!(err.pallet_error(), Some("NotValidator"), "{err}");
+	assert!(matches!(&err, Error::Pallet { pallet, .. } if pallet == "Iota"), "{err:?}");
+	assert!(client.weight_commit(0, &ferdie.account_id()).await.unwrap().is_none());
 	let err = client
-		.set_weights(&ferdie, 0, vec![(dave.account_id(), 1)], cfg.weights_version)
+		.reveal_weights(&ferdie, 0, w, [1; 32], cfg.weights_version)
 		.await
 		.unwrap_err();
 	assert_eq!(err.pallet_error(), Some("NotValidator"), "{err}");
-	assert!(matches!(&err, Error::Pallet { pallet, .. } if pallet == "Iota"), "{err:?}");
 	assert!(client.weights(0, &ferdie.account_id()).await.unwrap().is_none());
+	assert!(client.weight_committers(0).await.unwrap().is_empty());
 
 	// A root call through sudo: an invalid config comes back as the inner pallet error.
 	let mut bad = cfg.clone();

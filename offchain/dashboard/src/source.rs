@@ -303,6 +303,7 @@ impl ChainSource for ChainReader {
 					miner_bond: c.miner_bond,
 					min_validator_stake: c.min_validator_stake,
 					scoring_window: c.scoring_window,
+					reveal_window: c.reveal_window,
 					slash_quorum_ppb: c.slash_quorum_ppb,
 				}),
 				stages,

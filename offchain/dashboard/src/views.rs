@@ -82,8 +82,10 @@ pub struct RunConfigView {
 	/// Minimum validator stake.
 	#[serde(with = "balance_str")]
 	pub min_validator_stake: Balance,
-	/// Blocks after an epoch completes during which weights may be set.
+	/// Blocks after an epoch completes during which validators commit their weights.
 	pub scoring_window: u32,
+	/// Blocks after the scoring window during which validators reveal them.
+	pub reveal_window: u32,
 	/// Share of validator stake whose `Fail` verdicts slash a miner, parts per billion.
 	pub slash_quorum_ppb: u32,
 }
@@ -134,7 +136,7 @@ pub struct ChainValidator {
 	pub stake: Balance,
 	/// Lifecycle state.
 	pub status: ValidatorStatus<u32>,
-	/// Block of its last accepted `set_weights`.
+	/// Block of its last accepted `commit_weights`.
 	pub last_weights_at: Option<u32>,
 }
 

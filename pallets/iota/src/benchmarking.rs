@@ -35,7 +35,9 @@ fn configure<T: Config>(stages: u32, slash_quorum_ppb: u32) {
 		miner_bond: u.saturating_mul(10u32.into()),
 		min_validator_stake: u.saturating_mul(100u32.into()),
 		unbonding_period: 1u32.into(),
+		max_idle_epochs: 1,
 		scoring_window: 1u32.into(),
+		reveal_window: 1u32.into(),
 		weights_rate_limit: 1u32.into(),
 		weights_version: 1,
 		slash_quorum_ppb,
@@ -113,13 +115,21 @@ mod benchmarks {
 	}
 
 	#[benchmark]
-	fn register_validator() {
+	/// Worst case: `v` validator records, every seat taken (the rest unbonding), so the caller
+	/// replaces the active validator with the least stake.
+	fn register_validator(
+		v: Linear<1, { Pallet::<T>::max_validator_records().saturating_sub(1) }>,
+	) {
 		configure::<T>(1, PPB);
-		for i in 0..T::MaxValidators::get().saturating_sub(1) {
-			add_validator::<T>(i);
+		let active = v.min(T::MaxValidators::get());
+		for i in 0..v {
+			let who = add_validator::<T>(i);
+			if i < v.saturating_sub(active) {
+				Pallet::<T>::deregister(RawOrigin::Signed(who).into()).expect("unbonds");
+			}
 		}
 		let caller = funded::<T>("caller", 0);
-		let stake = unit::<T>().saturating_mul(100u32.into());
+		let stake = unit::<T>().saturating_mul(1_000u32.into());
 		#[extrinsic_call]
 		_(RawOrigin::Signed(caller.clone()), stake);
 		assert!(Validators::<T>::contains_key(&caller));
@@ -218,19 +228,40 @@ mod benchmarks {
 		assert!(!Miners::<T>::contains_key(&miner));
 	}
 
+	/// Worst case: a replacement (the earlier commitment and the rate limit are read).
 	#[benchmark]
-	fn set_weights(w: Linear<1, { T::MaxMiners::get() }>) {
+	fn commit_weights() {
 		configure::<T>(T::MaxStages::get(), PPB);
-		let w = w.min(seats::<T>());
-		let miners: Vec<T::AccountId> = (0..w).map(add_miner::<T>).collect();
 		let validator = add_validator::<T>(0);
 		// Inside the scoring window: the epoch completed at the block the call runs in.
 		polkadot_sdk::frame_system::Pallet::<T>::set_block_number(1u32.into());
 		EpochCompletedAt::<T>::insert(0, BlockNumberFor::<T>::from(1u32));
+		WeightCommits::<T>::insert(0, &validator, ContentHash::of(b"earlier"));
+		let commitment = ContentHash::of(b"bench");
+		#[extrinsic_call]
+		_(RawOrigin::Signed(validator.clone()), 0, commitment);
+		assert_eq!(WeightCommits::<T>::get(0, &validator), Some(commitment));
+	}
+
+	#[benchmark]
+	fn reveal_weights(w: Linear<1, { T::MaxMiners::get() }>) {
+		configure::<T>(T::MaxStages::get(), PPB);
+		let w = w.min(seats::<T>());
+		let miners: Vec<T::AccountId> = (0..w).map(add_miner::<T>).collect();
+		let validator = add_validator::<T>(0);
 		let weights: WeightsOf<T> =
 			BoundedVec::truncate_from(miners.into_iter().map(|m| (m, 1)).collect());
+		let salt = [7u8; 32];
+		WeightCommits::<T>::insert(
+			0,
+			&validator,
+			iota_primitives::weights_commitment(0, &validator, &weights[..], &salt),
+		);
+		// The reveal window: completed at block 1, a one-block scoring window.
+		EpochCompletedAt::<T>::insert(0, BlockNumberFor::<T>::from(1u32));
+		polkadot_sdk::frame_system::Pallet::<T>::set_block_number(2u32.into());
 		#[extrinsic_call]
-		_(RawOrigin::Signed(validator.clone()), 0, weights, 1);
+		_(RawOrigin::Signed(validator.clone()), 0, weights, salt, 1);
 		assert!(Weights::<T>::contains_key(0, &validator));
 	}
 

@@ -12,9 +12,11 @@
 //!   merge manifest. Epoch `e` of the run is *complete* once every stage has committed its merge for `e`.
 //! - **Spot-check**: a validator's verdict on a miner's recomputed work. `Fail` verdicts from a quorum of
 //!   validator stake slash the miner's whole bond.
-//! - **Weights**: a validator's relative scores of miners for an epoch (subtensor-style `set_weights`).
-//!   After the scoring window, `finalize_epoch` turns them into consensus scores (stake-weighted median) and an
-//!   exact emission split ([`iota_primitives::epoch_rewards`]), and mints the payouts.
+//! - **Weights**: a validator's relative scores of miners for an epoch, committed as a hash during the
+//!   scoring window (`commit_weights`) and revealed after it (`reveal_weights`), so no validator can copy
+//!   another's vector ([`iota_primitives::weights`]). After the reveal window, `finalize_epoch` turns the
+//!   revealed vectors into consensus scores (stake-weighted median) and an exact emission split
+//!   ([`iota_primitives::epoch_rewards`]), and mints the payouts.
 //!
 //! ## Assumptions
 //! - One orchestrator account (genesis or root) routes work; it is trusted to report progress and commit
@@ -47,7 +49,8 @@ pub mod pallet {
 	use alloc::{collections::BTreeMap, vec::Vec};
 	use iota_primitives::{
 		assign_stage, complete_merge, derive_seed, epoch_rewards, next_phase, shard_count,
-		AssignError, PhaseRefusal, Seed, StageProgress, ValidatorVote, PPB,
+		weights_commitment, weights_window, AssignError, PhaseRefusal, Seed, StageProgress,
+		ValidatorVote, WeightsWindow, PPB,
 	};
 	use polkadot_sdk::{
 		frame_support::{
@@ -112,7 +115,8 @@ pub mod pallet {
 		/// Most miner records (active, leaving or unbonding) at once; bounds weight vectors and payouts.
 		#[pallet::constant]
 		type MaxMiners: Get<u32>;
-		/// Most validator records at once.
+		/// Validator seats: most active validators at once (a registration beyond them replaces the
+		/// one with the least stake); as many unbonding validator records may exist besides.
 		#[pallet::constant]
 		type MaxValidators: Get<u32>;
 		/// Longest S3 key in a manifest, in bytes.
@@ -202,7 +206,21 @@ pub mod pallet {
 		ValueQuery,
 	>;
 
-	/// Weight vectors per (epoch, validator).
+	/// Commitments to weight vectors per (epoch, validator) ([`iota_primitives::weights_commitment`]),
+	/// made during the epoch's scoring window and kept (like the rest of the per-epoch history): with
+	/// [`Weights`] it tells who committed and who revealed.
+	#[pallet::storage]
+	pub type WeightCommits<T: Config> = StorageDoubleMap<
+		_,
+		Twox64Concat,
+		Epoch,
+		Blake2_128Concat,
+		T::AccountId,
+		ContentHash,
+		OptionQuery,
+	>;
+
+	/// Revealed weight vectors per (epoch, validator): the only ones consensus and payouts read.
 	#[pallet::storage]
 	pub type Weights<T: Config> = StorageDoubleMap<
 		_,
@@ -287,6 +305,12 @@ pub mod pallet {
 		MinerRegistered { who: T::AccountId, stage: StageId, bond: BalanceOf<T> },
 		/// A validator registered with `stake`.
 		ValidatorRegistered { who: T::AccountId, stake: BalanceOf<T> },
+		/// Every validator seat was taken: `who`, the active validator with the least stake, was
+		/// replaced by `by`, which registered with more; `who` is unbonding.
+		ValidatorReplaced { who: T::AccountId, by: T::AccountId },
+		/// A miner without accepted work since epoch `last_scored` for `max_idle_epochs` finalized
+		/// epochs was evicted: it is leaving `stage`, and unbonds at the stage's next merge.
+		MinerEvicted { who: T::AccountId, stage: StageId, last_scored: Epoch },
 		/// A miner asked to leave; it stays in `stage` until the stage's next merge.
 		MinerLeaving { who: T::AccountId, stage: StageId },
 		/// A miner or validator left its role; its funds can be withdrawn from block `until`.
@@ -315,8 +339,10 @@ pub mod pallet {
 		},
 		/// A quorum of validator stake found fraud: the miner's bond was burned and it lost its stage.
 		MinerSlashed { who: T::AccountId, epoch: Epoch, amount: BalanceOf<T> },
-		/// A validator set its weights for `epoch`.
-		WeightsSet { validator: T::AccountId, epoch: Epoch, count: u32 },
+		/// A validator committed (or replaced) the hash of its weights for `epoch`.
+		WeightsCommitted { validator: T::AccountId, epoch: Epoch, commitment: ContentHash },
+		/// A validator revealed its committed weights for `epoch`: `count` entries.
+		WeightsRevealed { validator: T::AccountId, epoch: Epoch, count: u32 },
 		/// An epoch was paid out: who got what (also kept in `EmissionSplits`) and the totals.
 		EpochFinalized {
 			epoch: Epoch,
@@ -341,12 +367,15 @@ pub mod pallet {
 		AlreadyRegistered,
 		/// Every stage holds `MaxMinersPerStage` miners.
 		AllStagesFull,
-		/// `MaxMiners` (or `MaxValidators`) records exist already.
+		/// `MaxMiners` miner records (or twice `MaxValidators` validator records: seats and unbonding)
+		/// exist already.
 		TooManyRecords,
 		/// The bond or stake could not be held (free balance too low).
 		InsufficientBalance,
 		/// The validator stake is below the run config's minimum.
 		StakeBelowMinimum,
+		/// Every validator seat is taken and no active validator holds less stake than offered.
+		StakeTooLowToReplace,
 		/// The account is neither a miner nor a validator.
 		NotRegistered,
 		/// The account already left its role.
@@ -389,25 +418,33 @@ pub mod pallet {
 		IncorrectVersionKey,
 		/// The weight vector is empty.
 		EmptyWeights,
-		/// The weight vector names more miners than are registered.
-		TooManyWeights,
 		/// The weight vector names a miner twice.
 		DuplicateMiner,
 		/// Every weight is zero.
 		AllWeightsZero,
-		/// The validator replaced this epoch's vector less than `weights_rate_limit` blocks after its
-		/// last `set_weights`.
+		/// The validator replaced this epoch's commitment less than `weights_rate_limit` blocks after its
+		/// last `commit_weights`.
 		RateLimited,
-		/// Weights may be set only for a complete epoch whose scoring window is open and that is not finalized.
+		/// Weights may be committed and revealed only for a complete epoch that is not finalized.
 		EpochNotScorable,
+		/// The epoch's scoring window (its commit window) has closed: nothing can be committed any more.
+		CommitWindowClosed,
+		/// Reveals are accepted only in the reveal window, after the scoring window and before finalization.
+		NotRevealWindow,
+		/// This validator committed nothing for this epoch.
+		NoCommitment,
+		/// The revealed weights, salt, epoch and account do not hash to the commitment.
+		CommitmentMismatch,
+		/// This validator already revealed its weights for this epoch.
+		AlreadyRevealed,
 		/// Epochs are finalized in order; this is not the next one.
 		EpochNotNext,
 		/// Not every stage has committed its merge for this epoch.
 		EpochNotComplete,
-		/// The scoring window of this epoch is still open.
+		/// The scoring or reveal window of this epoch is still open.
 		ScoringWindowOpen,
-		/// The run config fails validation (zero stages, quota or scoring window, shares above 100%, too many
-		/// stages).
+		/// The run config fails validation (zero stages, quota, scoring or reveal window, shares above 100%,
+		/// too many stages).
 		InvalidRunConfig,
 		/// The stage count cannot change while miners are registered or while the stages are at different
 		/// epochs (in the middle of an epoch's merges).
@@ -467,6 +504,7 @@ pub mod pallet {
 					bond: cfg.miner_bond,
 					status: MinerStatus::Active,
 					registered_at: now,
+					last_scored: Self::current_epoch(&cfg),
 				},
 			);
 			Self::deposit_event(Event::MinerRegistered { who, stage, bond: cfg.miner_bond });
@@ -474,9 +512,16 @@ pub mod pallet {
 		}
 
 		/// Register the caller as a validator holding `stake` (at least the run config's minimum).
-		/// Emits `ValidatorRegistered`.
+		/// When all `MaxValidators` seats are held by active validators, the caller must hold more
+		/// stake than the smallest of them, which is replaced: it starts unbonding (its stake is
+		/// released after the unbonding period, as if it had left). Emits `ValidatorReplaced` (then) and
+		/// `ValidatorRegistered`.
+		///
+		/// Errors: `AlreadyRegistered`, `StakeBelowMinimum`, `StakeTooLowToReplace` (seats full and no
+		/// active validator holds less), `TooManyRecords` (as many unbonding records as seats),
+		/// `InsufficientBalance`.
 		#[pallet::call_index(1)]
-		#[pallet::weight(T::WeightInfo::register_validator())]
+		#[pallet::weight(T::WeightInfo::register_validator(Pallet::<T>::max_validator_records()))]
 		pub fn register_validator(origin: OriginFor<T>, stake: BalanceOf<T>) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			Self::do_register_validator(&who, stake)
@@ -638,7 +683,7 @@ pub mod pallet {
 		/// evidence. When `Fail` verdicts reach the slash quorum of active validator stake, the miner's bond
 		/// is burned and it loses its stage. Emits `SpotCheckSubmitted` (and `MinerSlashed`).
 		#[pallet::call_index(6)]
-		#[pallet::weight(T::WeightInfo::submit_spot_check(T::MaxValidators::get()))]
+		#[pallet::weight(T::WeightInfo::submit_spot_check(Pallet::<T>::max_validator_records()))]
 		pub fn submit_spot_check(
 			origin: OriginFor<T>,
 			epoch: Epoch,
@@ -691,45 +736,37 @@ pub mod pallet {
 			Ok(())
 		}
 
-		/// Active validator only: set the caller's weights for a complete `epoch` while its scoring window
-		/// is open (and it is not finalized), with subtensor's checks: version key, non-empty, no longer than
-		/// the miner count, no duplicates, known miners only, not all zero, rate limit. Replaces the caller's
-		/// earlier vector for that epoch. The rate limit (`weights_rate_limit` blocks since the caller's last
-		/// `set_weights`) applies to a replacement only: a validator's first vector for an epoch is always
-		/// taken, so epochs that complete faster than the limit (every few blocks once the orchestrator
-		/// waits for inclusion only) cannot starve each other of their vectors. Emits `WeightsSet`.
+		/// Active validator only: commit to the caller's weights for a complete `epoch` while its scoring
+		/// window is open and it is not finalized: `commitment` is
+		/// [`iota_primitives::weights_commitment`]`(epoch, caller, weights, salt)`, revealed later by
+		/// `reveal_weights`. Replaces the caller's earlier commitment for that epoch; the rate limit
+		/// (`weights_rate_limit` blocks since the caller's last commit) applies to a replacement only, so a
+		/// validator's first commitment for an epoch is always taken and epochs that complete faster than
+		/// the limit cannot starve each other. Emits `WeightsCommitted`.
+		///
+		/// Errors: `NotValidator`, `EpochNotScorable` (not complete, or finalized), `CommitWindowClosed`
+		/// (the scoring window has passed: reveals may have started), `RateLimited`.
 		#[pallet::call_index(7)]
-		#[pallet::weight(T::WeightInfo::set_weights(weights.len() as u32)
-			.saturating_add(T::DbWeight::get().reads(1)))]
-		pub fn set_weights(
+		#[pallet::weight(T::WeightInfo::commit_weights())]
+		pub fn commit_weights(
 			origin: OriginFor<T>,
 			epoch: Epoch,
-			weights: WeightsOf<T>,
-			version_key: u64,
+			commitment: ContentHash,
 		) -> DispatchResult {
 			let who = ensure_signed(origin)?;
 			let cfg = Self::config()?;
 			let mut validator = Self::ensure_active_validator(&who)?;
-			ensure!(version_key >= cfg.weights_version, Error::<T>::IncorrectVersionKey);
+			let completed_at = EpochCompletedAt::<T>::get(epoch)
+				.filter(|_| epoch >= NextEpochToFinalize::<T>::get())
+				.ok_or(Error::<T>::EpochNotScorable)?;
 			let now = Self::now();
 			ensure!(
-				EpochCompletedAt::<T>::get(epoch)
-					.is_some_and(|at| now < at.saturating_add(cfg.scoring_window))
-					&& epoch >= NextEpochToFinalize::<T>::get(),
-				Error::<T>::EpochNotScorable
+				Self::weights_window_of(&cfg, completed_at, now) == WeightsWindow::Commit,
+				Error::<T>::CommitWindowClosed
 			);
-			ensure!(!weights.is_empty(), Error::<T>::EmptyWeights);
-			ensure!(weights.len() <= Miners::<T>::count() as usize, Error::<T>::TooManyWeights);
-			let mut seen = BTreeMap::new();
-			for (miner, _) in weights.iter() {
-				ensure!(seen.insert(miner, ()).is_none(), Error::<T>::DuplicateMiner);
-			}
-			for (miner, _) in weights.iter() {
-				ensure!(Miners::<T>::contains_key(miner), Error::<T>::UnknownMiner);
-			}
-			ensure!(weights.iter().any(|(_, w)| *w > 0), Error::<T>::AllWeightsZero);
-			let replaces = Weights::<T>::contains_key(epoch, &who);
-			if let (true, Some(last)) = (replaces, validator.last_weights_at) {
+			if let (true, Some(last)) =
+				(WeightCommits::<T>::contains_key(epoch, &who), validator.last_weights_at)
+			{
 				ensure!(
 					now >= last.saturating_add(cfg.weights_rate_limit),
 					Error::<T>::RateLimited
@@ -737,20 +774,69 @@ pub mod pallet {
 			}
 			validator.last_weights_at = Some(now);
 			Validators::<T>::insert(&who, validator);
-			let count = weights.len() as u32;
-			Weights::<T>::insert(epoch, &who, weights);
-			Self::deposit_event(Event::WeightsSet { validator: who, epoch, count });
+			WeightCommits::<T>::insert(epoch, &who, commitment);
+			Self::deposit_event(Event::WeightsCommitted { validator: who, epoch, commitment });
 			Ok(())
 		}
 
-		/// Anyone: pay out the next complete epoch once its scoring window has passed. Computes consensus
-		/// scores and the exact split of the epoch's emission from the active validators' weights
-		/// ([`iota_primitives::epoch_rewards`]; miners and voters in account order), mints the payouts and
-		/// records them. A payout that cannot be minted counts as unallocated. Emits `EpochFinalized`.
+		/// Active validator only: reveal the weights the caller committed for `epoch`, during its reveal
+		/// window (the `reveal_window` blocks after the scoring window). The vector must hash with `salt`
+		/// to the commitment ([`iota_primitives::weights_commitment`]) and pass subtensor's checks: version
+		/// key, non-empty, no duplicates, not all zero. Entries for accounts that are not (or no longer)
+		/// registered miners are kept but read as nothing at finalization: a miner slashed between the
+		/// commit and the reveal must not void the vector. Only revealed vectors count for consensus and
+		/// the validators' share. Emits `WeightsRevealed`.
+		///
+		/// Errors: `NotValidator`, `EpochNotScorable`, `NotRevealWindow`, `AlreadyRevealed`,
+		/// `NoCommitment`, `CommitmentMismatch`, `IncorrectVersionKey`, `EmptyWeights`, `DuplicateMiner`,
+		/// `AllWeightsZero`.
+		#[pallet::call_index(11)]
+		#[pallet::weight(T::WeightInfo::reveal_weights(weights.len() as u32))]
+		pub fn reveal_weights(
+			origin: OriginFor<T>,
+			epoch: Epoch,
+			weights: WeightsOf<T>,
+			salt: [u8; 32],
+			version_key: u64,
+		) -> DispatchResult {
+			let who = ensure_signed(origin)?;
+			let cfg = Self::config()?;
+			Self::ensure_active_validator(&who)?;
+			let completed_at = EpochCompletedAt::<T>::get(epoch)
+				.filter(|_| epoch >= NextEpochToFinalize::<T>::get())
+				.ok_or(Error::<T>::EpochNotScorable)?;
+			ensure!(
+				Self::weights_window_of(&cfg, completed_at, Self::now()) == WeightsWindow::Reveal,
+				Error::<T>::NotRevealWindow
+			);
+			ensure!(!Weights::<T>::contains_key(epoch, &who), Error::<T>::AlreadyRevealed);
+			let commitment =
+				WeightCommits::<T>::get(epoch, &who).ok_or(Error::<T>::NoCommitment)?;
+			ensure!(
+				weights_commitment(epoch, &who, &weights[..], &salt) == commitment,
+				Error::<T>::CommitmentMismatch
+			);
+			ensure!(version_key >= cfg.weights_version, Error::<T>::IncorrectVersionKey);
+			ensure!(!weights.is_empty(), Error::<T>::EmptyWeights);
+			let mut seen = BTreeMap::new();
+			for (miner, _) in weights.iter() {
+				ensure!(seen.insert(miner, ()).is_none(), Error::<T>::DuplicateMiner);
+			}
+			ensure!(weights.iter().any(|(_, w)| *w > 0), Error::<T>::AllWeightsZero);
+			let count = weights.len() as u32;
+			Weights::<T>::insert(epoch, &who, weights);
+			Self::deposit_event(Event::WeightsRevealed { validator: who, epoch, count });
+			Ok(())
+		}
+
+		/// Anyone: pay out the next complete epoch once its scoring and reveal windows have passed. Computes
+		/// consensus scores and the exact split of the epoch's emission from the active validators' revealed
+		/// weights ([`iota_primitives::epoch_rewards`]; miners and voters in account order), mints the
+		/// payouts and records them; a commitment never revealed earns nothing. A payout that cannot be minted counts as unallocated. Emits `EpochFinalized`.
 		#[pallet::call_index(8)]
 		#[pallet::weight(T::WeightInfo::finalize_epoch(
 			T::MaxMiners::get(),
-			T::MaxValidators::get()
+			Pallet::<T>::max_validator_records()
 		))]
 		pub fn finalize_epoch(origin: OriginFor<T>, epoch: Epoch) -> DispatchResult {
 			ensure_signed(origin)?;
@@ -823,7 +909,7 @@ pub mod pallet {
 			let completed_at =
 				EpochCompletedAt::<T>::get(epoch).ok_or(Error::<T>::EpochNotComplete)?;
 			ensure!(
-				Self::now() >= completed_at.saturating_add(cfg.scoring_window),
+				Self::weights_window_of(cfg, completed_at, Self::now()) == WeightsWindow::Closed,
 				Error::<T>::ScoringWindowOpen
 			);
 			let next = epoch.checked_add(1).ok_or(Error::<T>::EpochNotNext)?;
@@ -832,7 +918,7 @@ pub mod pallet {
 			miners.sort();
 			let index: BTreeMap<&T::AccountId, usize> =
 				miners.iter().enumerate().map(|(i, m)| (m, i)).collect();
-			// Only the current active validators vote (at most `MaxValidators` reads): vectors left by
+			// Only the current active validators vote (at most twice `MaxValidators` reads): vectors left by
 			// validators that have since withdrawn stay in storage but are never read.
 			let mut voters: Vec<(T::AccountId, ValidatorVote)> = Validators::<T>::iter()
 				.filter(|(_, v)| v.status == ValidatorStatus::Active)
@@ -854,6 +940,12 @@ pub mod pallet {
 			let votes: Vec<ValidatorVote> = voters.iter().map(|(_, v)| v.clone()).collect();
 			let pool: u128 = cfg.emission_per_epoch.unique_saturated_into();
 			let rewards = epoch_rewards(pool, cfg.validator_share_ppb, miners.len(), &votes);
+			// Accepted work, and eviction of idle miners; an epoch nobody scored judges nobody idle.
+			if rewards.consensus.iter().any(|&s| s > 0) {
+				for (miner, &score) in miners.iter().zip(&rewards.consensus) {
+					Self::note_work(cfg, miner, epoch, score > 0);
+				}
+			}
 
 			let mut split = EmissionSplitOf::<T> {
 				miners: BoundedVec::new(),
@@ -973,7 +1065,7 @@ pub mod pallet {
 			let mut weight = Self::deadlines_weight(u32::from(cfg.stages));
 			let next = NextEpochToFinalize::<T>::get();
 			if let Some(at) = EpochCompletedAt::<T>::get(next) {
-				if now >= at.saturating_add(cfg.scoring_window) {
+				if Self::weights_window_of(&cfg, at, now) == WeightsWindow::Closed {
 					// All or nothing: a refusal half-way (`TooManyRecords`) must not leave payouts
 					// without their record; the epoch then waits for a `finalize_epoch` call.
 					let _ = polkadot_sdk::frame_support::storage::with_storage_layer(|| {
@@ -1000,6 +1092,20 @@ pub mod pallet {
 		/// The seed of `epoch`, if the epoch has started.
 		pub fn epoch_seed(epoch: Epoch) -> Option<Seed> {
 			EpochSeeds::<T>::get(epoch)
+		}
+
+		/// [`iota_primitives::weights_window`] of an epoch completed at `completed_at`, at `now`, under `cfg`.
+		fn weights_window_of(
+			cfg: &RunConfigOf<T>,
+			completed_at: BlockNumberFor<T>,
+			now: BlockNumberFor<T>,
+		) -> WeightsWindow {
+			weights_window(
+				completed_at.unique_saturated_into(),
+				cfg.scoring_window.unique_saturated_into(),
+				cfg.reveal_window.unique_saturated_into(),
+				now.unique_saturated_into(),
+			)
 		}
 
 		fn now() -> BlockNumberFor<T> {
@@ -1039,6 +1145,7 @@ pub mod pallet {
 					&& cfg.backward_quota >= 1
 					&& cfg.bottleneck_width >= 1
 					&& !cfg.scoring_window.is_zero()
+					&& !cfg.reveal_window.is_zero()
 					&& cfg.validator_share_ppb <= PPB
 					&& cfg.slash_quorum_ppb >= 1
 					&& cfg.slash_quorum_ppb <= PPB,
@@ -1047,7 +1154,33 @@ pub mod pallet {
 			Ok(())
 		}
 
-		/// Register a validator (call and genesis).
+		/// Records whether `who` did accepted work (`scored`) in the finalized `epoch`; an active miner
+		/// idle for `max_idle_epochs` epochs since its last score (or registration) starts leaving.
+		fn note_work(cfg: &RunConfigOf<T>, who: &T::AccountId, epoch: Epoch, scored: bool) {
+			let Some(mut m) = Miners::<T>::get(who) else { return };
+			if scored {
+				if m.last_scored < epoch {
+					m.last_scored = epoch;
+					Miners::<T>::insert(who, m);
+				}
+			} else if m.status == MinerStatus::Active
+				&& epoch >= m.last_scored.saturating_add(cfg.max_idle_epochs)
+			{
+				m.status = MinerStatus::Leaving;
+				let (stage, last_scored) = (m.stage, m.last_scored);
+				Miners::<T>::insert(who, m);
+				Self::deposit_event(Event::MinerEvicted { who: who.clone(), stage, last_scored });
+			}
+		}
+
+		/// Most validator records at once: `MaxValidators` seats (active validators) and as many
+		/// unbonding records (left or replaced, until withdrawn).
+		pub fn max_validator_records() -> u32 {
+			T::MaxValidators::get().saturating_mul(2)
+		}
+
+		/// Register a validator (call and genesis): takes a free seat, or replaces the active validator
+		/// with the least stake (ties: the highest account id) when the caller holds more.
 		pub(crate) fn do_register_validator(
 			who: &T::AccountId,
 			stake: BalanceOf<T>,
@@ -1055,9 +1188,40 @@ pub mod pallet {
 			let cfg = Self::config()?;
 			Self::ensure_unregistered(who)?;
 			ensure!(stake >= cfg.min_validator_stake, Error::<T>::StakeBelowMinimum);
-			ensure!(Validators::<T>::count() < T::MaxValidators::get(), Error::<T>::TooManyRecords);
+			ensure!(
+				Validators::<T>::count() < Self::max_validator_records(),
+				Error::<T>::TooManyRecords
+			);
+			let mut active = 0u32;
+			let mut weakest: Option<(T::AccountId, ValidatorInfoOf<T>)> = None;
+			for (v, info) in Validators::<T>::iter() {
+				if info.status != ValidatorStatus::Active {
+					continue;
+				}
+				active = active.saturating_add(1);
+				let weaker = weakest.as_ref().is_none_or(|(w, wi)| {
+					info.stake < wi.stake || (info.stake == wi.stake && v > *w)
+				});
+				if weaker {
+					weakest = Some((v, info));
+				}
+			}
+			let replaced = match weakest {
+				Some((w, mut info)) if active >= T::MaxValidators::get() => {
+					ensure!(stake > info.stake, Error::<T>::StakeTooLowToReplace);
+					let until = Self::now().saturating_add(cfg.unbonding_period);
+					info.status = ValidatorStatus::Unbonding { until };
+					Some((w, info, until))
+				},
+				_ => None,
+			};
 			T::Currency::hold(&HoldReason::ValidatorStake.into(), who, stake)
 				.map_err(|_| Error::<T>::InsufficientBalance)?;
+			if let Some((w, info, until)) = replaced {
+				Validators::<T>::insert(&w, info);
+				Self::deposit_event(Event::ValidatorReplaced { who: w.clone(), by: who.clone() });
+				Self::deposit_event(Event::Unbonding { who: w, until });
+			}
 			Validators::<T>::insert(
 				who,
 				ValidatorInfo { stake, status: ValidatorStatus::Active, last_weights_at: None },
@@ -1119,7 +1283,8 @@ pub mod pallet {
 		///   Active or Leaving, no account twice, no members beyond the stage count, and every Active or
 		///   Leaving miner is a member);
 		/// - every miner's and validator's held balance equals its recorded bond or stake;
-		/// - record counts stay within their bounds.
+		/// - every revealed weight vector has its commitment;
+		/// - record counts stay within their bounds, and active validators within the seats.
 		#[cfg(any(feature = "try-runtime", test))]
 		pub fn do_try_state() -> Result<(), polkadot_sdk::sp_runtime::TryRuntimeError> {
 			let paid = EmissionSplits::<T>::iter_values().fold(BalanceOf::<T>::zero(), |acc, s| {
@@ -1159,10 +1324,23 @@ pub mod pallet {
 				let held = T::Currency::balance_on_hold(&HoldReason::ValidatorStake.into(), &who);
 				ensure!(held == v.stake, "validator hold differs from its stake");
 			}
+			for (epoch, who) in Weights::<T>::iter_keys() {
+				ensure!(
+					WeightCommits::<T>::contains_key(epoch, &who),
+					"a revealed vector without a commitment"
+				);
+			}
 			ensure!(Miners::<T>::count() <= T::MaxMiners::get(), "too many miner records");
 			ensure!(
-				Validators::<T>::count() <= T::MaxValidators::get(),
+				Validators::<T>::count() <= Self::max_validator_records(),
 				"too many validator records"
+			);
+			let active = Validators::<T>::iter_values()
+				.filter(|v| v.status == ValidatorStatus::Active)
+				.count();
+			ensure!(
+				active <= T::MaxValidators::get() as usize,
+				"more active validators than seats"
 			);
 			Ok(())
 		}

@@ -66,7 +66,8 @@ pub const BOND: u64 = 1_000;
 pub const STAKE: u64 = 10_000;
 
 /// The default run config of the tests: 3 stages, quota 4, phase timeout 20 blocks, 1 000 000 emitted per
-/// epoch with 20% to validators, slash quorum one half of validator stake.
+/// epoch with 20% to validators, slash quorum one half of validator stake, weights committed for 5 blocks
+/// after an epoch completes and revealed in the 2 after that.
 pub fn run_config() -> RunConfig<u64, u64> {
 	RunConfig {
 		model_hash: ContentHash::of(b"tiny"),
@@ -80,7 +81,9 @@ pub fn run_config() -> RunConfig<u64, u64> {
 		miner_bond: BOND,
 		min_validator_stake: 5_000,
 		unbonding_period: 10,
+		max_idle_epochs: 2,
 		scoring_window: 5,
+		reveal_window: 2,
 		weights_rate_limit: 2,
 		weights_version: 1,
 		slash_quorum_ppb: 500_000_000,

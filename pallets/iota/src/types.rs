@@ -22,6 +22,9 @@ pub struct MinerInfo<Balance, BlockNumber> {
 	pub status: MinerStatus<BlockNumber>,
 	/// Block of registration.
 	pub registered_at: BlockNumber,
+	/// The last finalized epoch in which the miner had a consensus score above zero, or the run's
+	/// epoch when it registered (eviction counts idle epochs from here; `RunConfig::max_idle_epochs`).
+	pub last_scored: crate::Epoch,
 }
 
 /// A validator's registration.
@@ -32,7 +35,7 @@ pub struct ValidatorInfo<Balance, BlockNumber> {
 	pub stake: Balance,
 	/// Lifecycle state.
 	pub status: ValidatorStatus<BlockNumber>,
-	/// Block of the validator's last accepted `set_weights` (rate limit).
+	/// Block of the validator's last accepted `commit_weights` (rate limit).
 	pub last_weights_at: Option<BlockNumber>,
 }
 

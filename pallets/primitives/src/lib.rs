@@ -14,6 +14,7 @@
 //! | butterfly shards | [`butterfly`] | which pair of miners reduces which slice of the gradient |
 //! | score consensus | [`consensus`] | stake-weighted median of validator weights |
 //! | emission | [`emission`] | who gets what of an epoch's pool, exactly |
+//! | commit-reveal of weights | [`weights`] | when weights are committed, revealed, paid; what a commitment is |
 //!
 //! The crate is `no_std` (with `alloc`) so the WASM runtime can use it; the `std` feature is on by default.
 //! Integer maths only: no floats, every operation checked, saturating or wrapping
@@ -30,6 +31,7 @@ pub mod phase;
 pub mod seed;
 pub mod stage_assignment;
 pub mod types;
+pub mod weights;
 
 pub use butterfly::{
 	butterfly_shards, shard_count, ButterflyError, ShardDescriptor, MAX_BUTTERFLY_MEMBERS,
@@ -42,3 +44,4 @@ pub use phase::{
 pub use seed::{derive_seed, Seed, SeededRng};
 pub use stage_assignment::{assign_stage, AssignError};
 pub use types::*;
+pub use weights::{finalizable_at, weights_commitment, weights_window, WeightsWindow};

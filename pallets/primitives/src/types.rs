@@ -13,7 +13,8 @@ pub type StageId = u16;
 /// when every stage has committed its merge for `e`.
 pub type Epoch = u32;
 
-/// Validator weight for one miner, as in subtensor's `set_weights` (relative; normalised before use).
+/// Validator weight for one miner, as in subtensor's `set_weights` (relative; normalised before use;
+/// committed and revealed, [`crate::weights`]).
 pub type WeightValue = u16;
 
 /// BLAKE3 hash (32 bytes) of an object in the bucket: activations, gradients, shards, checkpoints.
@@ -301,10 +302,17 @@ pub struct RunConfig<Balance, BlockNumber> {
 	pub min_validator_stake: Balance,
 	/// Blocks between leaving and being able to withdraw a bond or stake (fraud can still be proven).
 	pub unbonding_period: BlockNumber,
-	/// Blocks after an epoch completes during which validators may still set weights, before it can be
-	/// finalized.
+	/// Finalized epochs a miner may go without accepted work (a consensus score above zero) before it
+	/// is evicted: moved to leaving, its seat freed at its stage's next merge (at least 1). Epochs in
+	/// which no miner scored (no validator revealed weights) do not count against anyone.
+	pub max_idle_epochs: crate::Epoch,
+	/// Blocks after an epoch completes during which validators judge it and commit their weights
+	/// (`commit_weights`; [`crate::weights`]).
 	pub scoring_window: BlockNumber,
-	/// Minimum blocks between two `set_weights` calls of one validator.
+	/// Blocks after the scoring window during which validators reveal their committed weights
+	/// (`reveal_weights`); the epoch can be finalized after it (at least 1).
+	pub reveal_window: BlockNumber,
+	/// Minimum blocks between two `commit_weights` calls of one validator (replacing a commitment).
 	pub weights_rate_limit: BlockNumber,
 	/// Lowest weights version key accepted (subtensor's `version_key`): validators on older scoring code
 	/// are refused.

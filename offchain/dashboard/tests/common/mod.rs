@@ -156,6 +156,7 @@ pub fn overview(top_epoch: u32) -> ChainOverview {
 			miner_bond: 5_000_000_000_000,
 			min_validator_stake: 10_000_000_000_000,
 			scoring_window: 5,
+			reveal_window: 2,
 			slash_quorum_ppb: 500_000_000,
 		}),
 		stages: (0..3)

@@ -60,23 +60,24 @@ fn slash_quorum_is_not_rounded_down() {
 		});
 }
 
-/// Weights are taken until the scoring window closes (`EpochCompleted`'s promise), not until someone
-/// happens to call `finalize_epoch`: otherwise a validator can read every other vote after the window
-/// and front-run the finalization with a copied vector.
+/// Weights are committed until the scoring window closes (`EpochCompleted`'s promise) and revealed
+/// until the reveal window closes, not until someone happens to call `finalize_epoch`: otherwise a
+/// validator could read every other vote after the window and front-run the finalization with a copy.
 #[test]
-fn weights_after_the_scoring_window_are_refused() {
+fn weights_after_their_windows_are_refused() {
 	ExtBuilder::default()
 		.with_validators(&VALIDATORS)
 		.with_miners(&MINERS)
 		.build_and_execute(|| {
 			complete_epoch();
 			let completed = EpochCompletedAt::<Test>::get(0).unwrap();
-			assert_ok!(Iota::set_weights(RuntimeOrigin::signed(11), 0, weights(&[(21, 1)]), 1));
+			assert_ok!(commit(11, 0, &[(21, 1)]));
+			assert_ok!(commit(12, 0, &[(21, 1)]));
 			run_to(completed + 5);
-			assert_noop!(
-				Iota::set_weights(RuntimeOrigin::signed(12), 0, weights(&[(21, 1)]), 1),
-				Error::<Test>::EpochNotScorable
-			);
+			assert_noop!(commit(13, 0, &[(21, 1)]), Error::<Test>::CommitWindowClosed);
+			assert_ok!(reveal(11, 0, &[(21, 1)]));
+			run_to(completed + 7);
+			assert_noop!(reveal(12, 0, &[(21, 1)]), Error::<Test>::NotRevealWindow);
 			assert_ok!(Iota::finalize_epoch(RuntimeOrigin::signed(1), 0));
 			assert_eq!(
 				EmissionSplits::<Test>::get(0).unwrap().validators.into_inner(),
@@ -98,12 +99,15 @@ fn churned_validators_do_not_vote() {
 			// More voters than MaxValidators (8) pass through the epoch, one at a time.
 			for v in 40..50u64 {
 				assert_ok!(Iota::register_validator(RuntimeOrigin::signed(v), STAKE));
-				assert_ok!(Iota::set_weights(RuntimeOrigin::signed(v), 0, weights(&[(22, 1)]), 1));
+				vote(v, 0, &[(22, 1)]);
+				reveal_votes(0);
 				assert_ok!(Iota::deregister(RuntimeOrigin::signed(v)));
 				assert_ok!(Iota::withdraw_unbonded(RuntimeOrigin::signed(v)));
+				run_to(1);
 			}
-			assert_ok!(Iota::set_weights(RuntimeOrigin::signed(11), 0, weights(&[(21, 1)]), 1));
-			run_to(6);
+			vote(11, 0, &[(21, 1)]);
+			reveal_votes(0);
+			run_to(finalizable(0));
 			assert_ok!(Iota::finalize_epoch(RuntimeOrigin::signed(1), 0));
 			let split = EmissionSplits::<Test>::get(0).unwrap();
 			assert_eq!(split.miners.into_inner(), vec![(21, 800_000)]);
@@ -111,17 +115,21 @@ fn churned_validators_do_not_vote() {
 		});
 }
 
-/// Weights are accepted only inside the scoring window, so a zero window would let no one score and
-/// no epoch would ever pay: such a config is refused.
+/// Weights are committed only inside the scoring window and revealed only inside the reveal window,
+/// so a zero window would let no one score and no epoch would ever pay: such a config is refused.
 #[test]
-fn a_zero_scoring_window_is_refused() {
+fn a_zero_scoring_or_reveal_window_is_refused() {
 	ExtBuilder::default().build_and_execute(|| {
-		let mut cfg = run_config();
-		cfg.scoring_window = 0;
-		assert_noop!(
-			Iota::set_run_config(RuntimeOrigin::root(), cfg),
-			Error::<Test>::InvalidRunConfig
-		);
+		let zeros: [fn(&mut RunConfig<u64, u64>); 2] =
+			[|c| c.scoring_window = 0, |c| c.reveal_window = 0];
+		for zero in zeros {
+			let mut cfg = run_config();
+			zero(&mut cfg);
+			assert_noop!(
+				Iota::set_run_config(RuntimeOrigin::root(), cfg),
+				Error::<Test>::InvalidRunConfig
+			);
+		}
 	});
 }
 

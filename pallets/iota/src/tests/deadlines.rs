@@ -84,25 +84,21 @@ fn a_closed_scoring_window_finalizes_the_epoch_as_the_call_would() {
 				run_to(2);
 				complete_epoch();
 				for v in [11, 12, 13] {
-					assert_ok!(Iota::set_weights(
-						RuntimeOrigin::signed(v),
-						0,
-						weights(&[(21, 3), (22, 1), (23, 1), (24, 1), (25, 1), (26, 1)]),
-						1
-					));
+					vote(v, 0, &[(21, 3), (22, 1), (23, 1), (24, 1), (25, 1), (26, 1)]);
 				}
-				// Completed at 2, window 5: open through block 6.
-				initialize(6);
+				reveal_votes(0);
+				// Completed at 2: commits through block 6, reveals through block 8.
+				initialize(8);
 				assert_eq!(NextEpochToFinalize::<Test>::get(), 0);
 				assert!(EmissionSplits::<Test>::get(0).is_none());
 				if by_hook {
-					initialize(7);
+					initialize(9);
 					assert_noop!(
 						Iota::finalize_epoch(RuntimeOrigin::signed(1), 0),
 						Error::<Test>::EpochNotNext
 					);
 				} else {
-					run_to(7);
+					run_to(9);
 					assert_ok!(Iota::finalize_epoch(RuntimeOrigin::signed(1), 0));
 				}
 				assert_eq!(NextEpochToFinalize::<Test>::get(), 1);

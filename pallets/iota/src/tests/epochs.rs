@@ -17,9 +17,12 @@ fn finalization_waits_for_completion_and_the_scoring_window() {
 			run_to(2);
 			complete_epoch();
 			assert_noop!(finalize(0), Error::<Test>::ScoringWindowOpen);
+			// Completed at 2: commits through block 6, reveals through block 8.
 			run_to(6);
 			assert_noop!(finalize(0), Error::<Test>::ScoringWindowOpen);
-			run_to(7);
+			run_to(8);
+			assert_noop!(finalize(0), Error::<Test>::ScoringWindowOpen);
+			run_to(9);
 			assert_noop!(Iota::finalize_epoch(RuntimeOrigin::none(), 0), DispatchError::BadOrigin);
 			assert_ok!(finalize(0));
 			assert_eq!(NextEpochToFinalize::<Test>::get(), 1);
@@ -35,7 +38,7 @@ fn an_epoch_nobody_scored_mints_nothing() {
 		.build_and_execute(|| {
 			let issuance = Balances::total_issuance();
 			complete_epoch();
-			run_to(6);
+			run_to(finalizable(0));
 			assert_ok!(finalize(0));
 			let split = EmissionSplits::<Test>::get(0).unwrap();
 			assert_eq!(split.unallocated, 1_000_000);
@@ -56,9 +59,10 @@ fn weights_of_validators_that_left_do_not_count() {
 		.with_miners(&MINERS)
 		.build_and_execute(|| {
 			complete_epoch();
-			assert_ok!(Iota::set_weights(RuntimeOrigin::signed(13), 0, weights(&[(21, 1)]), 1));
+			vote(13, 0, &[(21, 1)]);
+			reveal_votes(0);
 			assert_ok!(Iota::deregister(RuntimeOrigin::signed(13)));
-			run_to(6);
+			run_to(finalizable(0));
 			assert_ok!(finalize(0));
 			let split = EmissionSplits::<Test>::get(0).unwrap();
 			assert!(split.miners.is_empty() && split.validators.is_empty());
@@ -99,12 +103,7 @@ fn two_epochs_with_a_dishonest_validator_pay_exactly() {
 						Verdict::Pass,
 						ContentHash::of(b"recomputed")
 					));
-					assert_ok!(Iota::set_weights(
-						RuntimeOrigin::signed(v),
-						epoch,
-						weights(&all),
-						1
-					));
+					vote(v, epoch, &all);
 				}
 				assert_ok!(Iota::submit_spot_check(
 					RuntimeOrigin::signed(13),
@@ -113,13 +112,9 @@ fn two_epochs_with_a_dishonest_validator_pay_exactly() {
 					Verdict::Fail,
 					ContentHash::of(b"forged")
 				));
-				assert_ok!(Iota::set_weights(
-					RuntimeOrigin::signed(13),
-					epoch,
-					weights(&[(21, 1)]),
-					1
-				));
-				run_to(start + 5);
+				vote(13, epoch, &[(21, 1)]);
+				reveal_votes(epoch);
+				run_to(finalizable(epoch));
 				assert_ok!(finalize(epoch));
 				let split = EmissionSplits::<Test>::get(epoch).unwrap();
 				System::assert_last_event(

@@ -88,3 +88,61 @@ pub fn held(reason: HoldReason, who: u64) -> u64 {
 pub fn weights(w: &[(u64, u16)]) -> WeightsOf<Test> {
 	BoundedVec::try_from(w.to_vec()).unwrap()
 }
+
+/// A vote committed by [`vote`] and not yet revealed: (validator, epoch, weights).
+type Vote = (u64, Epoch, Vec<(u64, u16)>);
+
+thread_local! {
+	static VOTES: core::cell::RefCell<Vec<Vote>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// The salt validator `v` commits with for `epoch` in these tests (distinct per validator and epoch).
+pub fn salt(v: u64, epoch: Epoch) -> [u8; 32] {
+	let mut s = [7u8; 32];
+	s[..8].copy_from_slice(&v.to_le_bytes());
+	s[8..12].copy_from_slice(&epoch.to_le_bytes());
+	s
+}
+
+/// `commit_weights` by validator `v` for `w` with its test [`salt`].
+pub fn commit(v: u64, epoch: Epoch, w: &[(u64, u16)]) -> polkadot_sdk::sp_runtime::DispatchResult {
+	let commitment = iota_primitives::weights_commitment(epoch, &v, w, &salt(v, epoch));
+	Iota::commit_weights(RuntimeOrigin::signed(v), epoch, commitment)
+}
+
+/// `reveal_weights` by validator `v` of `w` with its test [`salt`] and version key 1.
+pub fn reveal(v: u64, epoch: Epoch, w: &[(u64, u16)]) -> polkadot_sdk::sp_runtime::DispatchResult {
+	Iota::reveal_weights(RuntimeOrigin::signed(v), epoch, weights(w), salt(v, epoch), 1)
+}
+
+/// Commit `w` for validator `v` (must succeed) and remember it for [`reveal_votes`].
+pub fn vote(v: u64, epoch: Epoch, w: &[(u64, u16)]) {
+	assert_ok!(commit(v, epoch, w));
+	VOTES.with(|votes| votes.borrow_mut().push((v, epoch, w.to_vec())));
+}
+
+/// First block of `epoch`'s reveal window (its scoring window has passed).
+pub fn reveal_from(epoch: Epoch) -> u64 {
+	EpochCompletedAt::<Test>::get(epoch).expect("epoch complete") + run_config().scoring_window
+}
+
+/// First block at which `epoch` can be finalized (its reveal window has passed).
+pub fn finalizable(epoch: Epoch) -> u64 {
+	reveal_from(epoch) + run_config().reveal_window
+}
+
+/// Move to `epoch`'s reveal window (if before it) and reveal every [`vote`] committed for it.
+pub fn reveal_votes(epoch: Epoch) {
+	if System::block_number() < reveal_from(epoch) {
+		run_to(reveal_from(epoch));
+	}
+	let due: Vec<_> = VOTES.with(|votes| {
+		let mut votes = votes.borrow_mut();
+		let (due, rest) = votes.drain(..).partition(|(_, e, _)| *e == epoch);
+		*votes = rest;
+		due
+	});
+	for (v, e, w) in due {
+		assert_ok!(reveal(v, e, &w));
+	}
+}
