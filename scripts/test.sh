@@ -52,6 +52,8 @@ test -s "$(ls -d "$SMOKE_RUNS"/*/)report.md"
 grep -q '^epoch,tokens,loss,heldout_loss,baseline_loss,baseline_heldout_loss$' "$(ls -d "$SMOKE_RUNS"/*/)loss.csv"
 # The single-process baseline on the same samples, beside the network's loss.
 grep -q '^| epoch | tokens | training loss | baseline | ratio |' "$(ls -d "$SMOKE_RUNS"/*/)report.md"
+# Commits and reveals of validator weights per epoch (commit-reveal, read from chain storage).
+grep -q '^| epoch | committed | revealed | committed, not revealed |' "$(ls -d "$SMOKE_RUNS"/*/)report.md"
 # The last epoch's merged model is exported beside the report (with the bottleneck: its modeling file).
 test -s "$(ls -d "$SMOKE_RUNS"/*/)hf/model.safetensors"
 test -s "$(ls -d "$SMOKE_RUNS"/*/)hf/modeling_iota.py"

@@ -1,7 +1,9 @@
 //! Honest miners are never failed, and the validator rides out an orchestrator crash: a dev node, the
 //! embedded S3 server, the orchestrator, 3 stages × 2 honest `iota-miner` processes training `tiny` on
 //! Shakespeare, and one `iota-validator` (Bob). When epoch 0 completes on chain the orchestrator is
-//! killed with SIGKILL and restarted 10 s later on the same database.
+//! killed with SIGKILL and restarted 10 s later on the same database; once the validator's commitment to
+//! its epoch-0 weights is on chain, the validator is killed with SIGKILL too and restarted on the same
+//! state folder: it must reveal that very commitment (the salt survived the crash).
 //!
 //! Asserted over epochs 0..=3 (epoch 1's stage weights come from the checkpoints the chain's epoch-0
 //! manifests name): every verdict the validator put on chain is `Pass`, each epoch has verdicts, every
@@ -56,7 +58,8 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 		.map(|(i, name)| Daemon::miner(name, &node.rpc_url, &orch.url, dir.path(), i, &[]))
 		.collect();
 	let metrics_addr = format!("127.0.0.1:{}", free_port());
-	let validator = Daemon::validator("//Bob", &node.rpc_url, &orch.url, &metrics_addr, dir.path());
+	let mut validator =
+		Daemon::validator("//Bob", &node.rpc_url, &orch.url, &metrics_addr, dir.path());
 
 	// Crash the orchestrator as epoch 0 completes; restart it on the same database.
 	wait_for("epoch 0 complete", TIMEOUT, || async { client.epoch_completed_at(0).await.ok()? })
@@ -65,6 +68,20 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 	tokio::time::sleep(Duration::from_secs(10)).await;
 	orch.restart();
 	orch.wait_ready().await;
+
+	// Crash the validator between its commit and its reveal of epoch 0's weights; restart it on the
+	// same state folder (its first log kept as validator-1.log).
+	let committed = wait_for("Bob's commitment to epoch 0's weights", TIMEOUT, || async {
+		client.weight_commit(0, &bob).await.ok()?
+	})
+	.await;
+	assert!(
+		client.weights(0, &bob).await.unwrap().is_none(),
+		"epoch 0's weights were revealed before the validator could be restarted"
+	);
+	drop(validator);
+	std::fs::rename(dir.path().join("validator.log"), dir.path().join("validator-1.log")).unwrap();
+	validator = Daemon::validator("//Bob", &node.rpc_url, &orch.url, &metrics_addr, dir.path());
 
 	// The validator has processed epochs 0..=LAST_EPOCH (its gauge moves after the verdicts are in).
 	wait_for(&format!("the validator to process epoch {LAST_EPOCH}"), TIMEOUT, || async {
@@ -86,6 +103,13 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 		)
 		.await;
 		let w: BTreeMap<AccountId, u16> = w.into_iter().collect();
+		if epoch == 0 {
+			assert_eq!(
+				client.weight_commit(0, &bob).await.unwrap(),
+				Some(committed),
+				"the restarted validator replaced its commitment instead of revealing it"
+			);
+		}
 		let mut in_epoch = 0;
 		for m in &miners {
 			let v = verdicts(&client, epoch, m, &bob).await;

@@ -160,6 +160,11 @@ impl CommitStore {
 		}
 	}
 
+	/// The pending entry of `epoch`, if any.
+	pub fn get(&self, epoch: u32) -> Option<&Pending> {
+		self.entries.get(&epoch)
+	}
+
 	/// Every pending entry, by epoch.
 	pub fn pending(&self) -> Vec<Pending> {
 		self.entries.values().cloned().collect()

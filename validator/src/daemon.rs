@@ -410,6 +410,17 @@ impl Daemon {
 		}
 	}
 
+	/// Whether this validator's commitment for `epoch` is on chain and its salt is stored: a restart
+	/// that judges the epoch again then keeps that commitment instead of replacing it. A chain read
+	/// that fails counts as no (a replacement is harmless: its salt is stored first).
+	async fn committed_before(&self, epoch: u32) -> bool {
+		let me = self.signer.account_id();
+		let Some(stored) = self.commits.get(epoch).and_then(|p| p.commitment(&me).ok()) else {
+			return false;
+		};
+		matches!(self.chain.weight_commit(epoch, &me).await, Ok(Some(c)) if c == stored)
+	}
+
 	/// Stores a fresh salt for `w` and returns the `commit_weights` call for it, with the entry it
 	/// replaced (to [`Daemon::undo_commit`] when the call does not reach the chain). `None` when the
 	/// store cannot be written: nothing is committed whose salt could be lost.
@@ -580,6 +591,11 @@ impl Daemon {
 	) -> Option<Vec<(AccountId, u16)>> {
 		let mut batch = Vec::new();
 		let mut stored = None;
+		let mut weights = weights;
+		if weights.is_some() && self.committed_before(epoch).await {
+			tracing::info!(epoch, "weights committed before a restart; keeping that commitment");
+			weights = None;
+		}
 		if let Some(w) = &weights {
 			match self.prepare_commit(epoch, w, run) {
 				Some((call, earlier)) => {
