@@ -85,7 +85,8 @@ async fn honest_miners_pass_every_check_across_an_orchestrator_crash() {
 
 	// The validator has processed epochs 0..=LAST_EPOCH (its gauge moves after the verdicts are in).
 	wait_for(&format!("the validator to process epoch {LAST_EPOCH}"), TIMEOUT, || async {
-		let text = http_get(&metrics_addr, "/metrics").await;
+		// (None while the restarted validator is still starting.)
+		let text = try_http_get(&metrics_addr, "/metrics").await?;
 		let last = text.lines().find_map(|l| {
 			l.strip_prefix("iota_validator_last_epoch ")?.trim().parse::<i64>().ok()
 		})?;
