@@ -52,7 +52,7 @@ pub fn small_run_config() -> RunConfig<Balance, BlockNumber> {
 		unbonding_period: 100,
 		max_idle_epochs: 10,
 		scoring_window: 30,
-		reveal_window: 10,
+		reveal_window: 20,
 		weights_rate_limit: 5,
 		weights_version: 1,
 		slash_quorum_ppb: PPB / 2,

@@ -340,7 +340,7 @@ impl Daemon {
 			});
 		}
 		self.retry_pending_weights(&run, now).await;
-		self.reveal_due(&run, now).await;
+		self.reveal_due(&run).await;
 		while let Some(epoch) = self.next_epoch {
 			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
 			if now >= done_at.saturating_add(run.scoring_window) {
@@ -380,6 +380,7 @@ impl Daemon {
 			}
 			self.inner_done.retain(|k, _| k.0 > epoch);
 			self.next_epoch = Some(epoch + 1);
+			self.reveal_due(&run).await;
 		}
 		if self.cfg.finalize {
 			self.finalize_if_due(&run, now).await?;
@@ -481,10 +482,24 @@ impl Daemon {
 		}
 	}
 
-	/// Reveals every stored commitment whose reveal window is open at the finalized block `now`
-	/// ([`iota_primitives::weights_window`]); drops those whose window passed, whose epoch was
-	/// finalized, or that do not match the chain's commitment (replaced elsewhere, another chain).
-	async fn reveal_due(&mut self, run: &iota_chain::RunConfig, now: u32) {
+	/// Reveals every stored commitment whose reveal window is open at the best block
+	/// ([`iota_primitives::weights_window`]: the reveal executes there, and finality may lag the
+	/// best block by more than the whole window on a busy node); drops those whose window passed,
+	/// whose epoch was finalized, or that do not match the chain's commitment (replaced elsewhere,
+	/// another chain). Runs at the start of every tick and after each epoch a tick judges, so a long
+	/// tick cannot sit through a reveal window.
+	async fn reveal_due(&mut self, run: &iota_chain::RunConfig) {
+		if self.commits.pending().is_empty() {
+			return;
+		}
+		let now = match self.chain.best_number().await {
+			Ok(n) => n,
+			Err(e) => {
+				self.metrics.error("chain");
+				tracing::warn!(error = %e, "cannot read the best block; reveals wait");
+				return;
+			},
+		};
 		for p in self.commits.pending() {
 			let epoch = p.epoch;
 			let outcome = match self.reveal(&p, run, now).await {
