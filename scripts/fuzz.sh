@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Fuzzes every decoder of network input (crate iota-fuzz, docs in fuzz/src/lib.rs) under libFuzzer:
-# each target for SECONDS (default 120), starting from and adding to its corpus in fuzz/corpus/<target>/
-# (minimized afterwards), then prints the executions per target. A crash stops the script with the
-# input under fuzz/libfuzzer/artifacts/<target>/; fix it, copy the input into the target's corpus, and
-# `cargo test -p iota-fuzz` (part of scripts/test.sh) replays it from then on. The committed corpora
-# keep the seeds and the 50 smallest inputs per target (the fuzzer's full corpora run to megabytes).
+# Fuzzes every decoder of network input and the orchestrator's State::apply (crate iota-fuzz, docs in
+# fuzz/src/lib.rs) under libFuzzer: each target for SECONDS (default 120), starting from and adding to its
+# corpus in fuzz/corpus/<target>/ (minimized afterwards), then prints the executions per target. A crash
+# stops the script with the input under fuzz/libfuzzer/artifacts/<target>/; fix it, copy the input into
+# the target's corpus, and `cargo test -p iota-fuzz` (part of scripts/test.sh) replays it from then on.
+# The committed corpora keep the seeds and the 50 smallest inputs per target (the fuzzer's full corpora
+# run to megabytes).
 #
 #   ./scripts/fuzz.sh          # every target, 120 s each
 #   ./scripts/fuzz.sh 30 run_spec object_key

@@ -2,9 +2,11 @@
 //!
 //! Every decoder of network input as a fuzz target (issue "Validators that cannot copy, …, decoders that
 //! cannot be crashed", item 3): a function from arbitrary bytes that must never panic, and that checks
-//! the decoder's contract on whatever it accepts. [`TARGETS`] lists them by name; `scripts/fuzz.sh`
-//! runs each under libFuzzer (`fuzz/libfuzzer`, `cargo +nightly fuzz`), and `cargo test -p iota-fuzz`
-//! replays the saved corpora (`fuzz/corpus/<target>/`), so a fixed crash stays fixed.
+//! the decoder's contract on whatever it accepts; and the orchestrator's event-sourced state, fed event
+//! sequences decoded from the bytes, its invariants checked after every event. [`TARGETS`] lists them
+//! by name; `scripts/fuzz.sh` runs each under libFuzzer (`fuzz/libfuzzer`, `cargo +nightly fuzz`), and
+//! `cargo test -p iota-fuzz` replays the saved corpora (`fuzz/corpus/<target>/`), so a fixed crash
+//! stays fixed.
 //!
 //! | target | decoder | contract checked on acceptance |
 //! |---|---|---|
@@ -17,6 +19,9 @@
 //! | `run_spec` | `RunSpec::from_bytes_checked` | a spec that validates locates its samples without panicking |
 //! | `object_key` | `iota_storage::keys::parse` | the key round-trips exactly |
 //! | `pallet_call` | SCALE decoding of `pallet_iota::Call` (every extrinsic's arguments) | re-encodes to the bytes it consumed |
+//! | `state_apply` | the orchestrator's `State::apply`, over event sequences ([`events`]) | `State::check_invariants` after every event; epochs go back only by a revert |
+
+pub mod events;
 
 use std::cell::RefCell;
 
@@ -44,6 +49,7 @@ pub const TARGETS: &[(&str, Target)] = &[
 	("run_spec", run_spec),
 	("object_key", object_key),
 	("pallet_call", pallet_call),
+	("state_apply", state_apply),
 ];
 
 /// The first byte selects among `n` choices (0 when empty); the rest is the input.
@@ -245,6 +251,74 @@ pub fn pallet_call(data: &[u8]) {
 	}
 }
 
+/// The orchestrator's event-sourced state: the bytes as a sequence of events over a small run
+/// ([`events`]), each folded into a fresh state by `State::apply` (live requests and a replay after a
+/// restart take the same path); after every event the state's invariants hold
+/// (`State::check_invariants`) and no stage's epoch went back but by a revert to the chain's view. The
+/// first byte picks sync or local mode; at most [`MAX_EVENTS`] events an input. At the end the read-only
+/// views (status, pathway logs, manifests, commit plans, due events) are taken of what was built.
+pub fn state_apply(data: &[u8]) {
+	views(&state_of(data));
+}
+
+/// The state `state_apply` builds from `data`, checked after every event.
+fn state_of(data: &[u8]) -> iota_orchestrator::state::State {
+	use iota_orchestrator::state::{Event, State};
+	let (mode, rest) = split(data, 2);
+	let mut st = State::new(events::config(mode == 1));
+	let mut input = events::Events::new(rest);
+	let mut n = 0;
+	while n < MAX_EVENTS {
+		let Some(evs) = input.next(&mut st) else { break };
+		for ev in evs {
+			let before: [u32; events::STAGES as usize] =
+				std::array::from_fn(|s| st.stage(s as u16).map_or(0, |v| v.epoch));
+			st.apply(&ev);
+			if let Err(e) = st.check_invariants() {
+				panic!("event {n} ({ev:?}): {e}");
+			}
+			for (s, was) in before.into_iter().enumerate() {
+				let now = st.stage(s as u16).map_or(0, |v| v.epoch);
+				let reverted = matches!(ev, Event::ChainReverted { stage, epoch, .. }
+					if usize::from(stage) == s && now == epoch);
+				assert!(
+					now >= was || reverted,
+					"event {n} ({ev:?}): stage {s} went from epoch {was} back to {now}"
+				);
+			}
+			n += 1;
+		}
+	}
+	st
+}
+
+/// Events per `state_apply` input (a longer input is cut there): an epoch of samples and its merge
+/// take 30, and the target stays above 10,000 inputs a second under `scripts/fuzz.sh`.
+pub const MAX_EVENTS: usize = 48;
+
+/// Every read-only view of the state the server and the chain driver take (none may panic).
+fn views(st: &iota_orchestrator::state::State) {
+	let _ = st.stage_status();
+	let _ = st.summaries();
+	let _ = st.pathway_due();
+	let _ = st.challenge_seeds_due();
+	let _ = st.gone_miners(u64::MAX / 2, 0);
+	let _ = st.expired_leases(u64::MAX / 2);
+	let miners = st.miner_activity();
+	for s in 0..events::STAGES {
+		let epoch = st.stage(s).map_or(0, |v| v.epoch);
+		let _ = st.commit_plan(s);
+		let _ = st.disputed(s);
+		let _ = st.pathway_log(epoch);
+		for e in epoch.saturating_sub(1)..=epoch {
+			for m in &miners {
+				let _ = st.manifest(&m.account, s, e);
+				let _ = st.challenges_of(&m.account, s, e);
+			}
+		}
+	}
+}
+
 /// Valid inputs of every target, the fuzzers' starting points (written into the corpora as
 /// `seed-<blake3>`), and whether a target's decoder accepts an input.
 pub mod seeds {
@@ -366,6 +440,8 @@ pub mod seeds {
 		for call in [C::finalize_epoch { epoch: 3 }, C::register_miner {}] {
 			out.push(("pallet_call", call.encode()));
 		}
+		// Event sequences: full epochs in sync and local mode, churn, the inputs that found bugs.
+		out.extend(events::seeds().into_iter().map(|s| ("state_apply", s)));
 		out
 	}
 
@@ -403,6 +479,8 @@ pub mod seeds {
 			"pallet_call" => {
 				pallet_iota::Call::<iota_runtime::Runtime>::decode(&mut &input[..]).is_ok()
 			},
+			// A sequence that completes a sample.
+			"state_apply" => state_of(input).totals().0 > 0,
 			_ => false,
 		}
 	}

@@ -850,6 +850,7 @@ impl State {
 			for st in self.stages.iter_mut() {
 				st.forward_queue.retain(|n| !later(*n));
 				st.backward_queue.retain(|n, _| !later(*n));
+				st.recompute.retain(|n| !later(*n));
 			}
 		} else {
 			for id in stale {

@@ -26,7 +26,8 @@
 //!
 //! Files, one concept each: `events` (the [`Event`] log and [`State::apply`], one path for live
 //! requests and replay), `work` (routing and leases), `merge` (merge bookkeeping), `audit` (the
-//! pathway log and audit records), `inner` (local mode's inner-step trails), `times` (where each stage's epoch goes), `views` (what `iota_status` and the dashboard read).
+//! pathway log and audit records), `inner` (local mode's inner-step trails), `times` (where each stage's epoch goes), `views` (what `iota_status` and the dashboard read),
+//! `invariants` (what holds after any sequence of events: [`State::check_invariants`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -98,6 +99,7 @@ pub struct StateConfig {
 mod audit;
 mod events;
 mod inner;
+mod invariants;
 mod merge;
 mod restart;
 #[cfg(test)]
@@ -110,6 +112,7 @@ use times::StageClock;
 
 pub use events::{Event, Lease, WorkKind};
 pub use inner::InnerTrail;
+pub use invariants::InvariantError;
 pub use merge::phase_changes;
 
 /// A sample's accepted work.

@@ -206,10 +206,25 @@ impl State {
 		let mut listed = 0u32;
 		if relist {
 			let q = u64::from(self.cfg.backward_quota.max(1));
+			// Passes of its earlier process already re-listed (queued, or a recomputation out) are
+			// counted by it until recomputed, but were forfeited then: not again.
+			let pending: BTreeSet<u64> = st
+				.recompute
+				.iter()
+				.copied()
+				.chain(
+					self.leases
+						.values()
+						.filter(|l| l.recompute && l.stage == stage)
+						.map(|l| l.sample),
+				)
+				.collect();
 			let mine: Vec<u64> = self
 				.samples
 				.range(u64::from(epoch) * q..u64::from(epoch + 1) * q)
-				.filter(|(_, r)| self.counted_by(r, stage).is_some_and(|m| &m == miner))
+				.filter(|(n, r)| {
+					!pending.contains(n) && self.counted_by(r, stage).is_some_and(|m| &m == miner)
+				})
 				.map(|(n, _)| *n)
 				.collect();
 			listed = (mine.len() as u32).min(accepted);

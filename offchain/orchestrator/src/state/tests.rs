@@ -646,8 +646,8 @@ proptest::proptest! {
 
 	/// A random sequence of requests (leases, results, losses, releases, gradients, expiries, chain
 	/// phases and seeds, forged lease ids, miner sessions and restarts): every accepted event is applied live and recorded in the
-	/// database; replaying the database into a fresh state gives exactly the live state, and every
-	/// refused request leaves the state and the log as they were.
+	/// database, after which the state's invariants hold; replaying the database into a fresh state
+	/// gives exactly the live state, and every refused request leaves the state and the log as they were.
 	#[test]
 	fn live_and_replayed_states_agree_and_refusals_change_nothing(
 		steps in proptest::collection::vec(step(), 1..120),
@@ -758,6 +758,8 @@ proptest::proptest! {
 						}
 						w.apply(e);
 					}
+					let holds = w.st.check_invariants();
+					proptest::prop_assert!(holds.is_ok(), "{:?}", holds);
 				},
 				Err(_) => {
 					proptest::prop_assert!(w.st == before, "a refused request changed the state");
@@ -1028,6 +1030,37 @@ fn a_predicted_commit_that_never_lands_is_reverted_to_the_chain() {
 		now_ms: 600,
 	});
 	assert_eq!(w.st.stage(1).unwrap().phase, Phase::WeightsUploading);
+}
+
+#[test]
+fn a_reverted_head_commit_forgets_the_recomputations_of_its_later_samples_at_every_stage() {
+	// The head's commit of epoch 0 is predicted and it trains epoch 1 at once; stages 1 and 2 are in
+	// epoch 1 on chain. Miner 2 runs stage 1's pass of epoch 1's first sample, then restarts: the pass
+	// is re-listed for recomputation at stage 1.
+	let mut w = World::new(2, 4, &[&[7, 6], &[2, 5], &[3]]);
+	w.session(2, 1, 1, 0);
+	merge_predicted(&mut w, 0, 100, 0);
+	w.apply(predicted(0, 1, Phase::Training, &[7, 6], 30, 400));
+	w.chain(1, 1, Phase::Training, 0, &[2, 5], 400);
+	w.chain(2, 1, Phase::Training, 0, &[3], 400);
+	let n = w.run_sample([7, 2, 3], 500);
+	assert_eq!(w.st.epoch_of(n), 1);
+	w.session(2, 1, 2, 600);
+	assert_eq!(w.st.stage_status()[1].backward_queue, 1, "re-listed for recomputation");
+	// The head's commit never lands: epoch 1's samples are forgotten at every stage, its
+	// recomputations with them (no lease of a sample that has no record any more).
+	w.apply(Event::ChainReverted {
+		stage: 0,
+		epoch: 0,
+		phase: Phase::WeightsUploading,
+		round: 1,
+		members: vec![acc(7), acc(6)],
+		now_ms: 700,
+	});
+	assert!(w.st.sample(n).is_none());
+	assert_eq!(w.st.stage_status()[1].backward_queue, 0);
+	assert_eq!(w.work(5, 1, 800), WorkPlan::Idle(IdleReason::QueueEmpty));
+	w.st.check_invariants().unwrap();
 }
 
 impl World {
@@ -1312,6 +1345,30 @@ fn a_restarted_miner_frees_its_leases_at_once_and_its_lost_passes_are_recomputed
 		again.apply(e);
 	}
 	assert_eq!(again, w.st);
+}
+
+#[test]
+fn a_second_restart_re_lists_the_new_passes_not_those_already_being_recomputed() {
+	// Miner 2 runs sample `a` at stage 1 and restarts: `a` is re-listed, and miner 5 takes its
+	// recomputation. Miner 2's new process runs sample `b`, then restarts again.
+	let mut w = World::new(4, 4, &[&[1], &[2, 5], &[3]]);
+	w.session(2, 1, 7, 0);
+	let a = w.run_sample([1, 2, 3], 10);
+	w.session(2, 1, 8, 20);
+	let r = w.lease(5, 1, 30);
+	assert_eq!((r.sample, r.recompute), (a, true));
+	let b = w.run_sample([1, 2, 3], 40);
+	assert_eq!(w.st.accepted_passes(0, 1, &acc(2)), 1);
+	w.session(2, 1, 9, 50);
+	// Its one pass since is `b`: `b` is re-listed (`a` is being recomputed already), and both
+	// recomputations count.
+	assert_eq!(w.st.stage(1).unwrap().backward_done, 0);
+	let r2 = w.lease(5, 1, 60);
+	assert_eq!((r2.sample, r2.recompute), (b, true));
+	w.submit(&r, 70);
+	w.submit(&r2, 70);
+	assert_eq!((w.st.accepted_passes(0, 1, &acc(5)), w.st.stage(1).unwrap().backward_done), (2, 2));
+	w.st.check_invariants().unwrap();
 }
 
 #[test]
