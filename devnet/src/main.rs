@@ -100,8 +100,9 @@ struct Cli {
 	/// training time at its tokens/s).
 	#[arg(long, env = "IOTA_NO_BASELINE")]
 	no_baseline: bool,
-	/// Seconds to wait after training for the validators to finalize the last epochs.
-	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 270)]
+	/// Seconds to wait after training for the validators to finalize the last epochs (the scoring and
+	/// reveal windows: 240 + 180 blocks of a second by default).
+	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 450)]
 	finalize_wait_secs: u64,
 }
 

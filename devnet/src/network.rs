@@ -112,6 +112,10 @@ pub struct NetworkOptions {
 	/// Blocks after an epoch completes during which validators may set weights (set on chain through
 	/// sudo). Validators recompute their spot-checks first; on 2 shared cores that takes about a minute.
 	pub scoring_window: u32,
+	/// Blocks after the scoring window during which validators reveal their committed weights (set on
+	/// chain through sudo): longer than a validator takes to judge one epoch, since it reveals between
+	/// epochs.
+	pub reveal_window: u32,
 	/// Chain.
 	pub chain: ChainTarget,
 	/// Bucket.
@@ -154,6 +158,7 @@ impl NetworkOptions {
 			validators: 2,
 			quota: 16,
 			scoring_window: 90,
+			reveal_window: 180,
 			chain: ChainTarget::Dev,
 			store: StoreTarget::Embedded,
 			dashboard_addr: None,
@@ -407,6 +412,8 @@ impl Network {
 			options.quota.to_string(),
 			"--scoring-window".into(),
 			options.scoring_window.to_string(),
+			"--reveal-window".into(),
+			options.reveal_window.to_string(),
 			"--run".into(),
 			options.run_id.clone(),
 			"--listen".into(),

@@ -903,6 +903,8 @@ pub fn tiny_network(
 	o.miner_threads = 1;
 	o.log_filter = "info".into();
 	o.validator_args = vec!["--poll-ms".into(), "1000".into()];
+	// The dev preset's reveal window: a tiny epoch is judged in seconds.
+	o.reveal_window = 20;
 	// A tiny epoch's audit takes validators a few seconds, and epochs end every ~8 s now that the
 	// orchestrator waits for inclusion only: 40 blocks leave room on two busy cores without making every
 	// payout scenario wait 90.

@@ -179,6 +179,12 @@ struct RunArgs {
 	/// longer than the genesis default of 30 blocks on a small shared machine.
 	#[arg(long, env = "IOTA_SCORING_WINDOW")]
 	scoring_window: Option<u32>,
+	/// With `--sudo-suri`: the reveal window (blocks after the scoring window during which validators
+	/// reveal their committed weights) to set on chain. A validator reveals between judging epochs, so
+	/// the window must outlast the time it takes to judge one (minutes for a local-mode `small` epoch on
+	/// a shared 2-core machine; the genesis default is 20 blocks).
+	#[arg(long, env = "IOTA_REVEAL_WINDOW")]
+	reveal_window: Option<u32>,
 	/// Run id (the spec is read from `keys::run_spec(run)`).
 	#[arg(long, env = "IOTA_RUN")]
 	run: String,
@@ -374,6 +380,9 @@ async fn run(a: RunArgs) -> Result<()> {
 		}
 		if let Some(w) = a.scoring_window {
 			want.scoring_window = w;
+		}
+		if let Some(w) = a.reveal_window {
+			want.reveal_window = w;
 		}
 		if let Some(t) = a.phase_timeout {
 			want.phase_timeout = t;
