@@ -343,7 +343,7 @@ impl Daemon {
 		self.reveal_due(&run).await;
 		while let Some(epoch) = self.next_epoch {
 			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
-			if now >= done_at.saturating_add(run.scoring_window) {
+			if window_of(&run, done_at, now) != WeightsWindow::Commit {
 				tracing::info!(
 					epoch,
 					"scoring window closed before this validator processed it; skipping"
@@ -392,7 +392,7 @@ impl Daemon {
 		let epochs: Vec<u32> = self.pending_weights.keys().copied().collect();
 		for epoch in epochs {
 			let open = match self.chain.epoch_completed_at(epoch).await {
-				Ok(Some(at)) => now < at.saturating_add(run.scoring_window),
+				Ok(Some(at)) => window_of(run, at, now) == WeightsWindow::Commit,
 				Ok(None) => false,
 				Err(e) => {
 					self.metrics.error("chain");
@@ -539,13 +539,7 @@ impl Daemon {
 		let Some(completed_at) = self.chain.epoch_completed_at(epoch).await? else {
 			return Ok(Reveal::Dropped("the epoch is not complete on this chain".into()));
 		};
-		let window = weights_window(
-			completed_at.into(),
-			run.scoring_window.into(),
-			run.reveal_window.into(),
-			now.into(),
-		);
-		match window {
+		match window_of(run, completed_at, now) {
 			WeightsWindow::Commit => return Ok(Reveal::NotYet),
 			WeightsWindow::Closed => {
 				return Ok(Reveal::Dropped("its reveal window passed".into()));
@@ -1066,6 +1060,17 @@ impl Daemon {
 		}
 		Ok(summary)
 	}
+}
+
+/// [`iota_primitives::weights_window`] of an epoch completed at block `completed_at`, at block `now`,
+/// under the chain's run config: the one rule for when this validator may commit and reveal.
+fn window_of(run: &iota_chain::RunConfig, completed_at: u32, now: u32) -> WeightsWindow {
+	weights_window(
+		completed_at.into(),
+		run.scoring_window.into(),
+		run.reveal_window.into(),
+		now.into(),
+	)
 }
 
 /// Where one stored commitment stands after [`Daemon::reveal`].

@@ -443,8 +443,8 @@ pub mod pallet {
 		EpochNotComplete,
 		/// The scoring or reveal window of this epoch is still open.
 		ScoringWindowOpen,
-		/// The run config fails validation (zero stages, quota, scoring or reveal window, shares above 100%,
-		/// too many stages).
+		/// The run config fails validation (zero stages, quota, scoring or reveal window or idle epochs,
+		/// shares above 100%, too many stages).
 		InvalidRunConfig,
 		/// The stage count cannot change while miners are registered or while the stages are at different
 		/// epochs (in the middle of an epoch's merges).
@@ -1146,6 +1146,7 @@ pub mod pallet {
 					&& cfg.bottleneck_width >= 1
 					&& !cfg.scoring_window.is_zero()
 					&& !cfg.reveal_window.is_zero()
+					&& cfg.max_idle_epochs >= 1
 					&& cfg.validator_share_ppb <= PPB
 					&& cfg.slash_quorum_ppb >= 1
 					&& cfg.slash_quorum_ppb <= PPB,

@@ -115,24 +115,6 @@ fn churned_validators_do_not_vote() {
 		});
 }
 
-/// Weights are committed only inside the scoring window and revealed only inside the reveal window,
-/// so a zero window would let no one score and no epoch would ever pay: such a config is refused.
-#[test]
-fn a_zero_scoring_or_reveal_window_is_refused() {
-	ExtBuilder::default().build_and_execute(|| {
-		let zeros: [fn(&mut RunConfig<u64, u64>); 2] =
-			[|c| c.scoring_window = 0, |c| c.reveal_window = 0];
-		for zero in zeros {
-			let mut cfg = run_config();
-			zero(&mut cfg);
-			assert_noop!(
-				Iota::set_run_config(RuntimeOrigin::root(), cfg),
-				Error::<Test>::InvalidRunConfig
-			);
-		}
-	});
-}
-
 /// Every miner of stages 0 and 1 leaves after merging epoch 0; the stage-2 miner is slashed before its
 /// merge. Epoch 0 cannot complete, so the leavers' bonds stay held (their work is never judged).
 #[test]

@@ -20,13 +20,18 @@ fn root_sets_the_run_config() {
 #[test]
 fn invalid_run_configs_are_refused() {
 	ExtBuilder::default().build_and_execute(|| {
-		let bad: [fn(&mut iota_primitives::RunConfig<u64, u64>); 6] = [
+		let bad: [fn(&mut iota_primitives::RunConfig<u64, u64>); 9] = [
 			|c| c.stages = 0,
 			|c| c.stages = 9,
 			|c| c.backward_quota = 0,
 			|c| c.validator_share_ppb = iota_primitives::PPB + 1,
 			|c| c.slash_quorum_ppb = 0,
 			|c| c.bottleneck_width = 0,
+			// No window for weights to be revealed in: no epoch could ever pay.
+			|c| c.reveal_window = 0,
+			// Evicting a miner at its first epoch without a score, before it could have earned one.
+			|c| c.max_idle_epochs = 0,
+			|c| c.scoring_window = 0,
 		];
 		for f in bad {
 			let mut cfg = run_config();
