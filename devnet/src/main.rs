@@ -89,6 +89,10 @@ struct Cli {
 	/// local-mode epoch to judge every challenged step, so 90 blocks let no weights land.
 	#[arg(long, env = "IOTA_SCORING_WINDOW", default_value_t = 240)]
 	scoring_window: u32,
+	/// Blocks after the scoring window during which validators reveal their committed weights. Reveals
+	/// run in their own task beside judging, so this need only cover a reveal's inclusion on a busy node.
+	#[arg(long, env = "IOTA_REVEAL_WINDOW", default_value_t = 30)]
+	reveal_window: u32,
 	/// Keep the run's whole bucket, chain database and miner caches (tens of GB for a default local-mode
 	/// run: every revealed inner state); by default finalized epochs' activations, gradients, shards
 	/// and revealed states are deleted as the run goes (`iota-orchestrator run --prune-finalized`), and
@@ -101,8 +105,8 @@ struct Cli {
 	#[arg(long, env = "IOTA_NO_BASELINE")]
 	no_baseline: bool,
 	/// Seconds to wait after training for the validators to finalize the last epochs (the scoring and
-	/// reveal windows: 240 + 180 blocks of a second by default).
-	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 450)]
+	/// reveal windows: 240 + 30 blocks of a second by default).
+	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 330)]
 	finalize_wait_secs: u64,
 }
 
@@ -160,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
 	opts.data.lr.total_epochs = cli.epochs.max(1);
 	opts.data.lr.warmup_epochs = (cli.epochs / 10).clamp(1, 5);
 	opts.scoring_window = cli.scoring_window;
+	opts.reveal_window = cli.reveal_window;
 	opts.dashboard_addr = Some(cli.dashboard_addr.clone());
 	// Finalized epochs' check objects leave the bucket as the run goes (local mode's revealed states
 	// filled 19 GB in 6 epochs without it), unless the bucket is to be kept whole.
@@ -399,8 +404,8 @@ async fn main() -> anyhow::Result<()> {
 		export,
 		baseline,
 		command: format!(
-			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {}",
-			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window
+			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {} --reveal-window {}",
+			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window, cli.reveal_window
 		),
 	};
 	let path = report::write(&run_dir, &data).context("writing the report")?;

@@ -113,8 +113,8 @@ pub struct NetworkOptions {
 	/// sudo). Validators recompute their spot-checks first; on 2 shared cores that takes about a minute.
 	pub scoring_window: u32,
 	/// Blocks after the scoring window during which validators reveal their committed weights (set on
-	/// chain through sudo): longer than a validator takes to judge one epoch, since it reveals between
-	/// epochs.
+	/// chain through sudo). Validators reveal in a task of their own, beside judging, so this covers a
+	/// reveal's inclusion, not an audit.
 	pub reveal_window: u32,
 	/// Chain.
 	pub chain: ChainTarget,
@@ -158,7 +158,7 @@ impl NetworkOptions {
 			validators: 2,
 			quota: 16,
 			scoring_window: 90,
-			reveal_window: 180,
+			reveal_window: 30,
 			chain: ChainTarget::Dev,
 			store: StoreTarget::Embedded,
 			dashboard_addr: None,

@@ -9,13 +9,23 @@
 //! entry that does not match the chain's commitment (replaced on chain by another process with this
 //! key, or left from another chain) is dropped at reveal time, so a stale file can never block a commit
 //! or reveal a wrong vector. The daemon decides what to commit from chain state, never from this file.
+//!
+//! Reveals run in their own task ([`Revealer`]), on their own timer, beside the daemon's judging: judging
+//! one epoch can take longer than a whole reveal window (about 90 s for a local-mode `small` epoch on
+//! two cores, against the dev preset's 20 blocks of 3 s), and a reveal that waited for it would miss its
+//! window and forfeit the epoch's reward.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
-use iota_chain::{AccountId, ContentHash};
+use iota_chain::{calls, AccountId, ContentHash, IotaClient, RunConfig, Signer, Wait};
+use iota_primitives::{weights_window, WeightsWindow};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+
+use crate::metrics::Metrics;
 
 /// Why the commitment store failed.
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +145,19 @@ impl CommitStore {
 		Ok(earlier)
 	}
 
+	/// Removes `entry` if it is still the stored one of its epoch (same salt: not replaced meanwhile by a
+	/// new commit) and writes the file; whether it was removed.
+	///
+	/// # Errors
+	/// As [`CommitStore::remove`].
+	pub fn remove_entry(&mut self, entry: &Pending) -> Result<bool, StoreError> {
+		if self.entries.get(&entry.epoch).is_some_and(|p| p.salt == entry.salt) {
+			self.remove(entry.epoch)?;
+			return Ok(true);
+		}
+		Ok(false)
+	}
+
 	/// Removes the entry of `epoch` (revealed, refused, or its window passed) and writes the file.
 	///
 	/// # Errors
@@ -180,6 +203,165 @@ impl CommitStore {
 		let tmp = self.path.with_extension("json.tmp");
 		std::fs::write(&tmp, json).map_err(io)?;
 		std::fs::rename(&tmp, &self.path).map_err(io)
+	}
+}
+
+/// A [`CommitStore`] shared by the daemon (which commits) and its [`Revealer`]. The lock is never held
+/// across an `await`.
+#[derive(Clone, Debug)]
+pub struct SharedStore(Arc<Mutex<CommitStore>>);
+
+impl SharedStore {
+	/// Shares `store`.
+	pub fn new(store: CommitStore) -> Self {
+		Self(Arc::new(Mutex::new(store)))
+	}
+
+	/// The store, locked (a panic elsewhere while it was held leaves it usable: every write is one
+	/// atomic file rename).
+	pub fn lock(&self) -> MutexGuard<'_, CommitStore> {
+		self.0.lock().unwrap_or_else(PoisonError::into_inner)
+	}
+}
+
+/// [`iota_primitives::weights_window`] of an epoch completed at block `completed_at`, at block `now`,
+/// under the chain's run config: the one rule for when this validator may commit and reveal.
+pub fn window_of(run: &RunConfig, completed_at: u32, now: u32) -> WeightsWindow {
+	weights_window(
+		completed_at.into(),
+		run.scoring_window.into(),
+		run.reveal_window.into(),
+		now.into(),
+	)
+}
+
+/// Where one stored commitment stands after [`Revealer::reveal`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reveal {
+	/// Its reveal window has not opened.
+	NotYet,
+	/// Revealed (now or earlier).
+	Done,
+	/// Never to be revealed, for the reason given.
+	Dropped(String),
+}
+
+/// The reveal task: every `poll` it reveals each stored commitment whose reveal window is open at the
+/// **best** block (the reveal executes there; on a busy node finality can lag the best block by more
+/// than the whole window), and drops those whose window passed, whose epoch is not complete on this
+/// chain, or that do not match the chain's commitment. It runs beside the daemon's judging
+/// ([`crate::daemon::Daemon::run`] spawns it), so a long audit never holds a reveal back.
+pub struct Revealer {
+	chain: IotaClient,
+	signer: Signer,
+	commits: SharedStore,
+	metrics: Metrics,
+}
+
+impl Revealer {
+	/// A revealer signing with `signer` (the daemon's key: the client's nonce book is shared, so the
+	/// two tasks never take one nonce).
+	pub fn new(chain: IotaClient, signer: Signer, commits: SharedStore, metrics: Metrics) -> Self {
+		Self { chain, signer, commits, metrics }
+	}
+
+	/// Runs forever: one [`Revealer::reveal_due`] every `poll`.
+	pub async fn run(self, poll: Duration) {
+		loop {
+			match self.chain.run_config().await {
+				Ok(Some(run)) => self.reveal_due(&run).await,
+				Ok(None) => {},
+				Err(e) => {
+					self.metrics.error("chain");
+					tracing::warn!(error = %e, "cannot read the run config; reveals wait");
+				},
+			}
+			tokio::time::sleep(poll).await;
+		}
+	}
+
+	/// One pass over the stored commitments (see [`Revealer`]); a revealed or dropped entry leaves the
+	/// store, one a chain error held back stays for the next pass.
+	pub async fn reveal_due(&self, run: &RunConfig) {
+		let pending = self.commits.lock().pending();
+		if pending.is_empty() {
+			return;
+		}
+		let now = match self.chain.best_number().await {
+			Ok(n) => n,
+			Err(e) => {
+				self.metrics.error("chain");
+				tracing::warn!(error = %e, "cannot read the best block; reveals wait");
+				return;
+			},
+		};
+		for p in pending {
+			let epoch = p.epoch;
+			let outcome = match self.reveal(&p, run, now).await {
+				Ok(outcome) => outcome,
+				Err(e) => {
+					self.metrics.error("chain");
+					tracing::warn!(epoch, error = %e, "reveal not possible yet; retrying");
+					continue;
+				},
+			};
+			match outcome {
+				Reveal::NotYet => continue,
+				Reveal::Done => {},
+				Reveal::Dropped(why) => {
+					self.metrics.error("weights");
+					tracing::warn!(epoch, reason = %why, "committed weights not revealed");
+				},
+			}
+			if let Err(e) = self.commits.lock().remove_entry(&p) {
+				self.metrics.error("weights");
+				tracing::warn!(epoch, error = %e, "cannot update the commitment file");
+			}
+		}
+	}
+
+	/// One stored commitment's reveal step at best block `now`.
+	///
+	/// # Errors
+	/// Chain reads or the extrinsic failed for a reason a later pass may not have (retried).
+	pub async fn reveal(
+		&self,
+		p: &Pending,
+		run: &RunConfig,
+		now: u32,
+	) -> Result<Reveal, iota_chain::Error> {
+		let (epoch, me) = (p.epoch, self.signer.account_id());
+		let Some(completed_at) = self.chain.epoch_completed_at(epoch).await? else {
+			return Ok(Reveal::Dropped("the epoch is not complete on this chain".into()));
+		};
+		match window_of(run, completed_at, now) {
+			WeightsWindow::Commit => return Ok(Reveal::NotYet),
+			WeightsWindow::Closed => {
+				return Ok(Reveal::Dropped("its reveal window passed".into()));
+			},
+			WeightsWindow::Reveal => {},
+		}
+		let w = match p.weights() {
+			Ok(w) => w,
+			Err(bad) => return Ok(Reveal::Dropped(format!("the stored vector names {bad:?}"))),
+		};
+		if self.chain.weight_commit(epoch, &me).await? != p.commitment(&me).ok() {
+			return Ok(Reveal::Dropped("it is not the chain's commitment".into()));
+		}
+		let call = calls::reveal_weights(epoch, w.clone(), p.salt, p.version);
+		match self.chain.submit_calls(&self.signer, vec![call], Wait::InBlock).await {
+			Ok(_) => {
+				self.metrics.revealed.inc();
+				tracing::info!(epoch, miners = w.len(), "weights revealed");
+				Ok(Reveal::Done)
+			},
+			Err(e) if e.pallet_error() == Some("AlreadyRevealed") => Ok(Reveal::Done),
+			// Refusals a retry cannot change (a bad vector was committed, the epoch is finalized).
+			Err(e) if e.pallet_error().is_some_and(|n| n != "NotRevealWindow") => {
+				Ok(Reveal::Dropped(format!("the chain refused it: {e}")))
+			},
+			Err(e) => Err(e),
+		}
 	}
 }
 
@@ -230,6 +412,23 @@ mod tests {
 		assert_eq!(CommitStore::open(dir.path(), &me).unwrap().pending(), vec![a]);
 		store.restore(0, None).unwrap();
 		assert!(CommitStore::open(dir.path(), &me).unwrap().pending().is_empty());
+	}
+
+	#[test]
+	fn a_reveal_removes_only_the_entry_it_revealed() {
+		let dir = tempfile::tempdir().unwrap();
+		let me = acc(1);
+		let w = vec![(acc(2), 1)];
+		let (old, new) = (CommitStore::prepare(3, &w, 1), CommitStore::prepare(3, &w, 1));
+		let mut store = CommitStore::open(dir.path(), &me).unwrap();
+		store.put(old.clone()).unwrap();
+		// The daemon replaced the commitment while the revealer worked on the old one.
+		store.put(new.clone()).unwrap();
+		assert!(!store.remove_entry(&old).unwrap());
+		assert_eq!(CommitStore::open(dir.path(), &me).unwrap().pending(), vec![new.clone()]);
+		assert!(store.remove_entry(&new).unwrap());
+		assert!(CommitStore::open(dir.path(), &me).unwrap().pending().is_empty());
+		assert!(!store.remove_entry(&new).unwrap());
 	}
 
 	#[test]

@@ -29,9 +29,10 @@
 //!    `no_conclusive_check`). The commitment and the verdicts go on chain as one `batch_all` waiting for
 //!    inclusion (call by call if the chain refuses the batch); a `RateLimited` commitment is retried on
 //!    later ticks until the scoring window closes.
-//! 6. Independently, each tick: every stored commitment whose reveal window is open is revealed with
-//!    `reveal_weights` (once it matches the chain's commitment); when the next epoch to finalize has
-//!    closed windows and nobody finalized it, `finalize_epoch`.
+//! 6. Independently, in its own task on the same period ([`Revealer`], so judging never delays it): every
+//!    stored commitment whose reveal window is open at the best block is revealed with `reveal_weights`
+//!    (once it matches the chain's commitment). Each tick: when the next epoch to finalize has closed
+//!    windows and nobody finalized it, `finalize_epoch`.
 //!
 //! Every error is logged with `tracing`, counted in [`Metrics`] by kind, and retried on a later tick
 //! (an epoch is marked done only when its audit ran); an epoch whose scoring window closed is skipped.
@@ -44,7 +45,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use iota_chain::{calls, IotaClient, Signer, Wait};
-use iota_primitives::{finalizable_at, weights_window, ContentHash, Verdict, WeightsWindow};
+use iota_primitives::{finalizable_at, ContentHash, Verdict, WeightsWindow};
 use iota_rpc::{AccountId, PathwayLog, RunSpec, SignedClient};
 use iota_storage::keys::{self, Id};
 use iota_storage::{PresignedHttp, RetryPolicy};
@@ -53,7 +54,7 @@ use iota_protocol::selection::reveal_deadline;
 use iota_rpc::ObjectEntry;
 
 use crate::clasp::{self, CheckStatus};
-use crate::commit_reveal::CommitStore;
+use crate::commit_reveal::{window_of, CommitStore, Revealer, SharedStore};
 use crate::inner_step::{
 	challenged_steps, not_revealed, reveal_key, revealed_spot_checks, RevealedStates,
 	RevealedWeights, StepOutcome, StepTarget,
@@ -205,8 +206,8 @@ pub struct Daemon {
 	metrics: Metrics,
 	next_epoch: Option<u32>,
 	pending_weights: BTreeMap<u32, Vec<(AccountId, u16)>>,
-	/// Committed vectors still to reveal, with their salts (on disk).
-	commits: CommitStore,
+	/// Committed vectors still to reveal, with their salts (on disk), shared with the [`Revealer`].
+	commits: SharedStore,
 	/// Local mode: inner-step outcomes of the epoch being processed (epoch, stage, miner, step), kept
 	/// while its process is retried for reveals still to come, so no step is recomputed.
 	inner_done: BTreeMap<(u32, u16, AccountId, u32), StepOutcome>,
@@ -255,14 +256,22 @@ impl Daemon {
 			metrics,
 			next_epoch: None,
 			pending_weights: BTreeMap::new(),
-			commits,
 			inner_done: BTreeMap::new(),
+			commits: SharedStore::new(commits),
 			cache,
 		})
 	}
 
-	/// Runs forever: one [`tick`](Self::tick) every `poll`; errors are logged and counted.
+	/// Runs forever: one [`tick`](Self::tick) every `poll`, and beside it the [`Revealer`] task on the
+	/// same period; errors are logged and counted.
 	pub async fn run(mut self) {
+		let revealer = Revealer::new(
+			self.chain.clone(),
+			self.signer.clone(),
+			self.commits.clone(),
+			self.metrics.clone(),
+		);
+		tokio::spawn(revealer.run(self.cfg.poll));
 		loop {
 			if let Err(e) = self.tick().await {
 				self.metrics.error(e.kind());
@@ -340,7 +349,6 @@ impl Daemon {
 			});
 		}
 		self.retry_pending_weights(&run, now).await;
-		self.reveal_due(&run).await;
 		while let Some(epoch) = self.next_epoch {
 			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
 			if window_of(&run, done_at, now) != WeightsWindow::Commit {
@@ -380,7 +388,6 @@ impl Daemon {
 			}
 			self.inner_done.retain(|k, _| k.0 > epoch);
 			self.next_epoch = Some(epoch + 1);
-			self.reveal_due(&run).await;
 		}
 		if self.cfg.finalize {
 			self.finalize_if_due(&run, now).await?;
@@ -416,7 +423,8 @@ impl Daemon {
 	/// that fails counts as no (a replacement is harmless: its salt is stored first).
 	async fn committed_before(&self, epoch: u32) -> bool {
 		let me = self.signer.account_id();
-		let Some(stored) = self.commits.get(epoch).and_then(|p| p.commitment(&me).ok()) else {
+		let Some(stored) = self.commits.lock().get(epoch).and_then(|p| p.commitment(&me).ok())
+		else {
 			return false;
 		};
 		matches!(self.chain.weight_commit(epoch, &me).await, Ok(Some(c)) if c == stored)
@@ -435,7 +443,8 @@ impl Daemon {
 		let entry = CommitStore::prepare(epoch, w, version);
 		let commitment =
 			iota_primitives::weights_commitment(epoch, &self.signer.account_id(), w, &entry.salt);
-		match self.commits.put(entry) {
+		let stored = self.commits.lock().put(entry);
+		match stored {
 			Ok(earlier) => Some((calls::commit_weights(epoch, commitment), earlier)),
 			Err(e) => {
 				self.metrics.error("weights");
@@ -447,7 +456,8 @@ impl Daemon {
 
 	/// Puts back the stored entry a commit that failed replaced.
 	fn undo_commit(&mut self, epoch: u32, earlier: Option<crate::commit_reveal::Pending>) {
-		if let Err(e) = self.commits.restore(epoch, earlier) {
+		let restored = self.commits.lock().restore(epoch, earlier);
+		if let Err(e) = restored {
 			self.metrics.error("weights");
 			tracing::warn!(epoch, error = %e, "cannot undo a stored commitment");
 		}
@@ -479,93 +489,6 @@ impl Daemon {
 				tracing::warn!(epoch, error = %e, "commit_weights refused");
 				None
 			},
-		}
-	}
-
-	/// Reveals every stored commitment whose reveal window is open at the best block
-	/// ([`iota_primitives::weights_window`]: the reveal executes there, and finality may lag the
-	/// best block by more than the whole window on a busy node); drops those whose window passed,
-	/// whose epoch was finalized, or that do not match the chain's commitment (replaced elsewhere,
-	/// another chain). Runs at the start of every tick and after each epoch a tick judges, so a long
-	/// tick cannot sit through a reveal window.
-	async fn reveal_due(&mut self, run: &iota_chain::RunConfig) {
-		if self.commits.pending().is_empty() {
-			return;
-		}
-		let now = match self.chain.best_number().await {
-			Ok(n) => n,
-			Err(e) => {
-				self.metrics.error("chain");
-				tracing::warn!(error = %e, "cannot read the best block; reveals wait");
-				return;
-			},
-		};
-		for p in self.commits.pending() {
-			let epoch = p.epoch;
-			let outcome = match self.reveal(&p, run, now).await {
-				Ok(outcome) => outcome,
-				Err(e) => {
-					self.metrics.error("chain");
-					tracing::warn!(epoch, error = %e, "reveal not possible yet; retrying");
-					continue;
-				},
-			};
-			match outcome {
-				Reveal::NotYet => continue,
-				Reveal::Done => {},
-				Reveal::Dropped(why) => {
-					self.metrics.error("weights");
-					tracing::warn!(epoch, reason = %why, "committed weights not revealed");
-				},
-			}
-			if let Err(e) = self.commits.remove(epoch) {
-				self.metrics.error("weights");
-				tracing::warn!(epoch, error = %e, "cannot update the commitment file");
-			}
-		}
-	}
-
-	/// One stored commitment's reveal step (see [`Daemon::reveal_due`]).
-	///
-	/// # Errors
-	/// Chain reads or the extrinsic failed for a reason a later tick may not have (retried).
-	async fn reveal(
-		&self,
-		p: &crate::commit_reveal::Pending,
-		run: &iota_chain::RunConfig,
-		now: u32,
-	) -> Result<Reveal, iota_chain::Error> {
-		let (epoch, me) = (p.epoch, self.signer.account_id());
-		let Some(completed_at) = self.chain.epoch_completed_at(epoch).await? else {
-			return Ok(Reveal::Dropped("the epoch is not complete on this chain".into()));
-		};
-		match window_of(run, completed_at, now) {
-			WeightsWindow::Commit => return Ok(Reveal::NotYet),
-			WeightsWindow::Closed => {
-				return Ok(Reveal::Dropped("its reveal window passed".into()));
-			},
-			WeightsWindow::Reveal => {},
-		}
-		let w = match p.weights() {
-			Ok(w) => w,
-			Err(bad) => return Ok(Reveal::Dropped(format!("the stored vector names {bad:?}"))),
-		};
-		if self.chain.weight_commit(epoch, &me).await? != p.commitment(&me).ok() {
-			return Ok(Reveal::Dropped("it is not the chain's commitment".into()));
-		}
-		let call = calls::reveal_weights(epoch, w.clone(), p.salt, p.version);
-		match self.chain.submit_calls(&self.signer, vec![call], Wait::InBlock).await {
-			Ok(_) => {
-				self.metrics.revealed.inc();
-				tracing::info!(epoch, miners = w.len(), "weights revealed");
-				Ok(Reveal::Done)
-			},
-			Err(e) if e.pallet_error() == Some("AlreadyRevealed") => Ok(Reveal::Done),
-			// Refusals a retry cannot change (a bad vector was committed, the epoch is finalized).
-			Err(e) if e.pallet_error().is_some_and(|n| n != "NotRevealWindow") => {
-				Ok(Reveal::Dropped(format!("the chain refused it: {e}")))
-			},
-			Err(e) => Err(e),
 		}
 	}
 
@@ -1060,27 +983,6 @@ impl Daemon {
 		}
 		Ok(summary)
 	}
-}
-
-/// [`iota_primitives::weights_window`] of an epoch completed at block `completed_at`, at block `now`,
-/// under the chain's run config: the one rule for when this validator may commit and reveal.
-fn window_of(run: &iota_chain::RunConfig, completed_at: u32, now: u32) -> WeightsWindow {
-	weights_window(
-		completed_at.into(),
-		run.scoring_window.into(),
-		run.reveal_window.into(),
-		now.into(),
-	)
-}
-
-/// Where one stored commitment stands after [`Daemon::reveal`].
-enum Reveal {
-	/// Its reveal window has not opened.
-	NotYet,
-	/// Revealed (now or earlier).
-	Done,
-	/// Never to be revealed, for the reason given.
-	Dropped(String),
 }
 
 /// What an epoch's weights may come from.
