@@ -1024,15 +1024,10 @@ pub mod pallet {
 		}
 
 		/// What `on_initialize`'s deadline scan over `stages` stages is charged (a finalization on top is
-		/// charged as `finalize_epoch`): per stage at most the measured `advance_phase` weight, whose work
-		/// (orchestrator, config, stage and member reads, `next_phase`, the stage write, the event) is a
-		/// superset of what the hook does for an overrun stage, plus the two reads of the finalization
-		/// check. The `on_initialize_deadlines` benchmark measures the scan itself, for when `weights.rs`
-		/// is next regenerated.
+		/// charged as `finalize_epoch`): the `on_initialize_deadlines` benchmark's worst case, every stage
+		/// overran a merge and restarts its round, with the finalization check's reads.
 		pub fn deadlines_weight(stages: u32) -> Weight {
-			T::WeightInfo::advance_phase()
-				.saturating_mul(u64::from(stages))
-				.saturating_add(T::DbWeight::get().reads(2))
+			T::WeightInfo::on_initialize_deadlines(stages)
 		}
 
 		/// The `on_initialize` deadlines (see the hook's docs); returns the weight used.

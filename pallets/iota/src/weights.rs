@@ -1,8 +1,8 @@
 //! Weights for `pallet_iota`, measured by `iota-node benchmark pallet` (FRAME benchmarking CLI 64.0.0).
 //!
-//! DATE: 2026-11-30, STEPS: `10`, REPEAT: `5`, LOW RANGE: `[]`,
+//! DATE: 2026-12-06, STEPS: `10`, REPEAT: `5`, LOW RANGE: `[]`,
 //! HIGH RANGE: `[]`, WORST CASE MAP SIZE: `1000000`
-//! CPU: `AMD EPYC`, WASM-EXECUTION: `Compiled`, CHAIN: `None`, DB CACHE: 1024
+//! CPU: `Intel(R) Xeon(R) Processor`, WASM-EXECUTION: `Compiled`, CHAIN: `None`, DB CACHE: 1024
 //!
 //! Measured on the 2-core development machine with a debug-built node: the runtime is the release WASM
 //! blob, but the host functions it calls (storage, trie, hashing) run unoptimised, so these weights are
@@ -10,7 +10,9 @@
 //! command below (run from the repository root, `iota-node` on PATH) before a production launch:
 //!
 //! ```sh
-//! cargo build -p iota-node --features runtime-benchmarks    # with SKIP_WASM_BUILD unset
+//! # with SKIP_WASM_BUILD unset; frame-benchmarking-cli's storage-access test runtime cannot find
+//! # itself in this workspace's metadata and is not needed for `benchmark pallet`: skip its WASM
+//! SKIP_FRAME_STORAGE_ACCESS_TEST_RUNTIME_WASM_BUILD=1 cargo build -p iota-node --features runtime-benchmarks
 //! cp "$CARGO_TARGET_DIR"/debug/wbuild/iota-runtime/iota_runtime.compact.compressed.wasm target/
 //! iota-node benchmark pallet --runtime target/iota_runtime.compact.compressed.wasm --genesis-builder none \
 //!     --pallet pallet_iota --extrinsic '*' --steps 10 --repeat 5 \
@@ -23,7 +25,7 @@
 //! Components: `s` stages, `m` members of a merge (or miners paid), `v` validators, `w` weight entries.
 
 // Executed command:
-// iota-node
+// /tmp/iota-node-bench
 // benchmark
 // pallet
 // --runtime
@@ -41,7 +43,7 @@
 // --template
 // node/frame-weight-template.hbs
 // --output
-// pallets/iota/src/weights.rs
+// /tmp/weights-new.rs
 
 #![cfg_attr(rustfmt, rustfmt_skip)]
 #![allow(unused_parens, unused_imports, missing_docs)]
@@ -64,6 +66,7 @@ pub trait WeightInfo {
 	fn commit_weights() -> Weight;
 	fn reveal_weights(w: u32, ) -> Weight;
 	fn finalize_epoch(m: u32, v: u32, ) -> Weight;
+	fn on_initialize_deadlines(s: u32, ) -> Weight;
 	fn set_run_config() -> Weight;
 	fn set_orchestrator() -> Weight;
 }
@@ -72,9 +75,9 @@ pub trait WeightInfo {
 pub struct SubstrateWeight<T>(PhantomData<T>);
 impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
-	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(126), added: 621, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Miners` (r:1 w:1)
-	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(79), added: 2554, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(83), added: 2558, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Validators` (r:1 w:0)
 	/// Proof: `Iota::Validators` (`max_values`: None, `max_size`: Some(74), added: 2549, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::CounterForMiners` (r:1 w:1)
@@ -87,25 +90,27 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
 	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::Stages` (r:8 w:0)
+	/// Proof: `Iota::Stages` (`max_values`: None, `max_size`: Some(23), added: 2498, mode: `MaxEncodedLen`)
 	/// The range of component `s` is `[1, 8]`.
 	fn register_miner(s: u32, ) -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `570 + s * (384 ±0)`
+		//  Measured:  `578 + s * (384 ±0)`
 		//  Estimated: `4079 + s * (2742 ±0)`
-		// Minimum execution time: 1_557_012_000 picoseconds.
-		Weight::from_parts(1_531_029_722, 4079)
-			// Standard Error: 1_920_735
-			.saturating_add(Weight::from_parts(74_777_058, 0).saturating_mul(s.into()))
+		// Minimum execution time: 1_491_942_000 picoseconds.
+		Weight::from_parts(1_545_816_885, 4079)
+			// Standard Error: 6_263_526
+			.saturating_add(Weight::from_parts(80_102_592, 0).saturating_mul(s.into()))
 			.saturating_add(T::DbWeight::get().reads(7_u64))
-			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(s.into())))
+			.saturating_add(T::DbWeight::get().reads((2_u64).saturating_mul(s.into())))
 			.saturating_add(T::DbWeight::get().writes(5_u64))
 			.saturating_add(Weight::from_parts(0, 2742).saturating_mul(s.into()))
 	}
 	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
-	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(126), added: 621, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Miners` (r:1 w:0)
-	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(79), added: 2554, mode: `MaxEncodedLen`)
-	/// Storage: `Iota::Validators` (r:1 w:1)
+	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(83), added: 2558, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::Validators` (r:33 w:2)
 	/// Proof: `Iota::Validators` (`max_values`: None, `max_size`: Some(74), added: 2549, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::CounterForValidators` (r:1 w:1)
 	/// Proof: `Iota::CounterForValidators` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
@@ -113,37 +118,35 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `System::Account` (`max_values`: None, `max_size`: Some(128), added: 2603, mode: `MaxEncodedLen`)
 	/// Storage: `Balances::Holds` (r:1 w:1)
 	/// Proof: `Balances::Holds` (`max_values`: None, `max_size`: Some(85), added: 2560, mode: `MaxEncodedLen`)
-	/// The range of component `v` is `[0, 16]` (validator records read for the seat count).
-	/// Measured without the seat scan; the scan (`v` reads of `Iota::Validators`) and the replaced
-	/// validator's write are not yet measured: charged as `submit_spot_check`'s measured cost per
-	/// validator record (the same read) and one more write.
+	/// The range of component `v` is `[1, 31]`.
 	fn register_validator(v: u32, ) -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `849`
-		//  Estimated: `3593`
-		// Minimum execution time: 1_394_741_000 picoseconds.
-		Weight::from_parts(1_464_024_000, 3593)
-			.saturating_add(Weight::from_parts(74_089_595, 0).saturating_mul(v.into()))
-			.saturating_add(T::DbWeight::get().reads(6_u64))
+		//  Measured:  `346 + v * (88 ±0)`
+		//  Estimated: `6088 + v * (2549 ±0)`
+		// Minimum execution time: 1_434_367_000 picoseconds.
+		Weight::from_parts(1_349_464_306, 6088)
+			// Standard Error: 425_020
+			.saturating_add(Weight::from_parts(105_633_990, 0).saturating_mul(v.into()))
+			.saturating_add(T::DbWeight::get().reads(7_u64))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(v.into())))
-			.saturating_add(T::DbWeight::get().writes(5_u64))
+			.saturating_add(T::DbWeight::get().writes(4_u64))
 			.saturating_add(Weight::from_parts(0, 2549).saturating_mul(v.into()))
 	}
 	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
-	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(126), added: 621, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Miners` (r:1 w:1)
-	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(79), added: 2554, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(83), added: 2558, mode: `MaxEncodedLen`)
 	fn deregister() -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `322`
-		//  Estimated: `3544`
-		// Minimum execution time: 324_273_000 picoseconds.
-		Weight::from_parts(343_532_000, 3544)
+		//  Measured:  `334`
+		//  Estimated: `3548`
+		// Minimum execution time: 353_977_000 picoseconds.
+		Weight::from_parts(366_207_000, 3548)
 			.saturating_add(T::DbWeight::get().reads(2_u64))
 			.saturating_add(T::DbWeight::get().writes(1_u64))
 	}
 	/// Storage: `Iota::Miners` (r:1 w:1)
-	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(79), added: 2554, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(83), added: 2558, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::NextEpochToFinalize` (r:1 w:0)
 	/// Proof: `Iota::NextEpochToFinalize` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
 	/// Storage: `System::Account` (r:1 w:1)
@@ -156,40 +159,40 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// Proof: `Iota::Validators` (`max_values`: None, `max_size`: Some(74), added: 2549, mode: `MaxEncodedLen`)
 	fn withdraw_unbonded() -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `506`
+		//  Measured:  `512`
 		//  Estimated: `3593`
-		// Minimum execution time: 1_295_442_000 picoseconds.
-		Weight::from_parts(1_356_002_000, 3593)
+		// Minimum execution time: 1_255_981_000 picoseconds.
+		Weight::from_parts(1_341_454_000, 3593)
 			.saturating_add(T::DbWeight::get().reads(6_u64))
 			.saturating_add(T::DbWeight::get().writes(5_u64))
 	}
 	/// Storage: `Iota::Orchestrator` (r:1 w:0)
 	/// Proof: `Iota::Orchestrator` (`max_values`: Some(1), `max_size`: Some(32), added: 527, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
-	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(126), added: 621, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Stages` (r:1 w:1)
 	/// Proof: `Iota::Stages` (`max_values`: None, `max_size`: Some(23), added: 2498, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::StageMembers` (r:1 w:0)
 	/// Proof: `Iota::StageMembers` (`max_values`: None, `max_size`: Some(267), added: 2742, mode: `MaxEncodedLen`)
 	fn advance_phase() -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `312`
+		//  Measured:  `320`
 		//  Estimated: `3732`
-		// Minimum execution time: 316_402_000 picoseconds.
-		Weight::from_parts(338_745_000, 3732)
+		// Minimum execution time: 354_869_000 picoseconds.
+		Weight::from_parts(369_628_000, 3732)
 			.saturating_add(T::DbWeight::get().reads(4_u64))
 			.saturating_add(T::DbWeight::get().writes(1_u64))
 	}
 	/// Storage: `Iota::Orchestrator` (r:1 w:0)
 	/// Proof: `Iota::Orchestrator` (`max_values`: Some(1), `max_size`: Some(32), added: 527, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
-	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(126), added: 621, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Stages` (r:8 w:1)
 	/// Proof: `Iota::Stages` (`max_values`: None, `max_size`: Some(23), added: 2498, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::StageMembers` (r:1 w:1)
 	/// Proof: `Iota::StageMembers` (`max_values`: None, `max_size`: Some(267), added: 2742, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Miners` (r:8 w:8)
-	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(79), added: 2554, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(83), added: 2558, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::EpochSeeds` (r:1 w:1)
 	/// Proof: `Iota::EpochSeeds` (`max_values`: None, `max_size`: Some(44), added: 2519, mode: `MaxEncodedLen`)
 	/// Storage: `RandomnessCollectiveFlip::RandomMaterial` (r:1 w:0)
@@ -201,24 +204,24 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `m` is `[1, 8]`.
 	fn commit_merge(m: u32, ) -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `497 + m * (110 ±0)`
-		//  Estimated: `20974 + m * (2554 ±0)`
-		// Minimum execution time: 1_155_554_000 picoseconds.
-		Weight::from_parts(990_334_766, 20974)
-			// Standard Error: 587_629
-			.saturating_add(Weight::from_parts(207_154_111, 0).saturating_mul(m.into()))
+		//  Measured:  `505 + m * (114 ±0)`
+		//  Estimated: `20974 + m * (2558 ±0)`
+		// Minimum execution time: 1_168_179_000 picoseconds.
+		Weight::from_parts(1_019_491_685, 20974)
+			// Standard Error: 793_753
+			.saturating_add(Weight::from_parts(204_979_985, 0).saturating_mul(m.into()))
 			.saturating_add(T::DbWeight::get().reads(14_u64))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(m.into())))
 			.saturating_add(T::DbWeight::get().writes(5_u64))
 			.saturating_add(T::DbWeight::get().writes((1_u64).saturating_mul(m.into())))
-			.saturating_add(Weight::from_parts(0, 2554).saturating_mul(m.into()))
+			.saturating_add(Weight::from_parts(0, 2558).saturating_mul(m.into()))
 	}
 	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
-	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(126), added: 621, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Validators` (r:17 w:0)
 	/// Proof: `Iota::Validators` (`max_values`: None, `max_size`: Some(74), added: 2549, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Miners` (r:1 w:1)
-	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(79), added: 2554, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(83), added: 2558, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Stages` (r:8 w:0)
 	/// Proof: `Iota::Stages` (`max_values`: None, `max_size`: Some(23), added: 2498, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::SpotChecks` (r:1 w:1)
@@ -236,52 +239,68 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `v` is `[1, 16]`.
 	fn submit_spot_check(v: u32, ) -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `584 + v * (170 ±0)`
+		//  Measured:  `596 + v * (170 ±0)`
 		//  Estimated: `20974 + v * (2549 ±0)`
-		// Minimum execution time: 1_583_382_000 picoseconds.
-		Weight::from_parts(1_598_132_163, 20974)
-			// Standard Error: 405_940
-			.saturating_add(Weight::from_parts(74_089_595, 0).saturating_mul(v.into()))
+		// Minimum execution time: 1_525_342_000 picoseconds.
+		Weight::from_parts(1_556_978_337, 20974)
+			// Standard Error: 500_515
+			.saturating_add(Weight::from_parts(99_116_980, 0).saturating_mul(v.into()))
 			.saturating_add(T::DbWeight::get().reads(17_u64))
 			.saturating_add(T::DbWeight::get().reads((1_u64).saturating_mul(v.into())))
 			.saturating_add(T::DbWeight::get().writes(7_u64))
 			.saturating_add(Weight::from_parts(0, 2549).saturating_mul(v.into()))
 	}
-	/// Not yet measured (added after the last `benchmark pallet` run; the `commit_weights` benchmark
-	/// exists): `set_weights`' measured fixed part, whose reads (run config, validator, completion,
-	/// next epoch to finalize, the caller's earlier vector) and writes (validator, vector) are the ones
-	/// this call makes, without its per-entry cost.
-	/// Storage: `Iota::RunConfiguration` (r:1 w:0), `Iota::Validators` (r:1 w:1),
-	/// `Iota::EpochCompletedAt` (r:1 w:0), `Iota::NextEpochToFinalize` (r:1 w:0),
-	/// `Iota::WeightCommits` (r:1 w:1)
+	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::Validators` (r:1 w:1)
+	/// Proof: `Iota::Validators` (`max_values`: None, `max_size`: Some(74), added: 2549, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::EpochCompletedAt` (r:1 w:0)
+	/// Proof: `Iota::EpochCompletedAt` (`max_values`: None, `max_size`: Some(16), added: 2491, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::NextEpochToFinalize` (r:1 w:0)
+	/// Proof: `Iota::NextEpochToFinalize` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::WeightCommits` (r:1 w:1)
+	/// Proof: `Iota::WeightCommits` (`max_values`: None, `max_size`: Some(92), added: 2567, mode: `MaxEncodedLen`)
 	fn commit_weights() -> Weight {
-		Weight::from_parts(562_787_838, 3539)
+		// Proof Size summary in bytes:
+		//  Measured:  `439`
+		//  Estimated: `3557`
+		// Minimum execution time: 530_161_000 picoseconds.
+		Weight::from_parts(576_142_000, 3557)
 			.saturating_add(T::DbWeight::get().reads(5_u64))
 			.saturating_add(T::DbWeight::get().writes(2_u64))
 	}
-	/// Not yet measured (added after the last `benchmark pallet` run; the `reveal_weights` benchmark
-	/// exists): `set_weights`' measured cost for `w` entries, which covers this call's checks of the
-	/// vector and its write, plus one more read and write (the commitment) and the BLAKE3 of the
-	/// encoded vector (taken as one more entry's cost). No miner is read per entry here.
-	/// Storage: `Iota::RunConfiguration` (r:1 w:0), `Iota::Validators` (r:1 w:0),
-	/// `Iota::EpochCompletedAt` (r:1 w:0), `Iota::NextEpochToFinalize` (r:1 w:0),
-	/// `Iota::Weights` (r:1 w:1), `Iota::WeightCommits` (r:1 w:1)
+	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::Validators` (r:1 w:0)
+	/// Proof: `Iota::Validators` (`max_values`: None, `max_size`: Some(74), added: 2549, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::EpochCompletedAt` (r:1 w:0)
+	/// Proof: `Iota::EpochCompletedAt` (`max_values`: None, `max_size`: Some(16), added: 2491, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::NextEpochToFinalize` (r:1 w:0)
+	/// Proof: `Iota::NextEpochToFinalize` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::Weights` (r:1 w:1)
+	/// Proof: `Iota::Weights` (`max_values`: None, `max_size`: Some(2238), added: 4713, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::WeightCommits` (r:1 w:0)
+	/// Proof: `Iota::WeightCommits` (`max_values`: None, `max_size`: Some(92), added: 2567, mode: `MaxEncodedLen`)
 	/// The range of component `w` is `[1, 64]`.
 	fn reveal_weights(w: u32, ) -> Weight {
-		Weight::from_parts(562_787_838, 3539)
-			.saturating_add(Weight::from_parts(72_519_795, 0).saturating_mul(w.saturating_add(1).into()))
+		// Proof Size summary in bytes:
+		//  Measured:  `535`
+		//  Estimated: `5703`
+		// Minimum execution time: 584_472_000 picoseconds.
+		Weight::from_parts(608_040_980, 5703)
+			// Standard Error: 464_093
+			.saturating_add(Weight::from_parts(2_219_720, 0).saturating_mul(w.into()))
 			.saturating_add(T::DbWeight::get().reads(6_u64))
-			.saturating_add(T::DbWeight::get().writes(2_u64))
-			.saturating_add(Weight::from_parts(0, 4713))
+			.saturating_add(T::DbWeight::get().writes(1_u64))
 	}
 	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
-	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(126), added: 621, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::NextEpochToFinalize` (r:1 w:1)
 	/// Proof: `Iota::NextEpochToFinalize` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::EpochCompletedAt` (r:1 w:0)
 	/// Proof: `Iota::EpochCompletedAt` (`max_values`: None, `max_size`: Some(16), added: 2491, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Miners` (r:65 w:0)
-	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(79), added: 2554, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::Miners` (`max_values`: None, `max_size`: Some(83), added: 2558, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Validators` (r:17 w:0)
 	/// Proof: `Iota::Validators` (`max_values`: None, `max_size`: Some(74), added: 2549, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::Weights` (r:16 w:0)
@@ -298,35 +317,57 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 	/// The range of component `v` is `[1, 16]`.
 	fn finalize_epoch(m: u32, v: u32, ) -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `331 + m * (193 ±0) + v * (243 ±0)`
-		//  Estimated: `3544 + m * (2603 ±0) + v * (4713 ±0)`
-		// Minimum execution time: 10_893_347_000 picoseconds.
-		Weight::from_parts(368_960_068, 3544)
-			// Standard Error: 2_021_146
-			.saturating_add(Weight::from_parts(495_223_503, 0).saturating_mul(m.into()))
-			// Standard Error: 8_285_296
-			.saturating_add(Weight::from_parts(618_010_741, 0).saturating_mul(v.into()))
+		//  Measured:  `339 + m * (197 ±0) + v * (243 ±0)`
+		//  Estimated: `3548 + m * (2603 ±0) + v * (4713 ±0)`
+		// Minimum execution time: 10_674_307_000 picoseconds.
+		Weight::from_parts(263_429_927, 3548)
+			// Standard Error: 833_559
+			.saturating_add(Weight::from_parts(542_463_498, 0).saturating_mul(m.into()))
+			// Standard Error: 3_417_016
+			.saturating_add(Weight::from_parts(618_415_150, 0).saturating_mul(v.into()))
 			.saturating_add(T::DbWeight::get().reads(6_u64))
 			.saturating_add(T::DbWeight::get().reads((2_u64).saturating_mul(m.into())))
 			.saturating_add(T::DbWeight::get().reads((3_u64).saturating_mul(v.into())))
 			.saturating_add(T::DbWeight::get().writes(4_u64))
 			.saturating_add(T::DbWeight::get().writes((1_u64).saturating_mul(m.into())))
 			.saturating_add(T::DbWeight::get().writes((1_u64).saturating_mul(v.into())))
-			// Not yet measured: each miner's record written back (`last_scored` or eviction).
-			.saturating_add(T::DbWeight::get().writes((1_u64).saturating_mul(m.into())))
 			.saturating_add(Weight::from_parts(0, 2603).saturating_mul(m.into()))
 			.saturating_add(Weight::from_parts(0, 4713).saturating_mul(v.into()))
 	}
+	/// Storage: `Iota::RunConfiguration` (r:1 w:0)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::Stages` (r:8 w:8)
+	/// Proof: `Iota::Stages` (`max_values`: None, `max_size`: Some(23), added: 2498, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::StageMembers` (r:8 w:0)
+	/// Proof: `Iota::StageMembers` (`max_values`: None, `max_size`: Some(267), added: 2742, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::NextEpochToFinalize` (r:1 w:0)
+	/// Proof: `Iota::NextEpochToFinalize` (`max_values`: Some(1), `max_size`: Some(4), added: 499, mode: `MaxEncodedLen`)
+	/// Storage: `Iota::EpochCompletedAt` (r:1 w:0)
+	/// Proof: `Iota::EpochCompletedAt` (`max_values`: None, `max_size`: Some(16), added: 2491, mode: `MaxEncodedLen`)
+	/// The range of component `s` is `[1, 8]`.
+	fn on_initialize_deadlines(s: u32, ) -> Weight {
+		// Proof Size summary in bytes:
+		//  Measured:  `109 + s * (27 ±0)`
+		//  Estimated: `3481 + s * (2742 ±0)`
+		// Minimum execution time: 226_785_000 picoseconds.
+		Weight::from_parts(130_133_634, 3481)
+			// Standard Error: 300_254
+			.saturating_add(Weight::from_parts(121_961_690, 0).saturating_mul(s.into()))
+			.saturating_add(T::DbWeight::get().reads(3_u64))
+			.saturating_add(T::DbWeight::get().reads((2_u64).saturating_mul(s.into())))
+			.saturating_add(T::DbWeight::get().writes((1_u64).saturating_mul(s.into())))
+			.saturating_add(Weight::from_parts(0, 2742).saturating_mul(s.into()))
+	}
 	/// Storage: `Iota::RunConfiguration` (r:1 w:1)
-	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(126), added: 621, mode: `MaxEncodedLen`)
+	/// Proof: `Iota::RunConfiguration` (`max_values`: Some(1), `max_size`: Some(134), added: 629, mode: `MaxEncodedLen`)
 	/// Storage: `Iota::EpochSeeds` (r:1 w:1)
 	/// Proof: `Iota::EpochSeeds` (`max_values`: None, `max_size`: Some(44), added: 2519, mode: `MaxEncodedLen`)
 	fn set_run_config() -> Weight {
 		// Proof Size summary in bytes:
-		//  Measured:  `115`
+		//  Measured:  `123`
 		//  Estimated: `3509`
-		// Minimum execution time: 203_653_000 picoseconds.
-		Weight::from_parts(211_846_000, 3509)
+		// Minimum execution time: 194_919_000 picoseconds.
+		Weight::from_parts(212_533_000, 3509)
 			.saturating_add(T::DbWeight::get().reads(2_u64))
 			.saturating_add(T::DbWeight::get().writes(2_u64))
 	}
@@ -336,8 +377,8 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 		// Proof Size summary in bytes:
 		//  Measured:  `0`
 		//  Estimated: `0`
-		// Minimum execution time: 92_699_000 picoseconds.
-		Weight::from_parts(97_455_000, 0)
+		// Minimum execution time: 89_311_000 picoseconds.
+		Weight::from_parts(98_816_000, 0)
 			.saturating_add(T::DbWeight::get().writes(1_u64))
 	}
 }
@@ -345,87 +386,92 @@ impl<T: polkadot_sdk::frame_system::Config> WeightInfo for SubstrateWeight<T> {
 // For tests and mocks: the same numbers with RocksDB weights.
 impl WeightInfo for () {
 	fn register_miner(s: u32, ) -> Weight {
-		Weight::from_parts(1_531_029_722, 4079)
-			.saturating_add(Weight::from_parts(74_777_058, 0).saturating_mul(s.into()))
+		Weight::from_parts(1_545_816_885, 4079)
+			.saturating_add(Weight::from_parts(80_102_592, 0).saturating_mul(s.into()))
 			.saturating_add(RocksDbWeight::get().reads(7_u64))
-			.saturating_add(RocksDbWeight::get().reads((1_u64).saturating_mul(s.into())))
+			.saturating_add(RocksDbWeight::get().reads((2_u64).saturating_mul(s.into())))
 			.saturating_add(RocksDbWeight::get().writes(5_u64))
 			.saturating_add(Weight::from_parts(0, 2742).saturating_mul(s.into()))
 	}
 	fn register_validator(v: u32, ) -> Weight {
-		Weight::from_parts(1_464_024_000, 3593)
-			.saturating_add(Weight::from_parts(74_089_595, 0).saturating_mul(v.into()))
-			.saturating_add(RocksDbWeight::get().reads(6_u64))
+		Weight::from_parts(1_349_464_306, 6088)
+			.saturating_add(Weight::from_parts(105_633_990, 0).saturating_mul(v.into()))
+			.saturating_add(RocksDbWeight::get().reads(7_u64))
 			.saturating_add(RocksDbWeight::get().reads((1_u64).saturating_mul(v.into())))
-			.saturating_add(RocksDbWeight::get().writes(5_u64))
+			.saturating_add(RocksDbWeight::get().writes(4_u64))
 			.saturating_add(Weight::from_parts(0, 2549).saturating_mul(v.into()))
 	}
 	fn deregister() -> Weight {
-		Weight::from_parts(343_532_000, 3544)
+		Weight::from_parts(366_207_000, 3548)
 			.saturating_add(RocksDbWeight::get().reads(2_u64))
 			.saturating_add(RocksDbWeight::get().writes(1_u64))
 	}
 	fn withdraw_unbonded() -> Weight {
-		Weight::from_parts(1_356_002_000, 3593)
+		Weight::from_parts(1_341_454_000, 3593)
 			.saturating_add(RocksDbWeight::get().reads(6_u64))
 			.saturating_add(RocksDbWeight::get().writes(5_u64))
 	}
 	fn advance_phase() -> Weight {
-		Weight::from_parts(338_745_000, 3732)
+		Weight::from_parts(369_628_000, 3732)
 			.saturating_add(RocksDbWeight::get().reads(4_u64))
 			.saturating_add(RocksDbWeight::get().writes(1_u64))
 	}
 	fn commit_merge(m: u32, ) -> Weight {
-		Weight::from_parts(990_334_766, 20974)
-			.saturating_add(Weight::from_parts(207_154_111, 0).saturating_mul(m.into()))
+		Weight::from_parts(1_019_491_685, 20974)
+			.saturating_add(Weight::from_parts(204_979_985, 0).saturating_mul(m.into()))
 			.saturating_add(RocksDbWeight::get().reads(14_u64))
 			.saturating_add(RocksDbWeight::get().reads((1_u64).saturating_mul(m.into())))
 			.saturating_add(RocksDbWeight::get().writes(5_u64))
 			.saturating_add(RocksDbWeight::get().writes((1_u64).saturating_mul(m.into())))
-			.saturating_add(Weight::from_parts(0, 2554).saturating_mul(m.into()))
+			.saturating_add(Weight::from_parts(0, 2558).saturating_mul(m.into()))
 	}
 	fn submit_spot_check(v: u32, ) -> Weight {
-		Weight::from_parts(1_598_132_163, 20974)
-			.saturating_add(Weight::from_parts(74_089_595, 0).saturating_mul(v.into()))
+		Weight::from_parts(1_556_978_337, 20974)
+			.saturating_add(Weight::from_parts(99_116_980, 0).saturating_mul(v.into()))
 			.saturating_add(RocksDbWeight::get().reads(17_u64))
 			.saturating_add(RocksDbWeight::get().reads((1_u64).saturating_mul(v.into())))
 			.saturating_add(RocksDbWeight::get().writes(7_u64))
 			.saturating_add(Weight::from_parts(0, 2549).saturating_mul(v.into()))
 	}
 	fn commit_weights() -> Weight {
-		Weight::from_parts(562_787_838, 3539)
+		Weight::from_parts(576_142_000, 3557)
 			.saturating_add(RocksDbWeight::get().reads(5_u64))
 			.saturating_add(RocksDbWeight::get().writes(2_u64))
 	}
 	fn reveal_weights(w: u32, ) -> Weight {
-		Weight::from_parts(562_787_838, 3539)
-			.saturating_add(Weight::from_parts(72_519_795, 0).saturating_mul(w.saturating_add(1).into()))
+		Weight::from_parts(608_040_980, 5703)
+			.saturating_add(Weight::from_parts(2_219_720, 0).saturating_mul(w.into()))
 			.saturating_add(RocksDbWeight::get().reads(6_u64))
-			.saturating_add(RocksDbWeight::get().writes(2_u64))
-			.saturating_add(Weight::from_parts(0, 4713))
+			.saturating_add(RocksDbWeight::get().writes(1_u64))
 	}
 	fn finalize_epoch(m: u32, v: u32, ) -> Weight {
-		Weight::from_parts(368_960_068, 3544)
-			.saturating_add(Weight::from_parts(495_223_503, 0).saturating_mul(m.into()))
-			.saturating_add(Weight::from_parts(618_010_741, 0).saturating_mul(v.into()))
+		Weight::from_parts(263_429_927, 3548)
+			.saturating_add(Weight::from_parts(542_463_498, 0).saturating_mul(m.into()))
+			.saturating_add(Weight::from_parts(618_415_150, 0).saturating_mul(v.into()))
 			.saturating_add(RocksDbWeight::get().reads(6_u64))
 			.saturating_add(RocksDbWeight::get().reads((2_u64).saturating_mul(m.into())))
 			.saturating_add(RocksDbWeight::get().reads((3_u64).saturating_mul(v.into())))
 			.saturating_add(RocksDbWeight::get().writes(4_u64))
 			.saturating_add(RocksDbWeight::get().writes((1_u64).saturating_mul(m.into())))
 			.saturating_add(RocksDbWeight::get().writes((1_u64).saturating_mul(v.into())))
-			// Not yet measured: each miner's record written back (`last_scored` or eviction).
-			.saturating_add(RocksDbWeight::get().writes((1_u64).saturating_mul(m.into())))
 			.saturating_add(Weight::from_parts(0, 2603).saturating_mul(m.into()))
 			.saturating_add(Weight::from_parts(0, 4713).saturating_mul(v.into()))
 	}
+	fn on_initialize_deadlines(s: u32, ) -> Weight {
+		Weight::from_parts(130_133_634, 3481)
+			.saturating_add(Weight::from_parts(121_961_690, 0).saturating_mul(s.into()))
+			.saturating_add(RocksDbWeight::get().reads(3_u64))
+			.saturating_add(RocksDbWeight::get().reads((2_u64).saturating_mul(s.into())))
+			.saturating_add(RocksDbWeight::get().writes((1_u64).saturating_mul(s.into())))
+			.saturating_add(Weight::from_parts(0, 2742).saturating_mul(s.into()))
+	}
 	fn set_run_config() -> Weight {
-		Weight::from_parts(211_846_000, 3509)
+		Weight::from_parts(212_533_000, 3509)
 			.saturating_add(RocksDbWeight::get().reads(2_u64))
 			.saturating_add(RocksDbWeight::get().writes(2_u64))
 	}
 	fn set_orchestrator() -> Weight {
-		Weight::from_parts(97_455_000, 0)
+		Weight::from_parts(98_816_000, 0)
 			.saturating_add(RocksDbWeight::get().writes(1_u64))
 	}
 }
