@@ -287,17 +287,21 @@ impl Revealer {
 		if pending.is_empty() {
 			return;
 		}
-		let now = match self.chain.best_number().await {
-			Ok(n) => n,
+		// Every read of the pass at one best block: a commit included in the scoring window's last blocks
+		// is not in finalized storage yet when the best block enters the reveal window, and reading it
+		// there would drop a valid commitment (and with it the only copy of its salt).
+		let (now, hash) = match self.chain.best_block().await {
+			Ok(b) => b,
 			Err(e) => {
 				self.metrics.error("chain");
 				tracing::warn!(error = %e, "cannot read the best block; reveals wait");
 				return;
 			},
 		};
+		let at = self.chain.at_block(hash);
 		for p in pending {
 			let epoch = p.epoch;
-			let outcome = match self.reveal(&p, run, now).await {
+			let outcome = match self.reveal(&at, &p, run, now).await {
 				Ok(outcome) => outcome,
 				Err(e) => {
 					self.metrics.error("chain");
@@ -320,18 +324,22 @@ impl Revealer {
 		}
 	}
 
-	/// One stored commitment's reveal step at best block `now`.
+	/// One stored commitment's reveal step at best block `now`, reading chain state through `at` (the
+	/// client pinned to that block). A commitment the chain does not hold yet is retried until the
+	/// window closes (its commit may still be in the pool); one the chain holds with another value
+	/// is dropped.
 	///
 	/// # Errors
 	/// Chain reads or the extrinsic failed for a reason a later pass may not have (retried).
 	pub async fn reveal(
 		&self,
+		at: &IotaClient,
 		p: &Pending,
 		run: &RunConfig,
 		now: u32,
 	) -> Result<Reveal, iota_chain::Error> {
 		let (epoch, me) = (p.epoch, self.signer.account_id());
-		let Some(completed_at) = self.chain.epoch_completed_at(epoch).await? else {
+		let Some(completed_at) = at.epoch_completed_at(epoch).await? else {
 			return Ok(Reveal::Dropped("the epoch is not complete on this chain".into()));
 		};
 		match window_of(run, completed_at, now) {
@@ -345,8 +353,12 @@ impl Revealer {
 			Ok(w) => w,
 			Err(bad) => return Ok(Reveal::Dropped(format!("the stored vector names {bad:?}"))),
 		};
-		if self.chain.weight_commit(epoch, &me).await? != p.commitment(&me).ok() {
-			return Ok(Reveal::Dropped("it is not the chain's commitment".into()));
+		match at.weight_commit(epoch, &me).await? {
+			None => return Ok(Reveal::NotYet),
+			Some(c) if Some(c) != p.commitment(&me).ok() => {
+				return Ok(Reveal::Dropped("it is not the chain's commitment".into()));
+			},
+			Some(_) => {},
 		}
 		let call = calls::reveal_weights(epoch, w.clone(), p.salt, p.version);
 		match self.chain.submit_calls(&self.signer, vec![call], Wait::InBlock).await {

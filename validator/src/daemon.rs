@@ -263,16 +263,16 @@ impl Daemon {
 	}
 
 	/// Runs forever: one [`tick`](Self::tick) every `poll`, and beside it the [`Revealer`] task on the
-	/// same period; errors are logged and counted.
+	/// same period (started again, counted as a `reveal_task` error, should it ever end); errors are
+	/// logged and counted.
 	pub async fn run(mut self) {
-		let revealer = Revealer::new(
-			self.chain.clone(),
-			self.signer.clone(),
-			self.commits.clone(),
-			self.metrics.clone(),
-		);
-		tokio::spawn(revealer.run(self.cfg.poll));
+		let mut revealer = self.spawn_revealer();
 		loop {
+			if revealer.is_finished() {
+				self.metrics.error("reveal_task");
+				tracing::error!("the reveal task ended; starting it again");
+				revealer = self.spawn_revealer();
+			}
 			if let Err(e) = self.tick().await {
 				self.metrics.error(e.kind());
 				tracing::warn!(error = %e, kind = e.kind(), "tick failed; retrying");
@@ -282,6 +282,16 @@ impl Daemon {
 			}
 			tokio::time::sleep(self.cfg.poll).await;
 		}
+	}
+
+	fn spawn_revealer(&self) -> tokio::task::JoinHandle<()> {
+		let revealer = Revealer::new(
+			self.chain.clone(),
+			self.signer.clone(),
+			self.commits.clone(),
+			self.metrics.clone(),
+		);
+		tokio::spawn(revealer.run(self.cfg.poll))
 	}
 
 	async fn rpc(&mut self) -> Result<&SignedClient, DaemonError> {

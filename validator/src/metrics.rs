@@ -11,7 +11,7 @@
 //! | `iota_validator_weights_submitted_total` | | `commit_weights` extrinsics included |
 //! | `iota_validator_weights_revealed_total` | | `reveal_weights` extrinsics included |
 //! | `iota_validator_epochs_finalized_total` | | `finalize_epoch` extrinsics this validator got included |
-//! | `iota_validator_errors_total` | `kind` (chain, orchestrator, store, pathway_log, clasp, weights, evidence, spec) | errors, each logged; the daemon keeps running (also `inconclusive`, `reveals_pending`) |
+//! | `iota_validator_errors_total` | `kind` (chain, orchestrator, store, pathway_log, clasp, weights, evidence, spec) | errors, each logged; the daemon keeps running (also `inconclusive`, `reveals_pending`, and `reveal_task` when the reveal task ended and was started again) |
 //! | `iota_validator_last_epoch` | | last epoch fully processed |
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};

@@ -766,6 +766,15 @@ impl IotaClient {
 		})
 	}
 
+	/// The best block's number and hash, read together: the number is that hash's block's, even when a
+	/// new best block arrives between the two reads. For reads consistent with the head the node will
+	/// build on ([`IotaClient::at_block`] with the hash), where finality lags.
+	pub async fn best_block(&self) -> Result<(BlockNumber, BlockHash), Error> {
+		let hash = self.best_hash().await?;
+		let number = self.api.blocks().at(hash).await?.number();
+		Ok((number, hash))
+	}
+
 	/// Hash of the best block (`chain_getBlockHash` without a number), e.g. for [`IotaClient::at_block`].
 	pub async fn best_hash(&self) -> Result<BlockHash, Error> {
 		let hash = LegacyRpcMethods::<ChainConfig>::new(self.rpc.clone())
