@@ -60,3 +60,24 @@ else
 	echo "WARNING: python3 not found; storage tests against moto and the AWS CLI will be skipped" >&2
 fi
 # --- end iota-storage ----------------------------------------------------------------
+
+# --- CUDA toolchain (no GPU needed): nvcc 13.0 from NVIDIA's PyPI wheels ------------------------
+# Lets `scripts/test.sh` type-check the `cuda` feature (candle's kernels are compiled to PTX by nvcc in
+# candle-kernels' build script) and `scripts/device-check.sh` build the GPU check. Installed with
+# `pip --target` into .cuda/ (git-ignored); scripts/cuda-env.sh points CUDA_ROOT and PATH at it. The cu12
+# wheels lack nvcc's driver, so these are the cu13 ones. Pinned versions; idempotent (a version stamp).
+CUDA_WHEELS="nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88 nvidia-cuda-cccl==13.0.85"
+cuda_dir="$(cd "$(dirname "$0")/.." && pwd)/.cuda"
+if [ -x "$cuda_dir/nvidia/cu13/bin/nvcc" ] && [ "$(cat "$cuda_dir/.wheels" 2>/dev/null)" = "$CUDA_WHEELS" ]; then
+	: # already installed at the pinned versions
+else
+	command -v python3 >/dev/null 2>&1 || apt_install python3
+	python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+	rm -rf "$cuda_dir"
+	# shellcheck disable=SC2086 # one word per wheel
+	python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$cuda_dir" $CUDA_WHEELS
+	"$cuda_dir/nvidia/cu13/bin/nvcc" --version >/dev/null
+	echo "$CUDA_WHEELS" >"$cuda_dir/.wheels"
+	echo "CUDA toolchain (nvcc 13.0) installed in $cuda_dir"
+fi
+# --- end CUDA toolchain --------------------------------------------------------------------------

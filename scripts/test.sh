@@ -33,6 +33,16 @@ cargo check --locked -p iota-primitives -p pallet-iota --no-default-features --t
 echo "== clippy (every crate but the node and runtime; warnings are errors)"
 cargo clippy --locked --workspace --exclude iota-node --exclude iota-runtime --all-targets -- -D warnings
 cargo clippy --locked --workspace --exclude iota-node --exclude iota-runtime --all-targets --features iota-miner/fault-injection -- -D warnings
+# The `cuda` feature type-checked with nvcc 13.0 from NVIDIA's PyPI wheels (setup.sh put them in .cuda/; no GPU
+# needed: candle's kernels compile to PTX for CUDA_COMPUTE_CAP=90), so a CUDA code path never rots unseen.
+# Linking needs the CUDA libraries: scripts/device-check.sh does that for the GPU machine.
+echo "== clippy with the cuda feature (iota-model, iota-miner, iota-validator; their CUDA tests included)"
+(
+	# shellcheck source=scripts/cuda-env.sh
+	source scripts/cuda-env.sh
+	cargo clippy --locked --workspace --exclude iota-node --exclude iota-runtime --all-targets \
+		--features iota-model/cuda,iota-miner/cuda,iota-validator/cuda -- -D warnings
+)
 
 echo "== chain: zombienet smoke test (4-node local testnet, one node paused)"
 IOTA_NODE_BIN="$CARGO_TARGET_DIR/debug/iota-node" ./scripts/zombienet.sh

