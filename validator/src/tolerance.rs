@@ -46,7 +46,7 @@
 //!
 //! A GPU miner is checked by CPU validators with the same bound. `validator/tests/cuda.rs` (built with
 //! the `cuda` feature, run on a GPU machine by `scripts/device-check.sh run`) measures the honest CPU-vs-GPU
-//! ratio of every item of a chained pass of `tiny` and `small` under each encoding, and checks that a
+//! ratio of every item of a chained pass of `tiny` (3 stages) and `small` (4) under each encoding, and checks that a
 //! perturbed GPU output still fails. Not measured yet: no GPU has been available to this project, so the
 //! "twice the f64 distance" estimate above is the only cross-device figure until that script has run.
 

@@ -1,7 +1,8 @@
 //! CUDA against CPU (issue 17; built only with the `cuda` feature, run on a GPU machine by
 //! `scripts/device-check.sh`): the same stage on both devices, its forward output, input gradient and
 //! parameter gradient compared element by element, chained GPU stages against the unsplit model, and
-//! the CPU optimizer step giving bit-identical replicas whichever device computed the pass.
+//! the CPU optimizer step leaving a GPU replica and a CPU replica bit-identical when both are given the
+//! same gradient (the parameters' round trip off and onto the GPU is exact).
 //!
 //! Each test prints its measured errors (run with `--nocapture`): `max abs` is `max |gpu − cpu|`, `max
 //! rel` is that over `max(|cpu|, rms(cpu))` per element (the scale-free error the validator's

@@ -1,13 +1,4 @@
 //! `bench-throughput`: train-step throughput of a preset with the bottleneck on vs off, and the
-//! achieved GFLOP/s as a fraction of a plain candle f32 matmul measured in the same process.
-//!
-//! Model FLOPs per trained token: `6 · N_matmul` (forward 2, backward 4, every Linear weight and
-//! the LM head; the embedding lookup is free) plus attention `12 · n_layers · T · d_model`
-//! (QKᵀ and AV, full T×T as computed). Run with `RAYON_NUM_THREADS=1` for the per-core figure.
-//! Tokens/s is taken from the fastest timed step (the mean is printed too) and the matmul is the
-//! best of several runs: on a shared machine both sides of the ratio are the least disturbed figure.
-
-//! `bench-throughput`: train-step throughput of a preset with the bottleneck on vs off, and the
 //! achieved GFLOP/s as a fraction of a plain candle matmul measured in the same process, on the CPU or
 //! a CUDA device (`--device cuda:N`), in f32 or bf16 compute (`--dtype`).
 //!
