@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
 use iota_model::wire::{self, Expect, Kind};
 use iota_model::{Encoding, Forward, Stage};
 use iota_primitives::ContentHash;

@@ -137,7 +137,8 @@ impl Miner {
 		let [b, t, w] = self.boundary();
 		let mut expect = Expect::btw(kind, w, max);
 		expect.shape = vec![Some(b), Some(t), Some(w)];
-		Ok(wire::decode(&bytes, &expect, DType::F32, &self.cfg.device)?)
+		// In the stage's compute dtype (bf16 under mixed precision), on its device.
+		Ok(wire::decode(&bytes, &expect, self.stage.dtype(), &self.cfg.device)?)
 	}
 
 	/// Encode (refusing NaN/Inf), upload and describe a boundary tensor.
@@ -251,7 +252,7 @@ impl Miner {
 		let Some(Fault::Perturb(a)) = self.cfg.fault else { return Ok(t) };
 		let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(sample);
 		let noise: Vec<f32> = (0..t.elem_count()).map(|_| rng.random_range(-a..=a)).collect();
-		let noise = Tensor::from_vec(noise, t.dims(), t.device())?;
+		let noise = Tensor::from_vec(noise, t.dims(), t.device())?.to_dtype(t.dtype())?;
 		Ok((t + noise)?)
 	}
 

@@ -78,6 +78,10 @@ pub struct Stage {
 	adam: AdamState,
 	/// Local mode's outer optimizer state ([`Stage::use_outer_optimizer`]); `None` in sync mode.
 	outer: Option<OuterState>,
+	/// Mixed precision (a bf16 or f16 `dtype`): the f32 master weights (`P` values, flattening order)
+	/// that the optimizer steps, hashes and checkpoints use; the vars hold their rounding in `dtype`
+	/// for the forward and backward passes. `None` for f32 and f64 stages, whose vars are the weights.
+	master: Option<Vec<f32>>,
 	total_params: usize,
 }
 
@@ -133,7 +137,11 @@ fn shape_str(dims: &[Option<usize>]) -> String {
 
 impl Stage {
 	/// Stage `index` of `cfg` with weights initialised deterministically from `seed`
-	/// (identical on every replica and machine), in `dtype` (F32 for training; F64 for gradient checks).
+	/// (identical on every replica and machine), computing in `dtype`: F32 for training, F64 for
+	/// gradient checks, BF16 (or F16) for mixed precision, where the forward and backward passes run
+	/// in `dtype` on weights rounded from f32 master weights that everything else reads and writes
+	/// ([`flat_params`](Self::flat_params), the optimizer steps, hashes and checkpoints), so a bf16
+	/// replica's attested state is f32 and as exact as an f32 replica's.
 	///
 	/// # Errors
 	/// [`Error::Config`] for an invalid config or stage index; candle errors allocating tensors.
@@ -147,13 +155,21 @@ impl Stage {
 		let specs = param_specs(cfg, index)?;
 		let varmap = VarMap::new();
 		let mut vars = Vec::with_capacity(specs.len());
+		let mixed = matches!(dtype, DType::BF16 | DType::F16);
+		let mut master = Vec::new();
 		{
 			let mut data = varmap
 				.data()
 				.lock()
 				.map_err(|_| Error::Config("var map lock poisoned".into()))?;
 			for spec in &specs {
-				let var = Var::from_tensor(&init_tensor(spec, seed, dtype, device)?)?;
+				let var = if mixed {
+					let t = init_tensor(spec, seed, DType::F32, &Device::Cpu)?;
+					master.extend(t.flatten_all()?.to_vec1::<f32>()?);
+					Var::from_tensor(&t.to_dtype(dtype)?.to_device(device)?)?
+				} else {
+					Var::from_tensor(&init_tensor(spec, seed, dtype, device)?)?
+				};
 				data.insert(spec.name.clone(), var.clone());
 				vars.push(var);
 			}
@@ -178,6 +194,7 @@ impl Stage {
 			grad_count: 0,
 			adam: AdamState::new(n),
 			outer: None,
+			master: mixed.then_some(master),
 			total_params: cfg.total_param_count()?,
 		})
 	}
@@ -631,6 +648,9 @@ impl Stage {
 	/// # Errors
 	/// Candle errors only.
 	pub fn flat_params(&self) -> Result<Vec<f32>> {
+		if let Some(master) = &self.master {
+			return Ok(master.clone());
+		}
 		let mut flat = Vec::with_capacity(self.param_count());
 		for v in &self.vars {
 			flat.extend(v.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?);
@@ -660,6 +680,9 @@ impl Stage {
 				.to_dtype(self.dtype)?;
 			var.set(&t)?;
 			off += n;
+		}
+		if let Some(master) = &mut self.master {
+			master.copy_from_slice(flat);
 		}
 		Ok(())
 	}
@@ -738,9 +761,12 @@ impl Stage {
 	/// Candle or serialisation errors.
 	pub fn to_safetensors(&self) -> Result<Vec<u8>> {
 		let mut owned: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-		for (spec, var) in self.specs.iter().zip(&self.vars) {
-			let v = var.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
-			owned.push((spec.name.clone(), spec.shape.clone(), iota_protocol::f32le::to_bytes(&v)));
+		let flat = self.flat_params()?;
+		let mut off = 0;
+		for spec in &self.specs {
+			let v = &flat[off..off + spec.numel()];
+			off += spec.numel();
+			owned.push((spec.name.clone(), spec.shape.clone(), iota_protocol::f32le::to_bytes(v)));
 		}
 		let named: Vec<(&str, &[f32])> = match &self.outer {
 			Some(o) => vec![("optimizer.outer_momentum", &o.momentum)],

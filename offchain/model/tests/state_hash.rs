@@ -173,3 +173,53 @@ fn an_outer_step_applied_again_from_the_restored_start_is_the_step_applied_once(
 	let mut sync = Stage::new(&cfg, 1, 3, DType::F32, &Device::Cpu).unwrap();
 	assert!(matches!(sync.restore_outer_state(start), Err(Error::Config(_))));
 }
+
+/// Mixed precision (a BF16 stage, what `bench-throughput --dtype bf16` and the GPU tests build): the
+/// weights everything reads and writes are f32 masters, identical to an f32 stage's, and the vars hold
+/// their bf16 rounding. Forward and backward in bf16 need a GPU (candle's CPU has no bf16 matmul); the
+/// state side is checked here.
+#[test]
+fn a_bf16_stage_keeps_f32_master_weights_for_steps_hashes_and_checkpoints() {
+	let cfg = ModelConfig::tiny();
+	let mut f32s = Stage::new(&cfg, 1, 9, DType::F32, &Device::Cpu).unwrap();
+	let mut bf16 = Stage::new(&cfg, 1, 9, DType::BF16, &Device::Cpu).unwrap();
+	assert_eq!(bf16.dtype(), DType::BF16);
+	assert_eq!(bf16.flat_params().unwrap(), f32s.flat_params().unwrap());
+	assert_eq!(bf16.state_hash().unwrap(), f32s.state_hash().unwrap());
+	// The vars are the masters rounded to bf16, and the rounding loses something.
+	let master = bf16.flat_params().unwrap();
+	let mut off = 0;
+	let mut rounded_differs = false;
+	for (_, var) in bf16.params() {
+		assert_eq!(var.dtype(), DType::BF16);
+		let v = var
+			.flatten_all()
+			.unwrap()
+			.to_dtype(DType::F32)
+			.unwrap()
+			.to_vec1::<f32>()
+			.unwrap();
+		for (x, m) in v.iter().zip(&master[off..off + v.len()]) {
+			assert_eq!(*x, half::bf16::from_f32(*m).to_f32());
+			rounded_differs |= x != m;
+		}
+		off += v.len();
+	}
+	assert!(rounded_differs, "bf16 rounding of random init is not exact");
+	// The same gradient steps both bit-identically: the optimizer works on the masters.
+	let grad: Vec<f32> = (0..f32s.param_count()).map(|i| ((i % 17) as f32 - 8.0) * 1e-3).collect();
+	for _ in 0..3 {
+		f32s.apply_gradient(&grad, &StepOptions::default(), 1).unwrap();
+		bf16.apply_gradient(&grad, &StepOptions::default(), 1).unwrap();
+	}
+	assert_eq!(bf16.flat_params().unwrap(), f32s.flat_params().unwrap());
+	let hash = bf16.state_hash().unwrap();
+	assert_eq!(hash, f32s.state_hash().unwrap());
+	// Checkpoints travel as f32 both ways and reproduce the attested hash.
+	let mut back = Stage::new(&cfg, 1, 0, DType::BF16, &Device::Cpu).unwrap();
+	back.load_checkpoint(&f32s.to_checkpoint().unwrap(), &hash).unwrap();
+	assert_eq!(back.flat_params().unwrap(), f32s.flat_params().unwrap());
+	let mut plain = Stage::new(&cfg, 1, 0, DType::F32, &Device::Cpu).unwrap();
+	plain.load_checkpoint(&bf16.to_checkpoint().unwrap(), &hash).unwrap();
+	assert_eq!(plain.state_hash().unwrap(), hash);
+}
