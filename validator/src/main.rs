@@ -33,7 +33,8 @@ struct Cli {
 	/// File holding the secret URI.
 	#[arg(long, env = "IOTA_KEY_FILE")]
 	key_file: Option<PathBuf>,
-	/// Chain node WebSocket URL.
+	/// Chain node WebSocket URL, or several comma-separated (`ws://a:9944,ws://b:9944`): calls go to the
+	/// first that answers and move to the next when its connection is lost.
 	#[arg(long = "chain-rpc", env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]
 	node_url: String,
 	/// Orchestrator WebSocket URL.

@@ -18,7 +18,8 @@ use iota_storage::RetryPolicy;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
-	/// Chain node RPC (WebSocket).
+	/// Chain node WebSocket URL, or several comma-separated (`ws://a:9944,ws://b:9944`): calls go to the
+	/// first that answers and move to the next when its connection is lost.
 	#[arg(long, env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]
 	chain_rpc: String,
 	/// Orchestrator RPC (WebSocket).

@@ -252,12 +252,25 @@ pub mod calls {
 }
 
 impl IotaClient {
-	/// Connect to a node, e.g. `ws://127.0.0.1:9944`. Plain `ws://` is accepted (local nodes); errors
-	/// with [`Error::Connect`] if nothing answers or the metadata cannot be fetched.
+	/// Connect to a node, e.g. `ws://127.0.0.1:9944`, or to the first that answers of several given
+	/// comma-separated (`ws://a:9944,ws://b:9944`): calls then fail over to the next node whenever
+	/// the connection in use is lost, and come back around the list ([`crate::failover`]; one URL
+	/// reconnects to itself). Plain `ws://` is accepted (local nodes); errors with [`Error::Connect`]
+	/// if no node answers or the metadata cannot be fetched.
 	pub async fn connect(url: &str) -> Result<Self, Error> {
 		let connect_err =
 			|e: subxt::Error| Error::Connect { url: url.to_string(), source: Box::new(e) };
-		let rpc = RpcClient::from_insecure_url(url).await.map_err(|e| connect_err(e.into()))?;
+		let urls: Vec<String> = url
+			.split(',')
+			.map(str::trim)
+			.filter(|u| !u.is_empty())
+			.map(String::from)
+			.collect();
+		let rpc = RpcClient::new(
+			crate::failover::FailoverRpc::connect(urls)
+				.await
+				.map_err(|e| connect_err(e.into()))?,
+		);
 		let api = OnlineClient::<ChainConfig>::from_rpc_client(rpc.clone())
 			.await
 			.map_err(connect_err)?;

@@ -16,6 +16,7 @@
 
 mod client;
 mod error;
+pub mod failover;
 mod signer;
 
 pub use client::{calls, BlockEvents, Included, IotaClient, Pending, Wait};

@@ -1,6 +1,7 @@
 //! Against a real `iota-node --dev`: register a miner and a validator through iota-chain, read the stage
 //! back, watch the finalized event stream, and see pallet errors by name (directly and through sudo);
-//! batches (`batch_all`) that wait for a best block only, and the client's nonce counter.
+//! batches (`batch_all`) that wait for a best block only, and the client's nonce counter; and a client
+//! given two nodes of one chain that goes on reading through the second when the first is killed.
 //!
 //! Needs the node binary built with its WASM runtime, so it is ignored by default:
 //!
@@ -46,6 +47,11 @@ struct DevNode {
 
 impl DevNode {
 	fn start() -> Self {
+		Self::start_with(&["--dev"])
+	}
+
+	/// A node of the dev chain started with `args` (e.g. `--dev`, or a non-authoring full node).
+	fn start_with(args: &[&str]) -> Self {
 		let bin = node_binary();
 		assert!(
 			bin.exists(),
@@ -55,8 +61,14 @@ impl DevNode {
 		let log = tempfile::NamedTempFile::new().unwrap();
 		let rpc_port = free_port();
 		let child = Command::new(&bin)
-			.args(["--dev", "--no-telemetry", "--no-mdns", "--no-prometheus"])
-			.args(["--rpc-port", &rpc_port.to_string(), "--port", &free_port().to_string()])
+			.args(args)
+			.args(["--no-telemetry", "--no-mdns", "--no-prometheus"])
+			.args(["--rpc-port", &rpc_port.to_string()])
+			.args(if args.iter().any(|a| a.starts_with("--port")) {
+				vec![]
+			} else {
+				vec!["--port".to_string(), free_port().to_string()]
+			})
 			.stdout(Stdio::null())
 			.stderr(log.reopen().unwrap())
 			.spawn()
@@ -261,4 +273,51 @@ async fn batches_inclusion_waits_and_counted_nonces() {
 		.await
 		.unwrap_err();
 	assert!(err.pallet_error().is_some(), "resynced nonce, dispatched and refused: {err}");
+}
+
+/// `--chain-rpc` with two endpoints (issue 18): the client connects to the first node; when that node is
+/// killed, its reads go on through the second, a full node of the same chain (synced from the first).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the iota-node binary built with its WASM runtime (see the file's docs)"]
+async fn a_client_of_two_nodes_reads_through_the_second_when_the_first_dies() {
+	// The authoring node's p2p identity is fixed, so the second can name it as its bootnode.
+	let key = tempfile::NamedTempFile::new().unwrap();
+	std::fs::write(key.path(), "0000000000000000000000000000000000000000000000000000000000000001")
+		.unwrap();
+	let p2p = free_port();
+	let mut first = DevNode::start_with(&[
+		"--dev",
+		"--node-key-file",
+		key.path().to_str().unwrap(),
+		&format!("--port={p2p}"),
+	]);
+	let boot = format!(
+		"/ip4/127.0.0.1/tcp/{p2p}/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"
+	);
+	let mut second = DevNode::start_with(&["--chain", "dev", "--tmp", "--bootnodes", &boot]);
+	let direct = second.client().await;
+	first.client().await;
+	let both = IotaClient::connect(&format!("{},{}", first.rpc_url, second.rpc_url))
+		.await
+		.unwrap();
+	// Wait until the second node has followed the first for a few blocks.
+	let start = Instant::now();
+	let synced = loop {
+		let (a, _) = both.best_block().await.unwrap();
+		let (b, _) = direct.best_block().await.unwrap();
+		if a >= 3 && b >= a.saturating_sub(1) {
+			break b;
+		}
+		assert!(start.elapsed() < STARTUP, "the second node did not sync (first {a}, second {b})");
+		tokio::time::sleep(Duration::from_millis(500)).await;
+	};
+	let cfg = both.run_config().await.unwrap();
+	assert!(cfg.is_some(), "the dev chain has a run config");
+	let _ = first.child.kill();
+	let _ = first.child.wait();
+	// The client's next calls fail over to the second node: the same chain, the same state.
+	let (after, _) = both.best_block().await.expect("a read after the first node died");
+	assert!(after >= synced, "best block {after} went back from {synced}");
+	assert_eq!(both.run_config().await.unwrap(), cfg);
+	assert!(both.finalized_number().await.is_ok());
 }

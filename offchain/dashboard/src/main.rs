@@ -15,7 +15,8 @@ struct Args {
 	/// The orchestrator's JSON-RPC WebSocket.
 	#[arg(long, env = "IOTA_ORCHESTRATOR", default_value = "ws://127.0.0.1:9955")]
 	orchestrator: String,
-	/// A chain node's RPC WebSocket.
+	/// Chain node WebSocket URL, or several comma-separated (`ws://a:9944,ws://b:9944`): calls go to the
+	/// first that answers and move to the next when its connection is lost.
 	#[arg(long = "chain-rpc", env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]
 	chain_rpc: String,
 	/// Address to listen on.

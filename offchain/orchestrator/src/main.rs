@@ -46,7 +46,8 @@ enum Command {
 struct ExportArgs {
 	#[command(flatten)]
 	store: StoreArgs,
-	/// Chain node WebSocket URL.
+	/// Chain node WebSocket URL, or several comma-separated (`ws://a:9944,ws://b:9944`): calls go to the
+	/// first that answers and move to the next when its connection is lost.
 	#[arg(long, env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]
 	chain_rpc: String,
 	/// Run id (the spec is read from `keys::run_spec(run)` and checked against the chain's
@@ -156,7 +157,8 @@ struct StoreArgs {
 struct RunArgs {
 	#[command(flatten)]
 	store: StoreArgs,
-	/// Chain node WebSocket URL.
+	/// Chain node WebSocket URL, or several comma-separated (`ws://a:9944,ws://b:9944`): calls go to the
+	/// first that answers and move to the next when its connection is lost.
 	#[arg(long, env = "IOTA_CHAIN_RPC", default_value = "ws://127.0.0.1:9944")]
 	chain_rpc: String,
 	/// Orchestrator key as a secret URI (`//Alice` on a dev chain).
@@ -180,9 +182,9 @@ struct RunArgs {
 	#[arg(long, env = "IOTA_SCORING_WINDOW")]
 	scoring_window: Option<u32>,
 	/// With `--sudo-suri`: the reveal window (blocks after the scoring window during which validators
-	/// reveal their committed weights) to set on chain. A validator reveals between judging epochs, so
-	/// the window must outlast the time it takes to judge one (minutes for a local-mode `small` epoch on
-	/// a shared 2-core machine; the genesis default is 20 blocks).
+	/// reveal their committed weights) to set on chain. Validators reveal from a task of their own, timed
+	/// by the best block, so the window only has to cover their polling and a few blocks of inclusion
+	/// (the genesis default is 20 blocks; the devnet sets 30).
 	#[arg(long, env = "IOTA_REVEAL_WINDOW")]
 	reveal_window: Option<u32>,
 	/// Run id (the spec is read from `keys::run_spec(run)`).

@@ -1,0 +1,238 @@
+//! One subxt RPC client over several chain nodes (issue 18): every call goes to the node in use; when
+//! its connection is lost, or a call fails in transport, the next endpoint in the list (wrapping
+//! around) is connected and the call is tried there, each endpoint at most once per call.
+//!
+//! subxt's own clients either reconnect to one URL (`reconnecting-rpc-client`) or spread calls over
+//! several (`RoundRobinRpcClient`, which fails with the first dead node); neither moves to another node
+//! when one dies. What this does not do: resume a subscription across a switch (its stream ends with
+//! the old connection, and the caller subscribes again, as the daemons do on their next tick), or know
+//! whether a call whose connection broke mid-flight reached the node (an extrinsic submitted again on
+//! the next node is refused there as already known, or goes through once: its nonce allows one).
+
+use std::sync::Arc;
+
+use subxt::backend::rpc::{RawRpcFuture, RawRpcSubscription, RawValue, RpcClientT};
+use subxt::ext::subxt_rpcs::client::{jsonrpsee_client, JsonrpseeRpcClient};
+use subxt::ext::subxt_rpcs::Error as RpcError;
+use tokio::sync::Mutex;
+
+/// The endpoints and the live connection, if any.
+struct State {
+	/// Index into the endpoint list of the node in use (or to try next).
+	index: usize,
+	/// The connection to `urls[index]`, once made.
+	client: Option<Arc<JsonrpseeRpcClient>>,
+}
+
+/// An [`RpcClientT`] over several node WebSocket URLs, failing over in list order.
+#[derive(Clone)]
+pub struct FailoverRpc {
+	urls: Arc<Vec<String>>,
+	state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for FailoverRpc {
+	fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+		f.debug_struct("FailoverRpc").field("urls", &self.urls).finish()
+	}
+}
+
+impl FailoverRpc {
+	/// A client over `urls` (tried in order), connected to the first that answers.
+	///
+	/// # Errors
+	/// [`RpcError::Client`] when `urls` is empty or no endpoint answers (with the last one's error).
+	pub async fn connect(urls: Vec<String>) -> Result<Self, RpcError> {
+		if urls.is_empty() {
+			return Err(RpcError::Client("no chain RPC endpoint given".into()));
+		}
+		let rpc = FailoverRpc {
+			urls: Arc::new(urls),
+			state: Arc::new(Mutex::new(State { index: 0, client: None })),
+		};
+		rpc.live(None).await?;
+		Ok(rpc)
+	}
+
+	/// The endpoints, in failover order.
+	pub fn urls(&self) -> &[String] {
+		&self.urls
+	}
+
+	/// The endpoint in use (or to be tried next).
+	pub async fn current(&self) -> String {
+		let st = self.state.lock().await;
+		self.urls[st.index].clone()
+	}
+
+	/// A live connection: the one in use if it is connected and is not `failed`, else the next endpoint
+	/// that answers, trying each at most once. `failed` is a connection a call just failed on: it is
+	/// dropped (unless another call has replaced it already) and the search starts after it.
+	async fn live(
+		&self,
+		failed: Option<&Arc<JsonrpseeRpcClient>>,
+	) -> Result<Arc<JsonrpseeRpcClient>, RpcError> {
+		let mut st = self.state.lock().await;
+		let stale = match (&st.client, failed) {
+			(Some(c), Some(f)) => Arc::ptr_eq(c, f) || !c.is_connected(),
+			(Some(c), None) => !c.is_connected(),
+			(None, _) => false,
+		};
+		if stale {
+			tracing::warn!(url = %self.urls[st.index], "chain node connection lost; trying the next endpoint");
+			st.client = None;
+			st.index = (st.index + 1) % self.urls.len();
+		}
+		if let Some(c) = &st.client {
+			return Ok(c.clone());
+		}
+		let mut last = None;
+		for _ in 0..self.urls.len() {
+			let url = &self.urls[st.index];
+			match jsonrpsee_client(url).await {
+				Ok(c) => {
+					tracing::info!(url = %url, "connected to chain node");
+					let c = Arc::new(c);
+					st.client = Some(c.clone());
+					return Ok(c);
+				},
+				Err(e) => {
+					tracing::warn!(url = %url, error = %e, "chain node does not answer");
+					last = Some(e);
+					st.index = (st.index + 1) % self.urls.len();
+				},
+			}
+		}
+		Err(RpcError::Client(
+			format!(
+				"no chain node answers ({}): {}",
+				self.urls.join(", "),
+				last.map(|e| e.to_string()).unwrap_or_default()
+			)
+			.into(),
+		))
+	}
+}
+
+/// Whether `e` says the connection failed (rather than the node refusing the call).
+fn is_transport(e: &RpcError) -> bool {
+	matches!(e, RpcError::Client(_) | RpcError::DisconnectedWillReconnect(_))
+}
+
+impl RpcClientT for FailoverRpc {
+	fn request_raw<'a>(
+		&'a self,
+		method: &'a str,
+		params: Option<Box<RawValue>>,
+	) -> RawRpcFuture<'a, Box<RawValue>> {
+		Box::pin(async move {
+			let mut client = self.live(None).await?;
+			let mut tries = 1;
+			loop {
+				match client.request_raw(method, params.clone()).await {
+					Err(e) if is_transport(&e) && tries < self.urls.len() => {
+						tracing::warn!(method, error = %e, "chain call failed in transport");
+						client = self.live(Some(&client)).await?;
+						tries += 1;
+					},
+					other => return other,
+				}
+			}
+		})
+	}
+
+	fn subscribe_raw<'a>(
+		&'a self,
+		sub: &'a str,
+		params: Option<Box<RawValue>>,
+		unsub: &'a str,
+	) -> RawRpcFuture<'a, RawRpcSubscription> {
+		Box::pin(async move {
+			let mut client = self.live(None).await?;
+			let mut tries = 1;
+			loop {
+				match client.subscribe_raw(sub, params.clone(), unsub).await {
+					Err(e) if is_transport(&e) && tries < self.urls.len() => {
+						tracing::warn!(sub, error = %e, "chain subscription failed in transport");
+						client = self.live(Some(&client)).await?;
+						tries += 1;
+					},
+					other => return other,
+				}
+			}
+		})
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+	use jsonrpsee::server::{RpcModule, Server, ServerHandle};
+	use subxt::backend::rpc::RpcClient;
+	use subxt::ext::subxt_rpcs::rpc_params;
+
+	/// A WebSocket JSON-RPC server on 127.0.0.1 answering `system_name` with `name`.
+	async fn node(name: &'static str) -> (String, ServerHandle) {
+		let server = Server::builder().build("127.0.0.1:0").await.unwrap();
+		let addr = server.local_addr().unwrap();
+		let mut module = RpcModule::new(());
+		module.register_method("system_name", move |_, _, _| name).unwrap();
+		(format!("ws://{addr}"), server.start(module))
+	}
+
+	async fn name(rpc: &RpcClient) -> Result<String, RpcError> {
+		rpc.request::<String>("system_name", rpc_params![]).await
+	}
+
+	#[tokio::test]
+	async fn calls_move_to_the_next_node_when_one_dies_and_come_back_around() {
+		let (a, stop_a) = node("a").await;
+		let (b, stop_b) = node("b").await;
+		let fo = FailoverRpc::connect(vec![a.clone(), b.clone()]).await.unwrap();
+		let rpc = RpcClient::new(fo.clone());
+		assert_eq!(name(&rpc).await.unwrap(), "a");
+		stop_a.stop().unwrap();
+		stop_a.stopped().await;
+		assert_eq!(name(&rpc).await.unwrap(), "b");
+		assert_eq!(fo.current().await, b);
+		assert_eq!(name(&rpc).await.unwrap(), "b");
+		// A node back at a's address is found again once b dies.
+		let port = a.rsplit(':').next().unwrap().to_string();
+		let server = Server::builder().build(format!("127.0.0.1:{port}")).await.unwrap();
+		let mut module = RpcModule::new(());
+		module.register_method("system_name", |_, _, _| "a again").unwrap();
+		let _again = server.start(module);
+		stop_b.stop().unwrap();
+		stop_b.stopped().await;
+		assert_eq!(name(&rpc).await.unwrap(), "a again");
+	}
+
+	#[tokio::test]
+	async fn a_dead_first_endpoint_is_skipped_and_no_live_node_is_a_typed_error() {
+		let (b, stop_b) = node("b").await;
+		// Nothing listens on port 9 of 127.0.0.1 (discard; closed on test machines).
+		let dead = "ws://127.0.0.1:9".to_string();
+		let fo = FailoverRpc::connect(vec![dead.clone(), b.clone()]).await.unwrap();
+		assert_eq!(fo.current().await, b);
+		let rpc = RpcClient::new(fo);
+		assert_eq!(name(&rpc).await.unwrap(), "b");
+		stop_b.stop().unwrap();
+		stop_b.stopped().await;
+		let err = name(&rpc).await.unwrap_err();
+		assert!(is_transport(&err), "{err}");
+		assert!(err.to_string().contains("no chain node answers"), "{err}");
+		assert!(FailoverRpc::connect(vec![]).await.is_err());
+		assert!(FailoverRpc::connect(vec![dead]).await.is_err());
+	}
+
+	#[tokio::test]
+	async fn a_refused_call_is_not_retried_elsewhere() {
+		let (a, _stop_a) = node("a").await;
+		let (b, _stop_b) = node("b").await;
+		let fo = FailoverRpc::connect(vec![a.clone(), b]).await.unwrap();
+		let rpc = RpcClient::new(fo.clone());
+		let err = rpc.request::<String>("no_such_method", rpc_params![]).await.unwrap_err();
+		assert!(!is_transport(&err), "{err}");
+		assert_eq!(fo.current().await, a);
+	}
+}
