@@ -140,6 +140,11 @@ build() {
 		echo "device-check: $DIR is $size bytes, over the $LIMIT_BYTES limit" >&2
 		exit 1
 	fi
+	# Building a package's integration tests builds its binaries too, and cargo copies them to
+	# $CARGO_TARGET_DIR/debug: iota-validator, iota-train and the other iota-model binaries there are now
+	# the CUDA-linked ones. Build the default ones again so nothing else picks those up.
+	echo "== restoring the default (CPU) binaries in $CARGO_TARGET_DIR/debug"
+	(unset LIBRARY_PATH && cargo build --locked --workspace --bins)
 	echo "device-check: ready; run it on the GPU machine with: bash scripts/device-check.sh run (carry .device-check)"
 }
 

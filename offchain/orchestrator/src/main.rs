@@ -84,6 +84,11 @@ struct PrepareArgs {
 	/// Model preset (`tiny`, `small`, `ref-1.5b`, `ref-15b`).
 	#[arg(long, env = "IOTA_PRESET", default_value = "small")]
 	preset: String,
+	/// Cut the model into this many stages, balanced by forward + backward cost at `T`
+	/// (`ModelConfig::balanced_stages`), instead of the preset's cuts; must equal the chain's run
+	/// config (`stages`; 3 at genesis, while `small` has 4 and `tiny` 3).
+	#[arg(long, env = "IOTA_STAGES")]
+	stages: Option<usize>,
 	/// Tokens per row `T` (default: min(128, the model's max_seq_len)).
 	#[arg(long, env = "IOTA_SEQ_LEN")]
 	seq_len: Option<u32>,
@@ -167,7 +172,9 @@ struct RunArgs {
 	/// Orchestrator key file (one secret URI).
 	#[arg(long, env = "IOTA_KEY_FILE")]
 	key_file: Option<PathBuf>,
-	/// Dev chains: the sudo key; the chain's run config is set from the spec (model_hash, stages, quota).
+	/// The sudo key of a chain you control (a dev chain's `//Alice`): the chain's run config is set from the
+	/// spec (model_hash, stages, bottleneck width, quota, and the phase timeout and scoring and reveal
+	/// windows when those flags are given).
 	#[arg(long, env = "IOTA_SUDO_SURI", hide_env_values = true)]
 	sudo_suri: Option<String>,
 	/// With `--sudo-suri`: the backward quota per stage per epoch to set on chain.
@@ -296,6 +303,12 @@ async fn prepare(a: PrepareArgs) -> Result<()> {
 	}
 	if let Some(v) = a.vocab_size {
 		o.vocab_size = v;
+	}
+	if let Some(n) = a.stages {
+		o.model.stages = o
+			.model
+			.balanced_stages(n, o.seq_len as usize)
+			.with_context(|| format!("--stages {n}"))?;
 	}
 	let p = iota_orchestrator::data::prepare_data(&store, &o).await?;
 	let run = keys::Id::new(a.run)?;

@@ -108,7 +108,8 @@ pub struct StoreConfig {
 	/// Endpoint URL (`http://127.0.0.1:9000` for the embedded server or MinIO,
 	/// `https://<account>.r2.cloudflarestorage.com` for R2); `None` means AWS S3 for `region`.
 	pub endpoint: Option<String>,
-	/// Region name used for signing (`us-east-1` for servers that ignore it; `auto` for R2).
+	/// Region name used for signing: AWS's region without an endpoint; `us-east-1` with one (what
+	/// MinIO and Ceph expect; R2 accepts it as well as its own `auto`).
 	pub region: String,
 	/// The bucket holding every object of the deployment.
 	pub bucket: String,
