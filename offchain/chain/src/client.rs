@@ -489,7 +489,7 @@ impl IotaClient {
 
 	/// Sign with the counted nonce and submit; returns once the pool accepted the extrinsic. A refused
 	/// submission (stale nonce after another client used the key, a full pool) resyncs the counter and is
-	/// retried once.
+	/// retried once; one that failed in transport is not (it may have reached the node).
 	async fn submit_pooled<C: subxt::tx::Payload>(
 		&self,
 		call: &C,
@@ -512,7 +512,9 @@ impl IotaClient {
 				},
 				Err(e) => {
 					nonces.remove(&account.0);
-					if retried {
+					// A submission whose connection failed may have reached the node: signing the call
+					// again with a fresh nonce could run it twice, so the outcome is left to the caller.
+					if retried || is_transport_error(&e) {
 						return Err(e.into());
 					}
 					tracing::debug!(nonce, error = %e, "submission refused; resyncing the nonce");
@@ -850,4 +852,16 @@ impl IotaClient {
 			})
 			.boxed()
 	}
+}
+
+/// Whether a subxt error is the connection failing (the node may or may not have received the call), not
+/// the node refusing it.
+fn is_transport_error(e: &subxt::Error) -> bool {
+	use subxt::ext::subxt_rpcs::Error as Rpc;
+	matches!(
+		e,
+		subxt::Error::Rpc(subxt::error::RpcError::ClientError(
+			Rpc::Client(_) | Rpc::DisconnectedWillReconnect(_)
+		))
+	)
 }

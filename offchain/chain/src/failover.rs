@@ -1,20 +1,60 @@
 //! One subxt RPC client over several chain nodes (issue 18): every call goes to the node in use; when
 //! its connection is lost, or a call fails in transport, the next endpoint in the list (wrapping
-//! around) is connected and the call is tried there, each endpoint at most once per call.
+//! around) is connected and the call is tried there, as many times as there are endpoints.
 //!
 //! subxt's own clients either reconnect to one URL (`reconnecting-rpc-client`) or spread calls over
 //! several (`RoundRobinRpcClient`, which fails with the first dead node); neither moves to another node
-//! when one dies. What this does not do: resume a subscription across a switch (its stream ends with
-//! the old connection, and the caller subscribes again, as the daemons do on their next tick), or know
-//! whether a call whose connection broke mid-flight reached the node (an extrinsic submitted again on
-//! the next node is refused there as already known, or goes through once: its nonce allows one).
+//! when one dies.
+//!
+//! - A node that stops answering without closing its connection is found by WebSocket pings (every
+//!   [`PING_INTERVAL`], given up after [`INACTIVE_LIMIT`] of silence) or by jsonrpsee's 60 s request
+//!   timeout; a connection attempt (TCP and the WebSocket handshake) is given [`CONNECT_TIMEOUT`].
+//! - Submitting an extrinsic is never tried again on another node ([`replayable`]): whether a submission
+//!   whose connection broke reached its node is unknown, so the transport error is returned (and the next
+//!   call moves on); the caller must read the chain before signing it again (`IotaClient::submit_pooled`
+//!   does not re-sign after a transport error).
+//! - A subscription ends with its connection (the stream closes); callers subscribe again, as the
+//!   daemons do on their next tick.
+//! - Connecting happens under the client's lock, so while the nodes are being tried (at most
+//!   [`CONNECT_TIMEOUT`] each) other calls wait.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use jsonrpsee::core::client::Client as JsonrpseeRpcClient;
+use jsonrpsee::ws_client::{PingConfig, WsClientBuilder};
 use subxt::backend::rpc::{RawRpcFuture, RawRpcSubscription, RawValue, RpcClientT};
-use subxt::ext::subxt_rpcs::client::{jsonrpsee_client, JsonrpseeRpcClient};
 use subxt::ext::subxt_rpcs::Error as RpcError;
 use tokio::sync::Mutex;
+
+/// Most time one connection attempt (TCP connect and WebSocket handshake) may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Interval of the WebSocket pings that tell a silent node from a quiet one.
+pub const PING_INTERVAL: Duration = Duration::from_secs(10);
+/// Silence after which a connection counts as lost.
+pub const INACTIVE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Whether a call of `method` may be sent again to another node after a transport failure: everything
+/// but extrinsic submission (`author_submit*`), whose effect may already have happened.
+pub fn replayable(method: &str) -> bool {
+	!method.starts_with("author_submit")
+}
+
+/// A WebSocket JSON-RPC client of `url` with subxt's subscription buffer and pings on, within
+/// [`CONNECT_TIMEOUT`].
+async fn connect_one(url: &str) -> Result<JsonrpseeRpcClient, String> {
+	let builder = WsClientBuilder::default()
+		.connection_timeout(CONNECT_TIMEOUT)
+		.max_buffer_capacity_per_subscription(4096)
+		.enable_ws_ping(
+			PingConfig::new().ping_interval(PING_INTERVAL).inactive_limit(INACTIVE_LIMIT),
+		);
+	match tokio::time::timeout(CONNECT_TIMEOUT, builder.build(url)).await {
+		Ok(Ok(c)) => Ok(c),
+		Ok(Err(e)) => Err(e.to_string()),
+		Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),
+	}
+}
 
 /// The endpoints and the live connection, if any.
 struct State {
@@ -89,7 +129,7 @@ impl FailoverRpc {
 		let mut last = None;
 		for _ in 0..self.urls.len() {
 			let url = &self.urls[st.index];
-			match jsonrpsee_client(url).await {
+			match connect_one(url).await {
 				Ok(c) => {
 					tracing::info!(url = %url, "connected to chain node");
 					let c = Arc::new(c);
@@ -114,6 +154,19 @@ impl FailoverRpc {
 	}
 }
 
+impl FailoverRpc {
+	/// Drop `failed` as the connection in use (unless a call has replaced it already), so the next call
+	/// connects the next endpoint.
+	async fn forget(&self, failed: &Arc<JsonrpseeRpcClient>) {
+		let mut st = self.state.lock().await;
+		if st.client.as_ref().is_some_and(|c| Arc::ptr_eq(c, failed)) {
+			tracing::warn!(url = %self.urls[st.index], "chain node connection lost; the next call tries the next endpoint");
+			st.client = None;
+			st.index = (st.index + 1) % self.urls.len();
+		}
+	}
+}
+
 /// Whether `e` says the connection failed (rather than the node refusing the call).
 fn is_transport(e: &RpcError) -> bool {
 	matches!(e, RpcError::Client(_) | RpcError::DisconnectedWillReconnect(_))
@@ -130,6 +183,10 @@ impl RpcClientT for FailoverRpc {
 			let mut tries = 1;
 			loop {
 				match client.request_raw(method, params.clone()).await {
+					Err(e) if is_transport(&e) && !replayable(method) => {
+						self.forget(&client).await;
+						return Err(e);
+					},
 					Err(e) if is_transport(&e) && tries < self.urls.len() => {
 						tracing::warn!(method, error = %e, "chain call failed in transport");
 						client = self.live(Some(&client)).await?;
@@ -152,6 +209,10 @@ impl RpcClientT for FailoverRpc {
 			let mut tries = 1;
 			loop {
 				match client.subscribe_raw(sub, params.clone(), unsub).await {
+					Err(e) if is_transport(&e) && !replayable(sub) => {
+						self.forget(&client).await;
+						return Err(e);
+					},
 					Err(e) if is_transport(&e) && tries < self.urls.len() => {
 						tracing::warn!(sub, error = %e, "chain subscription failed in transport");
 						client = self.live(Some(&client)).await?;
@@ -210,8 +271,11 @@ mod tests {
 	#[tokio::test]
 	async fn a_dead_first_endpoint_is_skipped_and_no_live_node_is_a_typed_error() {
 		let (b, stop_b) = node("b").await;
-		// Nothing listens on port 9 of 127.0.0.1 (discard; closed on test machines).
-		let dead = "ws://127.0.0.1:9".to_string();
+		// A port just freed: nothing listens there.
+		let dead = {
+			let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+			format!("ws://{}", l.local_addr().unwrap())
+		};
 		let fo = FailoverRpc::connect(vec![dead.clone(), b.clone()]).await.unwrap();
 		assert_eq!(fo.current().await, b);
 		let rpc = RpcClient::new(fo);
@@ -223,6 +287,40 @@ mod tests {
 		assert!(err.to_string().contains("no chain node answers"), "{err}");
 		assert!(FailoverRpc::connect(vec![]).await.is_err());
 		assert!(FailoverRpc::connect(vec![dead]).await.is_err());
+	}
+
+	#[tokio::test]
+	async fn a_node_that_accepts_and_never_answers_is_given_up_after_the_connect_timeout() {
+		// Accepts TCP connections and never completes the WebSocket handshake (a frozen node).
+		let frozen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+		let frozen_url = format!("ws://{}", frozen.local_addr().unwrap());
+		let held = tokio::spawn(async move {
+			let mut kept = Vec::new();
+			while let Ok((sock, _)) = frozen.accept().await {
+				kept.push(sock);
+			}
+		});
+		let (b, _stop_b) = node("b").await;
+		let t0 = std::time::Instant::now();
+		let fo = FailoverRpc::connect(vec![frozen_url, b.clone()]).await.unwrap();
+		assert!(t0.elapsed() < CONNECT_TIMEOUT * 2, "{:?}", t0.elapsed());
+		assert_eq!(fo.current().await, b);
+		assert_eq!(name(&RpcClient::new(fo)).await.unwrap(), "b");
+		held.abort();
+	}
+
+	#[test]
+	fn only_extrinsic_submission_is_kept_to_its_node() {
+		assert!(!replayable("author_submitExtrinsic"));
+		assert!(!replayable("author_submitAndWatchExtrinsic"));
+		for m in [
+			"system_accountNextIndex",
+			"state_getStorage",
+			"chain_subscribeNewHeads",
+			"system_name",
+		] {
+			assert!(replayable(m), "{m}");
+		}
 	}
 
 	#[tokio::test]
