@@ -100,10 +100,9 @@ build() {
 	local tests bench model_test validator_test bench_bin
 	tests="$(cargo test --locked --workspace --features "$features" --test cuda --no-run --message-format=json-render-diagnostics)"
 	bench="$(cargo build --locked --workspace --features "$features" --bin bench-throughput --message-format=json-render-diagnostics)"
-	model_test="$(printf '%s\n' "$tests" | grep '"iota-model' | executable_of cuda test || true)"
-	validator_test="$(printf '%s\n' "$tests" | grep '"iota-validator' | executable_of cuda test || true)"
-	[ -n "$model_test" ] || model_test="$(printf '%s\n' "$tests" | grep 'offchain/model' | executable_of cuda test)"
-	[ -n "$validator_test" ] || validator_test="$(printf '%s\n' "$tests" | grep '/validator/' | executable_of cuda test)"
+	# Both test targets are named `cuda`: told apart by their package's path.
+	model_test="$(printf '%s\n' "$tests" | grep 'offchain/model' | executable_of cuda test)"
+	validator_test="$(printf '%s\n' "$tests" | grep '/validator/' | executable_of cuda test)"
 	bench_bin="$(printf '%s\n' "$bench" | executable_of bench-throughput bin)"
 	for f in "$model_test" "$validator_test" "$bench_bin"; do
 		[ -x "$f" ] || { echo "device-check: no executable built ($f)" >&2; exit 1; }

@@ -64,6 +64,15 @@ struct State {
 	client: Option<Arc<JsonrpseeRpcClient>>,
 }
 
+impl State {
+	/// Drop the connection in use and point at the next endpoint of `urls`.
+	fn move_on(&mut self, urls: &[String]) {
+		tracing::warn!(url = %urls[self.index], "chain node connection lost; moving to the next endpoint");
+		self.client = None;
+		self.index = (self.index + 1) % urls.len();
+	}
+}
+
 /// An [`RpcClientT`] over several node WebSocket URLs, failing over in list order.
 #[derive(Clone)]
 pub struct FailoverRpc {
@@ -119,9 +128,7 @@ impl FailoverRpc {
 			(None, _) => false,
 		};
 		if stale {
-			tracing::warn!(url = %self.urls[st.index], "chain node connection lost; trying the next endpoint");
-			st.client = None;
-			st.index = (st.index + 1) % self.urls.len();
+			st.move_on(&self.urls);
 		}
 		if let Some(c) = &st.client {
 			return Ok(c.clone());
@@ -160,9 +167,33 @@ impl FailoverRpc {
 	async fn forget(&self, failed: &Arc<JsonrpseeRpcClient>) {
 		let mut st = self.state.lock().await;
 		if st.client.as_ref().is_some_and(|c| Arc::ptr_eq(c, failed)) {
-			tracing::warn!(url = %self.urls[st.index], "chain node connection lost; the next call tries the next endpoint");
-			st.client = None;
-			st.index = (st.index + 1) % self.urls.len();
+			st.move_on(&self.urls);
+		}
+	}
+
+	/// `call` on the live connection; after a transport failure, on the next endpoint, up to once per
+	/// endpoint, except for a call of a method that is not [`replayable`], whose error is returned (the
+	/// failed connection dropped for the next call).
+	async fn with_failover<T, F, Fut>(&self, method: &str, call: F) -> Result<T, RpcError>
+	where
+		F: Fn(Arc<JsonrpseeRpcClient>) -> Fut,
+		Fut: std::future::Future<Output = Result<T, RpcError>>,
+	{
+		let mut client = self.live(None).await?;
+		let mut tries = 1;
+		loop {
+			match call(client.clone()).await {
+				Err(e) if is_transport(&e) && !replayable(method) => {
+					self.forget(&client).await;
+					return Err(e);
+				},
+				Err(e) if is_transport(&e) && tries < self.urls.len() => {
+					tracing::warn!(method, error = %e, "chain call failed in transport");
+					client = self.live(Some(&client)).await?;
+					tries += 1;
+				},
+				other => return other,
+			}
 		}
 	}
 }
@@ -178,24 +209,10 @@ impl RpcClientT for FailoverRpc {
 		method: &'a str,
 		params: Option<Box<RawValue>>,
 	) -> RawRpcFuture<'a, Box<RawValue>> {
-		Box::pin(async move {
-			let mut client = self.live(None).await?;
-			let mut tries = 1;
-			loop {
-				match client.request_raw(method, params.clone()).await {
-					Err(e) if is_transport(&e) && !replayable(method) => {
-						self.forget(&client).await;
-						return Err(e);
-					},
-					Err(e) if is_transport(&e) && tries < self.urls.len() => {
-						tracing::warn!(method, error = %e, "chain call failed in transport");
-						client = self.live(Some(&client)).await?;
-						tries += 1;
-					},
-					other => return other,
-				}
-			}
-		})
+		Box::pin(self.with_failover(method, move |c| {
+			let params = params.clone();
+			async move { c.request_raw(method, params).await }
+		}))
 	}
 
 	fn subscribe_raw<'a>(
@@ -204,24 +221,10 @@ impl RpcClientT for FailoverRpc {
 		params: Option<Box<RawValue>>,
 		unsub: &'a str,
 	) -> RawRpcFuture<'a, RawRpcSubscription> {
-		Box::pin(async move {
-			let mut client = self.live(None).await?;
-			let mut tries = 1;
-			loop {
-				match client.subscribe_raw(sub, params.clone(), unsub).await {
-					Err(e) if is_transport(&e) && !replayable(sub) => {
-						self.forget(&client).await;
-						return Err(e);
-					},
-					Err(e) if is_transport(&e) && tries < self.urls.len() => {
-						tracing::warn!(sub, error = %e, "chain subscription failed in transport");
-						client = self.live(Some(&client)).await?;
-						tries += 1;
-					},
-					other => return other,
-				}
-			}
-		})
+		Box::pin(self.with_failover(sub, move |c| {
+			let params = params.clone();
+			async move { c.subscribe_raw(sub, params, unsub).await }
+		}))
 	}
 }
 
