@@ -9,18 +9,21 @@
 //! |---|---|---|
 //! | processes | [`process`] | a supervised child with its own log; SIGTERM then SIGKILL; stopped on drop |
 //! | network | [`network`] | start order, dev accounts, readiness, liveness, stop; also used by the end-to-end tests |
+//! | test hosts | [`hosts`] | miners and validators in network namespaces of their own, with rate-limited links |
 //! | baseline | [`baseline`] | the run's model trained in one process on the network's samples (report, `bench-pipeline`) |
 //! | report | [`report`] | `report.md`, `loss.csv`, `loss.png`, manifests/verdicts/emissions from chain |
 //! | model cut | [`recut`] | re-cutting a preset's blocks into a given number of stages, balanced by compute |
 
 pub mod baseline;
+pub mod hosts;
 pub mod network;
 pub mod process;
 pub mod report;
 
+pub use hosts::{Host, Hosts, HostsError, LinkBytes};
 pub use network::{
-	assign_accounts, ChainTarget, Network, NetworkError, NetworkOptions, StoreTarget, DEV_ACCOUNTS,
-	GENESIS_VALIDATORS,
+	assign_accounts, ChainTarget, HostLinks, Network, NetworkError, NetworkOptions, StoreTarget,
+	DEV_ACCOUNTS, GENESIS_VALIDATORS,
 };
 pub use process::{free_port, ProcessError, Supervised};
 

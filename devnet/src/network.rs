@@ -18,6 +18,7 @@ use jsonrpsee::core::client::ClientT;
 use jsonrpsee::rpc_params;
 use jsonrpsee::ws_client::{WsClient, WsClientBuilder};
 
+use crate::hosts::{Hosts, HostsError};
 use crate::process::{free_port, ProcessError, Supervised};
 
 /// Dev accounts available to miners and validators, in the order they are handed out (Alice is the sudo
@@ -134,6 +135,17 @@ pub struct NetworkOptions {
 	pub miner_threads: usize,
 	/// Extra `RUST_LOG` for every child (default `info`).
 	pub log_filter: String,
+	/// Put every miner and validator on a test host of its own ([`crate::hosts`]: a network namespace
+	/// linked to the node, orchestrator and S3 server, which then listen on the hosts' bridge), with
+	/// links of this rate. `None`: every process on 127.0.0.1.
+	pub hosts: Option<HostLinks>,
+}
+
+/// The links of test hosts ([`NetworkOptions::hosts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostLinks {
+	/// Each host's link rate in both directions, in Mbit/s (`None`: unlimited).
+	pub mbit: Option<u32>,
 }
 
 impl NetworkOptions {
@@ -168,6 +180,7 @@ impl NetworkOptions {
 			validator_args: Vec::new(),
 			miner_threads: 1,
 			log_filter: "info".into(),
+			hosts: None,
 		}
 	}
 
@@ -224,6 +237,12 @@ pub enum NetworkError {
 	/// A chain call failed.
 	#[error("chain: {0}")]
 	Chain(#[from] iota_chain::Error),
+	/// The test hosts could not be set up.
+	#[error("test hosts: {0}")]
+	Hosts(#[from] HostsError),
+	/// Test hosts cannot reach an external chain on the loopback address.
+	#[error("test hosts cannot reach the chain at {0}: give an address on a shared interface")]
+	ChainUnreachable(String),
 }
 
 /// A running network. Dropping it stops every process (validators, miners, orchestrator, node).
@@ -248,6 +267,9 @@ pub struct Network {
 	pub miners: Vec<Supervised>,
 	/// Validator processes.
 	pub validators: Vec<Supervised>,
+	/// The test hosts the miners and validators run on ([`NetworkOptions::hosts`]), named as their
+	/// processes; removed after every process stopped.
+	pub hosts: Option<Hosts>,
 	rpc: WsClient,
 }
 
@@ -306,18 +328,54 @@ impl Network {
 		let logs = options.run_dir.join("logs");
 		std::fs::create_dir_all(&logs)?;
 		let bin = |name: &str| options.bin_dir.join(name);
+		let miner_names: Vec<String> =
+			miner_accounts.iter().map(|s| format!("miner-{}", account_name(s))).collect();
+		let validator_names: Vec<String> =
+			validator_accounts.iter().map(|s| format!("validator-{}", account_name(s))).collect();
+		// Test hosts first: the cloud's services listen on their bridge.
+		let hosts = match options.hosts {
+			Some(links) => {
+				if let ChainTarget::External(url) = &options.chain {
+					if url.contains("127.0.0.1") || url.contains("localhost") || url.contains("[::1]") {
+						return Err(NetworkError::ChainUnreachable(url.clone()));
+					}
+				}
+				let names: Vec<String> =
+					miner_names.iter().chain(&validator_names).cloned().collect();
+				Some(Hosts::create(&names, links.mbit)?)
+			},
+			None => None,
+		};
+		let cloud = hosts
+			.as_ref()
+			.map_or(std::net::Ipv4Addr::LOCALHOST, |h| h.cloud_addr());
+		let under = |name: &str| -> Result<Vec<String>, NetworkError> {
+			Ok(match &hosts {
+				Some(h) => h.exec_prefix(name)?,
+				None => Vec::new(),
+			})
+		};
 		let log_env = vec![("RUST_LOG".to_owned(), options.log_filter.clone())];
 
 		// 1. Chain.
 		let (node, chain_url) = match &options.chain {
 			ChainTarget::Dev => {
 				let rpc_port = free_port();
+				// On test hosts' bridge the node serves every method, as it does on 127.0.0.1.
+				let (rpc_flag, rpc_value) = if hosts.is_some() {
+					(
+						"--experimental-rpc-endpoint",
+						format!("listen-addr={cloud}:{rpc_port},methods=unsafe"),
+					)
+				} else {
+					("--rpc-port", rpc_port.to_string())
+				};
 				let args: Vec<String> = [
 					"--dev",
 					"--base-path",
 					&options.run_dir.join("node").display().to_string(),
-					"--rpc-port",
-					&rpc_port.to_string(),
+					rpc_flag,
+					&rpc_value,
 					"--port",
 					&free_port().to_string(),
 					"--no-telemetry",
@@ -334,7 +392,7 @@ impl Network {
 					&[],
 					&logs.join("node.log"),
 				)?;
-				(Some(node), format!("ws://127.0.0.1:{rpc_port}"))
+				(Some(node), format!("ws://{cloud}:{rpc_port}"))
 			},
 			ChainTarget::External(url) => (None, url.clone()),
 		};
@@ -353,7 +411,7 @@ impl Network {
 			StoreTarget::Embedded => {
 				let mut cfg = EmbeddedConfig::new(&s3_dir);
 				let port = free_port();
-				cfg.addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+				cfg.addr = std::net::SocketAddr::from((cloud, port));
 				let server = EmbeddedS3::start(cfg)
 					.await
 					.map_err(|e| NetworkError::Storage(e.to_string()))?;
@@ -367,7 +425,7 @@ impl Network {
 					"--embedded-s3".to_owned(),
 					s3_dir.display().to_string(),
 					"--embedded-s3-addr".to_owned(),
-					format!("127.0.0.1:{port}"),
+					format!("{cloud}:{port}"),
 				];
 				(args, prepared?, store_config)
 			},
@@ -399,7 +457,7 @@ impl Network {
 
 		// 3. Orchestrator (Alice: sudo commits the spec hash, stages and quota on the dev chain).
 		let (listen, metrics) = (free_port(), free_port());
-		let orchestrator_url = format!("ws://127.0.0.1:{listen}");
+		let orchestrator_url = format!("ws://{cloud}:{listen}");
 		let mut args: Vec<String> = vec![
 			"run".into(),
 			"--chain-rpc".into(),
@@ -417,7 +475,7 @@ impl Network {
 			"--run".into(),
 			options.run_id.clone(),
 			"--listen".into(),
-			format!("127.0.0.1:{listen}"),
+			format!("{cloud}:{listen}"),
 			"--metrics-addr".into(),
 			format!("127.0.0.1:{metrics}"),
 			"--db".into(),
@@ -463,8 +521,7 @@ impl Network {
 		let mut miner_env = log_env.clone();
 		miner_env.push(("RAYON_NUM_THREADS".into(), options.miner_threads.to_string()));
 		let mut miners = Vec::with_capacity(miner_accounts.len());
-		for (i, suri) in miner_accounts.iter().enumerate() {
-			let name = format!("miner-{}", account_name(suri));
+		for (i, (suri, name)) in miner_accounts.iter().zip(&miner_names).enumerate() {
 			let mut args: Vec<String> = vec![
 				"--chain-rpc".into(),
 				chain_url.clone(),
@@ -480,8 +537,9 @@ impl Network {
 			for (_, extra) in options.miner_args.iter().filter(|(j, _)| *j == i) {
 				args.extend(extra.iter().cloned());
 			}
-			miners.push(Supervised::spawn(
-				&name,
+			miners.push(Supervised::spawn_under(
+				name,
+				&under(name)?,
 				&bin("iota-miner"),
 				&args,
 				&miner_env,
@@ -489,8 +547,7 @@ impl Network {
 			)?);
 		}
 		let mut validators = Vec::new();
-		for suri in &validator_accounts {
-			let name = format!("validator-{}", account_name(suri));
+		for (suri, name) in validator_accounts.iter().zip(&validator_names) {
 			let mut args: Vec<String> = vec![
 				"--chain-rpc".into(),
 				chain_url.clone(),
@@ -504,8 +561,9 @@ impl Network {
 				options.run_dir.join("validator-state").to_string_lossy().into_owned(),
 			];
 			args.extend(options.validator_args.iter().cloned());
-			validators.push(Supervised::spawn(
-				&name,
+			validators.push(Supervised::spawn_under(
+				name,
+				&under(name)?,
 				&bin("iota-validator"),
 				&args,
 				&miner_env,
@@ -522,6 +580,7 @@ impl Network {
 			orchestrator,
 			miners,
 			validators,
+			hosts,
 			rpc,
 			options,
 		})

@@ -55,6 +55,8 @@ pub struct Supervised {
 	program: PathBuf,
 	args: Vec<String>,
 	envs: Vec<(String, String)>,
+	/// A command the program runs under (`ip netns exec <netns>` for a test host), empty for none.
+	wrapper: Vec<String>,
 }
 
 impl Supervised {
@@ -69,11 +71,28 @@ impl Supervised {
 		envs: &[(String, String)],
 		log: &Path,
 	) -> Result<Self, ProcessError> {
+		Self::spawn_under(name, &[], program, args, envs, log)
+	}
+
+	/// [`spawn`](Self::spawn) under `wrapper`, a command that ends by exec-ing the program it is given
+	/// (e.g. `ip netns exec <netns>`, [`crate::hosts::Hosts::exec_prefix`]), so the process id, signals
+	/// and exit status are the program's own. Restarts run under it again.
+	///
+	/// # Errors
+	/// [`ProcessError`].
+	pub fn spawn_under(
+		name: impl Into<String>,
+		wrapper: &[String],
+		program: &Path,
+		args: &[String],
+		envs: &[(String, String)],
+		log: &Path,
+	) -> Result<Self, ProcessError> {
 		let name = name.into();
 		if !program.exists() {
 			return Err(ProcessError::MissingBinary { name, path: program.to_path_buf() });
 		}
-		let child = start(&name, program, args, envs, log)?;
+		let child = start(&name, wrapper, program, args, envs, log)?;
 		Ok(Self {
 			name,
 			child,
@@ -81,6 +100,7 @@ impl Supervised {
 			program: program.to_path_buf(),
 			args: args.to_vec(),
 			envs: envs.to_vec(),
+			wrapper: wrapper.to_vec(),
 		})
 	}
 
@@ -123,7 +143,8 @@ impl Supervised {
 		if self.is_running() {
 			self.stop(Duration::from_secs(10));
 		}
-		self.child = start(&self.name, &self.program, &self.args, &self.envs, &self.log)?;
+		self.child =
+			start(&self.name, &self.wrapper, &self.program, &self.args, &self.envs, &self.log)?;
 		Ok(())
 	}
 
@@ -161,6 +182,7 @@ impl Drop for Supervised {
 
 fn start(
 	name: &str,
+	wrapper: &[String],
 	program: &Path,
 	args: &[String],
 	envs: &[(String, String)],
@@ -173,7 +195,15 @@ fn start(
 			})
 		};
 	let (out, err) = (open()?, open()?);
-	Command::new(program)
+	let mut command = match wrapper.split_first() {
+		Some((first, rest)) => {
+			let mut c = Command::new(first);
+			c.args(rest).arg(program);
+			c
+		},
+		None => Command::new(program),
+	};
+	command
 		.args(args)
 		.envs(envs.iter().map(|(k, v)| (k, v)))
 		.stdin(Stdio::null())
