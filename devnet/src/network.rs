@@ -412,6 +412,7 @@ impl Network {
 				let mut cfg = EmbeddedConfig::new(&s3_dir);
 				let port = free_port();
 				cfg.addr = std::net::SocketAddr::from((cloud, port));
+				cfg.private_network = hosts.is_some();
 				let server = EmbeddedS3::start(cfg)
 					.await
 					.map_err(|e| NetworkError::Storage(e.to_string()))?;
@@ -421,12 +422,15 @@ impl Network {
 				let prepared = prepare_data(&store, &options.data).await;
 				let store_config = server.store_config();
 				server.shutdown().await;
-				let args = vec![
+				let mut args = vec![
 					"--embedded-s3".to_owned(),
 					s3_dir.display().to_string(),
 					"--embedded-s3-addr".to_owned(),
 					format!("{cloud}:{port}"),
 				];
+				if hosts.is_some() {
+					args.push("--embedded-s3-private-network".to_owned());
+				}
 				(args, prepared?, store_config)
 			},
 			StoreTarget::Endpoint(endpoint) => {

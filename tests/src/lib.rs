@@ -1110,25 +1110,159 @@ impl TestNetwork {
 		timeout: Duration,
 		when: impl Fn(&Status, &iota_rpc::AccountId) -> Option<(u32, u32)>,
 	) -> FrozenMiner {
+		self.pause_miner_when(watcher, account, other, timeout, Pause::Freeze, when).await
+	}
+
+	/// [`freeze_miner_when`](Self::freeze_miner_when) with `how` the miner is paused: its process
+	/// frozen, or its test host's link taken down (the network runs on test hosts).
+	///
+	/// # Panics
+	/// Not seen within `timeout`, or a process of the network died.
+	pub async fn pause_miner_when(
+		&mut self,
+		watcher: &SignedClient,
+		account: &iota_rpc::AccountId,
+		other: &iota_rpc::AccountId,
+		timeout: Duration,
+		how: Pause,
+		when: impl Fn(&Status, &iota_rpc::AccountId) -> Option<(u32, u32)>,
+	) -> FrozenMiner {
 		let index = self.miner_index(account).expect("a miner of the network");
 		let pid = self.0.miners[index].pid();
 		let deadline = Instant::now() + timeout;
 		loop {
-			assert!(Instant::now() < deadline, "never saw {account} in the state to freeze it in");
+			assert!(Instant::now() < deadline, "never saw {account} in the state to pause it in");
 			self.assert_alive(&[]);
 			let Ok(s) = watcher.status().await else { continue };
 			if when(&s, account).is_none() {
 				tokio::time::sleep(Duration::from_millis(20)).await;
 				continue;
 			}
-			signal(pid, "-STOP");
+			let frozen = FrozenMiner {
+				account: account.clone(),
+				other: other.clone(),
+				index,
+				pid,
+				epoch: 0,
+				leases: 0,
+				how,
+			};
+			self.set_paused(&frozen, true);
 			tokio::time::sleep(Duration::from_secs(2)).await;
 			if let Some((epoch, leases)) = when(&watcher.status().await.unwrap(), account) {
-				let (account, other) = (account.clone(), other.clone());
-				return FrozenMiner { account, other, index, pid, epoch, leases };
+				return FrozenMiner { epoch, leases, ..frozen };
 			}
-			signal(pid, "-CONT");
+			self.set_paused(&frozen, false);
 		}
+	}
+
+	/// Pauses (`true`) or lets go (`false`) a miner paused by [`pause_miner_when`](Self::pause_miner_when).
+	pub fn set_paused(&self, miner: &FrozenMiner, paused: bool) {
+		match miner.how {
+			Pause::Freeze => signal(miner.pid, if paused { "-STOP" } else { "-CONT" }),
+			Pause::LinkDown => {
+				let name = self.0.miners[miner.index].name();
+				let hosts = self.0.hosts.as_ref().expect("a network on test hosts");
+				hosts.set_link(name, !paused).unwrap();
+			},
+		}
+	}
+
+	/// A silent miner's story, common to a frozen process and a host whose link went down: `frozen` (a
+	/// miner of `stage`, paused holding accepted passes of its epoch) is found silent by the
+	/// orchestrator; it is let go; the stage merges the epoch from the other member alone without
+	/// waiting for its phase timeout, and either (found while the stage trained) its passes were
+	/// recomputed by the other member and the manifest counts the whole `quota`, or (found once uploads
+	/// were open) they are counted lost and the manifest counts the rest; nothing of it meets an
+	/// untyped or sample-count refusal (its gradient of the epoch is void); it holds the committed
+	/// state, and a later epoch merges both members. Returns the passes lost and that later epoch.
+	///
+	/// # Panics
+	/// On any of those not holding, or a process of the network dying.
+	pub async fn silent_member_goes(
+		&mut self,
+		chain: &IotaClient,
+		watcher: &SignedClient,
+		spec: &RunSpec,
+		frozen: FrozenMiner,
+		(stage, quota): (u16, u32),
+		timeout: Duration,
+	) -> (u32, u32) {
+		let started = Instant::now();
+		let (victim, survivor, epoch) = (frozen.account.clone(), frozen.other.clone(), frozen.epoch);
+		self.wait("the paused miner found silent", timeout, &[], || async {
+			let s = watcher.status().await.ok()?;
+			(s.miners.iter().find(|m| m.account == victim)?.gone == 1).then_some(())
+		})
+		.await;
+		eprintln!(
+			"paused {victim} ({:?}) in epoch {epoch}; found silent after {:?}; letting it go",
+			frozen.how,
+			started.elapsed()
+		);
+		self.set_paused(&frozen, false);
+
+		let m = self
+			.wait("the stage merged the epoch", timeout, &[], || async {
+				chain.merge_manifest(epoch, stage).await.ok()?
+			})
+			.await;
+		let summary = self.epoch_summary(watcher, epoch, timeout, &[]).await;
+		let store = self.bucket().await;
+		let log = pathway_log(self, watcher, &store, epoch).await;
+		let by_victim =
+			log.records.iter().filter(|r| r.backward[usize::from(stage)] == victim).count() as u32;
+		let advances = self.phase_advances(stage, epoch, "Training");
+		eprintln!(
+			"epoch {epoch}: stage {stage} merged {} samples from {} member(s); the victim's accepted \
+			 backward passes {by_victim}; {} recomputed, {} lost; committed {:?} after the pause; left \
+			 Training timed out: {advances:?}",
+			m.samples,
+			m.members,
+			summary.recomputed,
+			summary.lost,
+			started.elapsed()
+		);
+		assert!(by_victim > 0, "it had accepted passes");
+		assert_eq!(advances.first(), Some(&false), "stage {stage} did not wait for the phase timeout");
+		assert_eq!(m.members, 1);
+		if summary.lost == 0 {
+			// Found while the stage trained: its passes were recomputed by the other member.
+			assert_eq!(summary.recomputed, by_victim);
+			assert_eq!(m.samples, quota, "the manifest counts the whole quota");
+			assert!(log.records.iter().all(|r| r.counted_by(stage) == Some(&survivor)));
+		} else {
+			// Found once uploads were open (the other's gradient may be in): its passes are lost.
+			assert_eq!((summary.recomputed, summary.lost), (0, by_victim));
+			assert_eq!(m.samples + by_victim, quota, "the manifest counts every pass but the lost");
+		}
+		let state = check_manifest(&store, spec, stage, epoch, &m, 1).await;
+		let status = watcher.status().await.unwrap();
+		let refusals = &status.miners.iter().find(|m| m.account == victim).unwrap().refusals;
+		eprintln!("the miner's refusals once let go: {refusals:?}");
+		// Its void gradient is never weighed, and nothing of it meets an untyped refusal: told its
+		// passes are forfeited through the merge as well (clean-clone CI #25: told `merging`, it asked
+		// for shards of a round it was not in, refused `invalid`), it follows the merge without asking
+		// for shards.
+		assert!(
+			refusals.keys().all(|c| {
+				["lease_expired", "wrong_phase", "unknown", "stale_timestamp"].contains(&c.as_str())
+			}),
+			"{refusals:?}"
+		);
+		let text = &self.miner_logs()[frozen.index];
+		assert_eq!(
+			attested_state_hashes(text).get(&(stage, epoch)),
+			Some(&state.to_string()),
+			"the miner let go holds the committed state"
+		);
+		let later = self.first_merge_with(chain, stage, 2, epoch, 10, timeout).await;
+		eprintln!(
+			"epoch {later}: stage {stage} merged both members; {:?} after the pause",
+			started.elapsed()
+		);
+		self.assert_alive(&[]);
+		(summary.lost, later)
 	}
 
 	/// Whether each `advance_phase` the orchestrator sent for `stage` in `epoch` out of `from` (a
@@ -1180,6 +1314,17 @@ pub struct FrozenMiner {
 	pub epoch: u32,
 	/// Leases it held when it froze.
 	pub leases: u32,
+	/// How it was paused.
+	pub how: Pause,
+}
+
+/// How [`TestNetwork::pause_miner_when`] pauses a miner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pause {
+	/// SIGSTOP (SIGCONT lets it go).
+	Freeze,
+	/// Its test host's link down: the process runs on, nothing reaches it or leaves it.
+	LinkDown,
 }
 
 impl std::ops::Deref for TestNetwork {

@@ -133,9 +133,15 @@ struct StoreArgs {
 	/// Start an embedded S3 server over this directory (local use) instead of using `--s3-endpoint`.
 	#[arg(long, env = "IOTA_EMBEDDED_S3")]
 	embedded_s3: Option<PathBuf>,
-	/// Listen address of the embedded S3 server.
+	/// Listen address of the embedded S3 server: loopback, or private with
+	/// `--embedded-s3-private-network`.
 	#[arg(long, env = "IOTA_EMBEDDED_S3_ADDR", default_value = "127.0.0.1:9000")]
 	embedded_s3_addr: SocketAddr,
+	/// Let the embedded S3 server listen on a private address (10/8, 172.16/12, 192.168/16, fc00::/7),
+	/// for miners on other hosts of a closed network (its credentials are static: never on a public
+	/// address).
+	#[arg(long, env = "IOTA_EMBEDDED_S3_PRIVATE_NETWORK")]
+	embedded_s3_private_network: bool,
 	/// S3 endpoint URL (MinIO, R2, the `iota-s3` binary); without it and without `--embedded-s3`, AWS.
 	#[arg(long, env = "IOTA_S3_ENDPOINT")]
 	s3_endpoint: Option<String>,
@@ -246,6 +252,7 @@ async fn open_store(a: &StoreArgs) -> Result<(ObjectStore, Option<EmbeddedS3>)> 
 	if let Some(dir) = &a.embedded_s3 {
 		let mut cfg = EmbeddedConfig::new(dir);
 		cfg.addr = a.embedded_s3_addr;
+		cfg.private_network = a.embedded_s3_private_network;
 		cfg.bucket = a.s3_bucket.clone();
 		cfg.access_key = a.s3_access_key.clone();
 		cfg.secret_key = a.s3_secret_key.clone();

@@ -52,10 +52,12 @@ const SHUTDOWN_GRACE_SECS: u64 = 5;
 /// Why the embedded server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbeddedError {
-	/// The listen address is not a loopback address. The server has static development credentials and
-	/// no TLS, so it only listens on 127.0.0.1 / ::1.
+	/// The listen address is not a loopback address (nor, with
+	/// [`EmbeddedConfig::private_network`], a private one). The server has static development
+	/// credentials and no TLS, so it only listens on 127.0.0.1 / ::1, or on a private network when asked.
 	#[error(
-		"refusing to listen on {addr}: the embedded S3 server only listens on loopback addresses"
+		"refusing to listen on {addr}: the embedded S3 server only listens on loopback addresses, \
+		 and on private ones (10/8, 172.16/12, 192.168/16, fc00::/7) when told to (private_network)"
 	)]
 	NotLoopback {
 		/// The rejected address.
@@ -92,8 +94,12 @@ pub enum EmbeddedError {
 pub struct EmbeddedConfig {
 	/// Data directory; created if missing. Objects live under `root/{bucket}/`.
 	pub root: PathBuf,
-	/// Listen address; must be loopback. Port 0 picks a free port (default `127.0.0.1:0`).
+	/// Listen address; must be loopback, or private with `private_network`. Port 0 picks a free port
+	/// (default `127.0.0.1:0`).
 	pub addr: SocketAddr,
+	/// Also accept a private address (RFC 1918 IPv4, unique-local IPv6): for test hosts on a bridge of
+	/// their own (`iota_devnet::hosts`) or a closed LAN. Default `false`.
+	pub private_network: bool,
 	/// The bucket, created on start if missing (default `iota`).
 	pub bucket: String,
 	/// The one accepted access key (default `iota-dev`).
@@ -111,8 +117,20 @@ impl EmbeddedConfig {
 			bucket: "iota".into(),
 			access_key: "iota-dev".into(),
 			secret_key: "iota-dev-secret".into(),
+			private_network: false,
 		}
 	}
+}
+
+/// Whether the embedded server may listen on `ip`: loopback, or (with `private_network`) an RFC 1918
+/// IPv4 or unique-local (fc00::/7) IPv6 address.
+fn listen_allowed(ip: std::net::IpAddr, private_network: bool) -> bool {
+	ip.is_loopback() ||
+		(private_network &&
+			match ip {
+				std::net::IpAddr::V4(v4) => v4.is_private(),
+				std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
+			})
 }
 
 /// A running embedded server. Dropping it stops accepting connections (open ones finish in the
@@ -133,7 +151,7 @@ impl EmbeddedS3 {
 	/// [`EmbeddedError::NotLoopback`], [`EmbeddedError::InvalidBucket`], [`EmbeddedError::EmptyCredentials`],
 	/// [`EmbeddedError::Directory`], [`EmbeddedError::Bind`].
 	pub async fn start(config: EmbeddedConfig) -> Result<Self, EmbeddedError> {
-		if !config.addr.ip().is_loopback() {
+		if !listen_allowed(config.addr.ip(), config.private_network) {
 			return Err(EmbeddedError::NotLoopback { addr: config.addr });
 		}
 		if !valid_bucket(&config.bucket) {
@@ -517,6 +535,23 @@ mod tests {
 			EmbeddedS3::start(c.clone()).await,
 			Err(EmbeddedError::NotLoopback { .. })
 		));
+		// A private address only when asked for, and never a public or unspecified one.
+		c.addr = "10.1.2.3:0".parse().unwrap();
+		assert!(matches!(
+			EmbeddedS3::start(c.clone()).await,
+			Err(EmbeddedError::NotLoopback { .. })
+		));
+		for (ip, ok) in [
+			("10.1.2.3", true),
+			("172.16.0.1", true),
+			("192.168.1.1", true),
+			("fd00::1", true),
+			("8.8.8.8", false),
+			("0.0.0.0", false),
+			("2001:db8::1", false),
+		] {
+			assert_eq!(listen_allowed(ip.parse().unwrap(), true), ok, "{ip}");
+		}
 		c.addr = "127.0.0.1:0".parse().unwrap();
 		c.bucket = "Bad_Bucket".into();
 		assert!(matches!(EmbeddedS3::start(c.clone()).await, Err(EmbeddedError::InvalidBucket(_))));

@@ -17,9 +17,13 @@ struct Args {
 	/// Data directory (created if missing); objects are files under DIR/BUCKET/.
 	#[arg(long)]
 	dir: PathBuf,
-	/// Listen address; loopback only.
+	/// Listen address: loopback, or private with `--private-network`.
 	#[arg(long, default_value = "127.0.0.1:9000")]
 	addr: SocketAddr,
+	/// Also listen on a private address (10/8, 172.16/12, 192.168/16, fc00::/7), for a closed network
+	/// of test hosts; the credentials are static, so never on a public address.
+	#[arg(long)]
+	private_network: bool,
 	/// Bucket, created on start if missing.
 	#[arg(long, default_value = "iota")]
 	bucket: String,
@@ -50,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
 		bucket: args.bucket,
 		access_key: args.access_key,
 		secret_key: args.secret_key,
+		private_network: args.private_network,
 	};
 	let server = EmbeddedS3::start(config).await.context("starting the embedded S3 server")?;
 	println!("endpoint: {}", server.endpoint());

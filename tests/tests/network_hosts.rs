@@ -1,0 +1,134 @@
+//! Miners and validators on hosts of their own (issue 18): the whole network (`iota_devnet::Network`: dev
+//! node, orchestrator with the embedded S3 server, 3 × 2 real `iota-miner` processes and two
+//! `iota-validator` processes training the `tiny` preset in sync mode, 10-second leases, a 60-block
+//! phase timeout), each miner and validator in a network namespace of its own (`iota_devnet::hosts`)
+//! with a 20 Mbit/s link each way to the cloud (node, orchestrator, S3 on the bridge's address).
+//!
+//! Link down: once a stage-1 miner holds a lease with two accepted backward passes of the epoch, its
+//! host's link goes down (the process runs on; nothing reaches it or leaves it) until the orchestrator
+//! finds it silent, its lease run out, and then comes up again. Asserted: every lease it held expired
+//! and was re-listed; stage 1 merged the epoch without waiting for its phase timeout, from the other
+//! member alone, its passes recomputed by that member (the manifest counts the whole quota) or, found
+//! once uploads were open, counted lost; nothing of it meets an untyped refusal once back; it holds the
+//! committed state, and it rejoins: its stage merges both members again within two epochs of that one.
+//!
+//! Validator host killed: then the first validator's process is killed (SIGKILL) and its link taken
+//! down. Asserted: an epoch that completes after that is finalized on chain (its scores are set) with
+//! weights from the other validator and none from the dead one.
+//!
+//! Printed: bytes through each host's link per epoch, and the times.
+//!
+//! Needs root (network namespaces).
+//! ```sh
+//! ./scripts/fetch-data.sh
+//! cargo build --workspace --bins --features iota-miner/fault-injection
+//! cargo test -p iota-e2e --features iota-miner/fault-injection --test network_hosts -- --ignored --nocapture
+//! ```
+//! Logs stay in `$CARGO_TARGET_TMPDIR/network_hosts/logs`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use iota_chain::Signer;
+use iota_devnet::HostLinks;
+use iota_e2e::*;
+
+const QUOTA: u32 = 8;
+const VICTIM_STAGE: u16 = 1;
+const LINK_MBIT: u32 = 20;
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs root: starts iota-node, iota-orchestrator, six iota-miner and two iota-validator processes on test hosts (see the file's docs)"]
+async fn a_host_cut_off_past_its_leases_rejoins_and_a_dead_validators_peer_keeps_scoring() {
+	let started = Instant::now();
+	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_hosts");
+	let mut options = tiny_network("e2e-net-hosts", &dir, 3, 2, 2, QUOTA);
+	options.orchestrator_args =
+		["--lease-ms", "10000", "--phase-timeout", "60"].iter().map(|s| s.to_string()).collect();
+	options.hosts = Some(HostLinks { mbit: Some(LINK_MBIT) });
+	let mut net = TestNetwork::start(options).await;
+	let chain = net.chain().await.unwrap();
+	let watcher = net.client_as("//Bob").await;
+	let spec = net.prepared.spec.clone();
+	{
+		let hosts = net.hosts.as_ref().unwrap();
+		for h in hosts.hosts() {
+			assert_eq!(h.mbit, Some(LINK_MBIT));
+		}
+		eprintln!(
+			"{} hosts at {LINK_MBIT} Mbit/s, cloud at {}; started after {:?}",
+			hosts.hosts().len(),
+			hosts.cloud_addr(),
+			started.elapsed()
+		);
+	}
+
+	// --- A miner host's link down past its lease, then up.
+	let (a, b) = net.stage_pair(&watcher, VICTIM_STAGE, TIMEOUT).await;
+	let busy = |s: &iota_rpc::types::Status, who: &iota_rpc::AccountId| {
+		let st = &s.stages[usize::from(VICTIM_STAGE)];
+		let v = s.miners.iter().find(|m| &m.account == who)?;
+		(st.phase == iota_primitives::Phase::Training && v.backward_this_epoch >= 2 && v.leases > 0)
+			.then_some((st.epoch, v.leases))
+	};
+	let cut = net.pause_miner_when(&watcher, &a, &b, TIMEOUT, Pause::LinkDown, busy).await;
+	let (victim, held, epoch) = (cut.account.clone(), cut.leases, cut.epoch);
+	eprintln!("link of {victim} down in epoch {epoch} holding {held} lease(s)");
+	net.wait("the cut-off miner's leases to expire", TIMEOUT, &[], || async {
+		let s = watcher.status().await.ok()?;
+		let v = s.miners.iter().find(|m| m.account == victim)?;
+		(v.leases == 0 && v.leases_expired >= u64::from(held)).then_some(())
+	})
+	.await;
+	let (lost, rejoined) = net
+		.silent_member_goes(&chain, &watcher, &spec, cut, (VICTIM_STAGE, QUOTA), TIMEOUT)
+		.await;
+	eprintln!("{lost} pass(es) lost; stage {VICTIM_STAGE} merged both members in epoch {rejoined}");
+	assert!(
+		rejoined <= epoch + 2,
+		"the miner rejoined within two epochs of the cut (epoch {epoch}), not in {rejoined}"
+	);
+
+	// --- A validator host killed.
+	let dead = net.validators[0].name().to_owned();
+	let (_, validator_uris) = net.accounts();
+	let (dead_id, live_id) = (
+		Signer::from_uri(validator_uris[0]).unwrap().account_id(),
+		Signer::from_uri(validator_uris[1]).unwrap().account_id(),
+	);
+	net.validators[0].kill9();
+	net.hosts.as_ref().unwrap().set_link(&dead, false).unwrap();
+	let after = net
+		.wait("the current epoch", TIMEOUT, &[&dead], || async {
+			Some(watcher.status().await.ok()?.stages.iter().map(|s| s.epoch).max()?)
+		})
+		.await;
+	eprintln!("killed {dead} in epoch {after} after {:?}", started.elapsed());
+	// An epoch that starts after the kill is finalized with the live validator's weights alone.
+	let judged = after + 1;
+	net.wait(&format!("epoch {judged} finalized"), TIMEOUT, &[&dead], || async {
+		chain.scores(judged).await.ok()?
+	})
+	.await;
+	assert!(chain.next_epoch_to_finalize().await.unwrap() > judged);
+	assert!(
+		chain.weights(judged, &live_id).await.unwrap().is_some(),
+		"the live validator's weights for epoch {judged}"
+	);
+	assert_eq!(chain.weights(judged, &dead_id).await.unwrap(), None);
+	eprintln!("epoch {judged} finalized with one validator after {:?}", started.elapsed());
+
+	// Bytes per host per epoch (epochs 0..=judged).
+	let hosts = net.hosts.as_ref().unwrap();
+	for h in hosts.hosts() {
+		let b = hosts.bytes(&h.name).unwrap();
+		eprintln!(
+			"{:<24} sent {:>10} B, received {:>10} B, {:>9.0} B per epoch",
+			h.name,
+			b.sent,
+			b.received,
+			(b.sent + b.received) as f64 / f64::from(judged + 1)
+		);
+	}
+}
