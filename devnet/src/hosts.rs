@@ -119,7 +119,10 @@ fn run(program: &'static str, args: &[&str]) -> Result<String, HostsError> {
 		if e.kind() == std::io::ErrorKind::NotFound {
 			HostsError::MissingTool { tool: program }
 		} else {
-			HostsError::Command { command: format!("{program} {}", args.join(" ")), stderr: e.to_string() }
+			HostsError::Command {
+				command: format!("{program} {}", args.join(" ")),
+				stderr: e.to_string(),
+			}
 		}
 	})?;
 	if out.status.success() {
@@ -133,9 +136,9 @@ fn run(program: &'static str, args: &[&str]) -> Result<String, HostsError> {
 }
 
 fn valid_name(name: &str) -> bool {
-	!name.is_empty() &&
-		name.len() <= 40 &&
-		name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+	!name.is_empty()
+		&& name.len() <= 40
+		&& name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 /// Whether process `pid` exists.
@@ -168,7 +171,8 @@ pub fn sweep_stale() -> Result<usize, HostsError> {
 	for line in run("ip", &["-o", "link", "show", "type", "bridge"])?.lines() {
 		// "7: iv123br: <…>"
 		let Some(name) = line.split(':').nth(1).map(str::trim) else { continue };
-		let Some(pid) = name.strip_prefix(LINK_PREFIX).filter(|r| r.ends_with("br")).and_then(tag_pid)
+		let Some(pid) =
+			name.strip_prefix(LINK_PREFIX).filter(|r| r.ends_with("br")).and_then(tag_pid)
 		else {
 			continue;
 		};
@@ -237,12 +241,18 @@ impl Hosts {
 		// From here on the namespace exists: on an error it is deleted with the others on drop, but
 		// only hosts in `self.hosts` are, so delete it here.
 		let setup = || -> Result<(), HostsError> {
-			run("ip", &["link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", &netns])?;
+			run(
+				"ip",
+				&["link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", &netns],
+			)?;
 			run("ip", &["link", "set", &link, "master", &self.bridge, "up"])?;
 			run("ip", &["-n", &netns, "addr", "add", &format!("{addr}/24"), "dev", "eth0"])?;
 			run("ip", &["-n", &netns, "link", "set", "eth0", "up"])?;
 			run("ip", &["-n", &netns, "link", "set", "lo", "up"])?;
-			run("ip", &["-n", &netns, "route", "add", "default", "via", &self.gateway.to_string()])?;
+			run(
+				"ip",
+				&["-n", &netns, "route", "add", "default", "via", &self.gateway.to_string()],
+			)?;
 			Ok(())
 		};
 		if let Err(e) = setup() {
@@ -267,7 +277,10 @@ impl Hosts {
 	/// # Errors
 	/// [`HostsError::UnknownHost`].
 	pub fn host(&self, name: &str) -> Result<&Host, HostsError> {
-		self.hosts.iter().find(|h| h.name == name).ok_or_else(|| HostsError::UnknownHost(name.into()))
+		self.hosts
+			.iter()
+			.find(|h| h.name == name)
+			.ok_or_else(|| HostsError::UnknownHost(name.into()))
 	}
 
 	/// The command prefix that runs a program in host `name`'s namespace: `ip netns exec <netns>`

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use iota_devnet::{recut, report, ChainTarget, Network, NetworkOptions, StoreTarget};
+use iota_devnet::{recut, report, ChainTarget, HostLinks, Network, NetworkOptions, StoreTarget};
 use iota_model::ModelConfig;
 
 #[derive(Parser, Debug)]
@@ -108,6 +108,14 @@ struct Cli {
 	/// reveal windows: 240 + 30 blocks of a second by default).
 	#[arg(long, env = "IOTA_FINALIZE_WAIT_SECS", default_value_t = 330)]
 	finalize_wait_secs: u64,
+	/// Run every miner and validator on a test host of its own: a network namespace linked to the node,
+	/// orchestrator and S3 server by a bridge (needs root; `iota_devnet::hosts`). The report then
+	/// counts each host's bytes.
+	#[arg(long, env = "IOTA_HOSTS")]
+	hosts: bool,
+	/// Each test host's link rate in Mbit/s, both ways (a `tc` token bucket); implies `--hosts`.
+	#[arg(long, env = "IOTA_LINK_MBIT", value_parser = clap::value_parser!(u32).range(1..))]
+	link_mbit: Option<u32>,
 }
 
 fn stage_line(st: &iota_rpc::types::Status, quota: u32) -> String {
@@ -177,6 +185,9 @@ async fn main() -> anyhow::Result<()> {
 		},
 		other => bail!("--chain {other:?}: expected dev, zombienet or a ws:// URL"),
 	};
+	if cli.hosts || cli.link_mbit.is_some() {
+		opts.hosts = Some(HostLinks { mbit: cli.link_mbit });
+	}
 	opts.store = cli
 		.s3_endpoint
 		.clone()
@@ -207,6 +218,14 @@ async fn main() -> anyhow::Result<()> {
 		"  up in {startup_secs:.0} s: chain {}, orchestrator {}, dashboard http://{}/",
 		net.chain_url, net.orchestrator_url, cli.dashboard_addr
 	);
+	if let Some(h) = &net.hosts {
+		println!(
+			"  {} test hosts on {}/24, links {}",
+			h.hosts().len(),
+			h.cloud_addr(),
+			cli.link_mbit.map_or("unlimited".to_owned(), |m| format!("{m} Mbit/s each way"))
+		);
+	}
 
 	let deadline = started + Duration::from_secs(cli.timeout_mins * 60);
 	let mut last_print = Instant::now() - Duration::from_secs(60);
@@ -274,6 +293,15 @@ async fn main() -> anyhow::Result<()> {
 	};
 	let wall_secs = started.elapsed().as_secs_f64();
 	let completed = status.as_ref().map(|s| s.epochs.len() as u32).unwrap_or(0);
+	// Traffic through the test hosts' links up to the end of training.
+	let hosts = net.hosts.as_ref().map(|h| report::HostsTraffic {
+		mbit: cli.link_mbit,
+		hosts: h
+			.hosts()
+			.iter()
+			.filter_map(|x| Some((x.name.clone(), h.bytes(&x.name).ok()?)))
+			.collect(),
+	});
 	let chain = net.chain().await.context("connecting to the chain for the report")?;
 	if !interrupted && completed > 0 {
 		println!(
@@ -403,9 +431,15 @@ async fn main() -> anyhow::Result<()> {
 		samples_error,
 		export,
 		baseline,
+		hosts,
 		command: format!(
-			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {} --reveal-window {}",
-			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window, cli.reveal_window
+			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {} --reveal-window {}{}",
+			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window, cli.reveal_window,
+			match (cli.link_mbit, cli.hosts) {
+				(Some(m), _) => format!(" --link-mbit {m}"),
+				(None, true) => " --hosts".to_owned(),
+				(None, false) => String::new(),
+			}
 		),
 	};
 	let path = report::write(&run_dir, &data).context("writing the report")?;

@@ -330,13 +330,18 @@ impl Network {
 		let bin = |name: &str| options.bin_dir.join(name);
 		let miner_names: Vec<String> =
 			miner_accounts.iter().map(|s| format!("miner-{}", account_name(s))).collect();
-		let validator_names: Vec<String> =
-			validator_accounts.iter().map(|s| format!("validator-{}", account_name(s))).collect();
+		let validator_names: Vec<String> = validator_accounts
+			.iter()
+			.map(|s| format!("validator-{}", account_name(s)))
+			.collect();
 		// Test hosts first: the cloud's services listen on their bridge.
 		let hosts = match options.hosts {
 			Some(links) => {
 				if let ChainTarget::External(url) = &options.chain {
-					if url.contains("127.0.0.1") || url.contains("localhost") || url.contains("[::1]") {
+					if url.contains("127.0.0.1")
+						|| url.contains("localhost")
+						|| url.contains("[::1]")
+					{
 						return Err(NetworkError::ChainUnreachable(url.clone()));
 					}
 				}
@@ -346,9 +351,7 @@ impl Network {
 			},
 			None => None,
 		};
-		let cloud = hosts
-			.as_ref()
-			.map_or(std::net::Ipv4Addr::LOCALHOST, |h| h.cloud_addr());
+		let cloud = hosts.as_ref().map_or(std::net::Ipv4Addr::LOCALHOST, |h| h.cloud_addr());
 		let under = |name: &str| -> Result<Vec<String>, NetworkError> {
 			Ok(match &hosts {
 				Some(h) => h.exec_prefix(name)?,

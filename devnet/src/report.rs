@@ -98,6 +98,37 @@ pub struct ReportData {
 	/// The single-process baseline on the same samples ([`crate::baseline`]): its figures, why there
 	/// are none, or `None` when it was not asked for.
 	pub baseline: Option<Result<Baseline, String>>,
+	/// Traffic through the test hosts' links ([`crate::hosts`]), when the run had them.
+	pub hosts: Option<HostsTraffic>,
+}
+
+/// What went through each test host's link over a run (read when training ended).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostsTraffic {
+	/// Each link's rate in Mbit/s (`None`: unlimited).
+	pub mbit: Option<u32>,
+	/// Per host (its process's name), bytes sent and received, Ethernet frames included.
+	pub hosts: Vec<(String, crate::hosts::LinkBytes)>,
+}
+
+/// The report's test-hosts section: each host's bytes, and per completed epoch.
+fn hosts_section(s: &mut String, t: &HostsTraffic, epochs: usize) {
+	let rate = t.mbit.map_or("unlimited".to_owned(), |m| format!("{m} Mbit/s each way"));
+	let _ = writeln!(
+		s,
+		"## Test hosts
+
+Every miner and validator ran in a network namespace of its own, its link to the \
+		 node, orchestrator and S3 server {rate}. Bytes through each link (Ethernet frames, the \
+		 bridge's counters) from start-up to the end of training, and per completed epoch:\n"
+	);
+	let _ = writeln!(s, "| host | sent B | received B | sent + received per epoch B |");
+	let _ = writeln!(s, "|---|---:|---:|---:|");
+	for (name, b) in &t.hosts {
+		let per = if epochs > 0 { (b.sent + b.received) / epochs as u64 } else { 0 };
+		let _ = writeln!(s, "| {name} | {} | {} | {per} |", b.sent, b.received);
+	}
+	let _ = writeln!(s);
 }
 
 /// The folder (beside the report) the last epoch's merged model is exported to.
@@ -742,6 +773,10 @@ pub fn render_markdown(d: &ReportData) -> String {
 			let _ = writeln!(s, "{l}");
 		}
 	}
+	if let Some(t) = &d.hosts {
+		let _ = writeln!(s);
+		hosts_section(&mut s, t, d.epochs.len());
+	}
 	let _ = writeln!(s, "\n## Merges (on chain)\n");
 	let _ = writeln!(
 		s,
@@ -930,7 +965,25 @@ mod tests {
 			samples_error: None,
 			export: None,
 			baseline: None,
+			hosts: None,
 		}
+	}
+
+	#[test]
+	fn test_hosts_traffic_is_reported_per_host_and_epoch() {
+		let mut d = data(vec![epoch(0, 5.0), epoch(1, 4.5)]);
+		assert!(!render_markdown(&d).contains("## Test hosts"));
+		d.hosts = Some(HostsTraffic {
+			mbit: Some(20),
+			hosts: vec![(
+				"miner-dave".into(),
+				crate::hosts::LinkBytes { sent: 3_000, received: 1_000 },
+			)],
+		});
+		let md = render_markdown(&d);
+		assert!(md.contains("## Test hosts"), "{md}");
+		assert!(md.contains("20 Mbit/s each way"));
+		assert!(md.contains("| miner-dave | 3000 | 1000 | 2000 |"), "{md}");
 	}
 
 	fn acc(i: u8) -> AccountId {

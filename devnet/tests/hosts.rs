@@ -47,7 +47,9 @@ fn receive_one(listener: &TcpListener, wait: Duration) -> Option<usize> {
 
 fn netns_exists(name: &str) -> bool {
 	let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-	String::from_utf8_lossy(&out.stdout).lines().any(|l| l.split_whitespace().next() == Some(name))
+	String::from_utf8_lossy(&out.stdout)
+		.lines()
+		.any(|l| l.split_whitespace().next() == Some(name))
 }
 
 #[test]
@@ -98,7 +100,11 @@ fn hosts_reach_the_cloud_through_rate_limited_links_that_go_down_and_up_and_vani
 	// Link down: nothing gets through; up again: it does.
 	hosts.set_link("miner-a", false).unwrap();
 	assert!(
-		!in_host(&hosts, "miner-a", &format!("timeout 3 bash -c 'echo x > /dev/tcp/{cloud}/{port}'")),
+		!in_host(
+			&hosts,
+			"miner-a",
+			&format!("timeout 3 bash -c 'echo x > /dev/tcp/{cloud}/{port}'")
+		),
 		"a host whose link is down reached the cloud"
 	);
 	assert_eq!(receive_one(&listener, Duration::from_millis(500)), None);

@@ -1110,7 +1110,8 @@ impl TestNetwork {
 		timeout: Duration,
 		when: impl Fn(&Status, &iota_rpc::AccountId) -> Option<(u32, u32)>,
 	) -> FrozenMiner {
-		self.pause_miner_when(watcher, account, other, timeout, Pause::Freeze, when).await
+		self.pause_miner_when(watcher, account, other, timeout, Pause::Freeze, when)
+			.await
 	}
 
 	/// [`freeze_miner_when`](Self::freeze_miner_when) with `how` the miner is paused: its process
@@ -1189,7 +1190,8 @@ impl TestNetwork {
 		timeout: Duration,
 	) -> (u32, u32) {
 		let started = Instant::now();
-		let (victim, survivor, epoch) = (frozen.account.clone(), frozen.other.clone(), frozen.epoch);
+		let (victim, survivor, epoch) =
+			(frozen.account.clone(), frozen.other.clone(), frozen.epoch);
 		self.wait("the paused miner found silent", timeout, &[], || async {
 			let s = watcher.status().await.ok()?;
 			(s.miners.iter().find(|m| m.account == victim)?.gone == 1).then_some(())
@@ -1224,7 +1226,11 @@ impl TestNetwork {
 			started.elapsed()
 		);
 		assert!(by_victim > 0, "it had accepted passes");
-		assert_eq!(advances.first(), Some(&false), "stage {stage} did not wait for the phase timeout");
+		assert_eq!(
+			advances.first(),
+			Some(&false),
+			"stage {stage} did not wait for the phase timeout"
+		);
 		assert_eq!(m.members, 1);
 		if summary.lost == 0 {
 			// Found while the stage trained: its passes were recomputed by the other member.

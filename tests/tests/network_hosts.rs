@@ -44,8 +44,10 @@ async fn a_host_cut_off_past_its_leases_rejoins_and_a_dead_validators_peer_keeps
 	let started = Instant::now();
 	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "network_hosts");
 	let mut options = tiny_network("e2e-net-hosts", &dir, 3, 2, 2, QUOTA);
-	options.orchestrator_args =
-		["--lease-ms", "10000", "--phase-timeout", "60"].iter().map(|s| s.to_string()).collect();
+	options.orchestrator_args = ["--lease-ms", "10000", "--phase-timeout", "60"]
+		.iter()
+		.map(|s| s.to_string())
+		.collect();
 	options.hosts = Some(HostLinks { mbit: Some(LINK_MBIT) });
 	let mut net = TestNetwork::start(options).await;
 	let chain = net.chain().await.unwrap();

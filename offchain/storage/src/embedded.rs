@@ -125,9 +125,9 @@ impl EmbeddedConfig {
 /// Whether the embedded server may listen on `ip`: loopback, or (with `private_network`) an RFC 1918
 /// IPv4 or unique-local (fc00::/7) IPv6 address.
 fn listen_allowed(ip: std::net::IpAddr, private_network: bool) -> bool {
-	ip.is_loopback() ||
-		(private_network &&
-			match ip {
+	ip.is_loopback()
+		|| (private_network
+			&& match ip {
 				std::net::IpAddr::V4(v4) => v4.is_private(),
 				std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
 			})
