@@ -302,6 +302,10 @@ pub struct Miner {
 	inner_log: Option<InnerLog>,
 	/// Local mode: epochs trained whose challenges are not answered yet, and when to ask next.
 	reveal_due: std::collections::BTreeMap<u32, Instant>,
+	/// Local mode: per epoch, the challenged states already uploaded (by inner step), so each goes up
+	/// once however many attempts the epoch's reveal takes (a presigned URL can expire before a state's
+	/// turn on a slow link).
+	revealed: std::collections::BTreeMap<u32, std::collections::BTreeSet<u32>>,
 	/// The epoch the stage is known to be in at least (the orchestrator reported its merge committed)
 	/// and since when: a resync waits up to [`CHAIN_LAG_WAIT`] for the chain's best block to show it,
 	/// rather than re-enter an epoch already trained (which would drop its inner-step log).
@@ -439,6 +443,7 @@ impl Miner {
 			local,
 			inner_log,
 			reveal_due,
+			revealed: Default::default(),
 			resync_floor: None,
 			feedback: ErrorFeedback::default(),
 			feedback_next: None,

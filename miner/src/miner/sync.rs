@@ -184,11 +184,13 @@ impl Miner {
 
 	/// Local mode: answer the challenges of the epochs trained before this one that are due and that the
 	/// orchestrator has drawn: rebuild states `k` and `k + 1` of each challenged step from the inner-step
-	/// log and upload them to the presigned PUTs (docs/design.md §10). Not seeded yet, or a failure: ask
-	/// again in a second. Given up once the log no longer keeps the epoch (dropped for room) or the
-	/// orchestrator refuses the question (it keeps no challenges of the miner's there); never after a
-	/// number of epochs: the seed comes after finality, which a lagging chain can put many short epochs
-	/// later.
+	/// log and upload them to the presigned PUTs (docs/design.md §10), one state per call, so training
+	/// goes on between uploads (a stage's state is tens of MB: half a minute at 20 Mbit/s). Each state
+	/// goes up once; a later call asks for fresh URLs and uploads the next. Not seeded yet, or a
+	/// failure: ask again in a second. Given up once the log no longer keeps the epoch (dropped for
+	/// room) or the orchestrator refuses the question (it keeps no challenges of the miner's there);
+	/// never after a number of epochs: the seed comes after finality, which a lagging chain can put
+	/// many short epochs later.
 	pub(super) async fn answer_challenges(&mut self) {
 		if self.fault() == Some(Fault::IgnoreChallenges) {
 			return;
@@ -203,25 +205,27 @@ impl Miner {
 					epoch,
 					"cannot answer the challenges: the epoch's inner steps are no longer kept"
 				);
-				self.reveal_due.remove(&epoch);
+				self.forget_reveal(epoch);
 				continue;
 			}
 			match self.reveal(epoch).await {
-				Ok(true) => {
-					self.reveal_due.remove(&epoch);
+				Ok(Reveal::Done) => self.forget_reveal(epoch),
+				// The next state on the next call, after a step of training.
+				Ok(Reveal::More) => {
+					self.reveal_due.insert(epoch, now);
 				},
-				Ok(false) => {
+				Ok(Reveal::NotSeeded) => {
 					self.reveal_due.insert(epoch, now + Duration::from_secs(1));
 				},
 				Err(e @ MinerError::Refused { .. }) if e.code() != Some(ErrorCode::Unavailable) => {
 					tracing::warn!(stage = self.index, epoch, error = %e, "challenges refused; not asking again");
-					self.reveal_due.remove(&epoch);
+					self.forget_reveal(epoch);
 				},
 				Err(e @ MinerError::BadInput(_)) => {
 					// The log cannot rebuild the state (not kept, or past its bound): asking again will
 					// not help.
 					tracing::warn!(stage = self.index, epoch, error = %e, "cannot answer the challenges");
-					self.reveal_due.remove(&epoch);
+					self.forget_reveal(epoch);
 				},
 				Err(e) => {
 					tracing::warn!(stage = self.index, epoch, error = %e, "answering challenges");
@@ -231,49 +235,64 @@ impl Miner {
 		}
 	}
 
-	/// One attempt of [`answer_challenges`](Self::answer_challenges): `Ok(true)` once every reveal is up.
-	async fn reveal(&mut self, epoch: u32) -> Result<bool> {
+	/// Stop answering `epoch`'s challenges (answered, or given up).
+	fn forget_reveal(&mut self, epoch: u32) {
+		self.reveal_due.remove(&epoch);
+		self.revealed.remove(&epoch);
+	}
+
+	/// One call of [`answer_challenges`](Self::answer_challenges) for `epoch`: uploads the first state
+	/// its challenges name that is not up yet (a state two challenges name, adjacent steps or a shared
+	/// earlier state, goes up once), through a URL presigned just now.
+	async fn reveal(&mut self, epoch: u32) -> Result<Reveal> {
 		let c = self.orch.get_challenges(epoch).await?;
 		if !c.seeded {
-			return Ok(false);
+			return Ok(Reveal::NotSeeded);
 		}
-		let ks = c.reveals.iter().flat_map(|r| r.states.iter().map(|s| s.state)).collect();
-		let states = self.inner_states_at(epoch, &ks)?;
-		let mut sent = std::collections::BTreeSet::new();
-		for r in &c.reveals {
-			for s in &r.states {
-				// A state two challenges name (adjacent steps, a shared earlier state) goes up once.
-				if !sent.insert(s.state) {
-					continue;
-				}
-				let k = s.state;
-				let bytes = states
-					.get(&k)
-					.ok_or_else(|| bad(format!("state {k} of epoch {epoch} not rebuilt")))?
-					.to_bytes();
-				let got = ContentHash::of(&bytes);
-				if got != s.hash {
-					return Err(bad(format!(
-						"state {k} of epoch {epoch} rebuilds to {got}, reported {}",
-						s.hash
-					)));
-				}
-				let size = bytes.len() as u64;
-				self.io
-					.put(&s.put.put, Bytes::from(bytes))
-					.await
-					.map_err(|e| MinerError::storage("revealed state", e))?;
-				self.metrics.bytes_up.inc_by(size);
+		let sent = self.revealed.entry(epoch).or_default();
+		let named: std::collections::BTreeSet<u32> =
+			c.reveals.iter().flat_map(|r| r.states.iter().map(|s| s.state)).collect();
+		let Some(s) = c
+			.reveals
+			.iter()
+			.flat_map(|r| r.states.iter())
+			.find(|s| !sent.contains(&s.state))
+		else {
+			return Ok(Reveal::Done);
+		};
+		let k = s.state;
+		let states = self.inner_states_at(epoch, &std::collections::BTreeSet::from([k]))?;
+		let bytes = states
+			.get(&k)
+			.ok_or_else(|| bad(format!("state {k} of epoch {epoch} not rebuilt")))?
+			.to_bytes();
+		let got = ContentHash::of(&bytes);
+		if got != s.hash {
+			return Err(bad(format!(
+				"state {k} of epoch {epoch} rebuilds to {got}, reported {}",
+				s.hash
+			)));
+		}
+		let size = bytes.len() as u64;
+		self.io
+			.put(&s.put.put, Bytes::from(bytes))
+			.await
+			.map_err(|e| MinerError::storage("revealed state", e))?;
+		self.metrics.bytes_up.inc_by(size);
+		let sent = self.revealed.entry(epoch).or_default();
+		sent.insert(k);
+		for r in c.reveals.iter().filter(|r| r.states.iter().any(|x| x.state == k)) {
+			if r.states.iter().all(|x| sent.contains(&x.state)) {
+				tracing::info!(
+					stage = self.index,
+					epoch,
+					step = r.step,
+					states = r.states.len(),
+					"revealed a challenged inner step"
+				);
 			}
-			tracing::info!(
-				stage = self.index,
-				epoch,
-				step = r.step,
-				states = r.states.len(),
-				"revealed a challenged inner step"
-			);
 		}
-		Ok(true)
+		Ok(if named.is_subset(sent) { Reveal::Done } else { Reveal::More })
 	}
 
 	/// The inner step the replica's state is at (0 in sync mode).
@@ -347,4 +366,15 @@ impl Miner {
 		);
 		Ok(())
 	}
+}
+
+/// How far one call of the miner's reveal got for an epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reveal {
+	/// The epoch's challenges are not drawn yet.
+	NotSeeded,
+	/// A state went up; more are named.
+	More,
+	/// Every state the challenges name is up.
+	Done,
 }
