@@ -65,8 +65,10 @@ struct Cli {
 	/// Use this S3 endpoint instead of the embedded server (bucket and keys from IOTA_S3_*).
 	#[arg(long, env = "IOTA_S3_ENDPOINT")]
 	s3_endpoint: Option<String>,
-	/// `dev` (start `iota-node --dev`), `zombienet` (the testnet of `scripts/zombienet.sh spawn`, at
-	/// ws://127.0.0.1:9944), or a ws:// URL of a running chain whose sudo is Alice.
+	/// `dev` (start `iota-node --dev`), `local` (start the four-node local testnet: Alice, Bob, Charlie
+	/// and Dave author and finalize, every daemon fails over between them), `zombienet` (the testnet of
+	/// `scripts/zombienet.sh spawn`, at ws://127.0.0.1:9944), or a ws:// URL of a running chain whose
+	/// sudo is Alice.
 	#[arg(long, env = "IOTA_CHAIN", default_value = "dev")]
 	chain: String,
 	/// Serve the dashboard at this address.
@@ -139,7 +141,9 @@ fn stage_line(st: &iota_rpc::types::Status, quota: u32) -> String {
 async fn main() -> anyhow::Result<()> {
 	tracing_subscriber::fmt()
 		.with_env_filter(
-			tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+			// (The failover client's warnings while the node starts are the wait the progress shows.)
+			tracing_subscriber::EnvFilter::try_from_default_env()
+				.unwrap_or_else(|_| "warn,iota_chain::failover=error".into()),
 		)
 		.init();
 	let cli = Cli::parse();
@@ -180,10 +184,11 @@ async fn main() -> anyhow::Result<()> {
 	opts.chain = match cli.chain.as_str() {
 		"dev" => ChainTarget::Dev,
 		"zombienet" => ChainTarget::External("ws://127.0.0.1:9944".into()),
+		"local" => ChainTarget::LocalTestnet,
 		url if url.starts_with("ws://") || url.starts_with("wss://") => {
 			ChainTarget::External(url.into())
 		},
-		other => bail!("--chain {other:?}: expected dev, zombienet or a ws:// URL"),
+		other => bail!("--chain {other:?}: expected dev, local, zombienet or a ws:// URL"),
 	};
 	if cli.hosts || cli.link_mbit.is_some() {
 		opts.hosts = Some(HostLinks { mbit: cli.link_mbit });
@@ -244,7 +249,7 @@ async fn main() -> anyhow::Result<()> {
 				dead_reported.push(d.clone());
 			}
 		}
-		if dead.iter().any(|d| d == "orchestrator" || d == "node") {
+		if dead.iter().any(|d| d == "orchestrator" || d.starts_with("node")) {
 			eprintln!("{}", net.orchestrator.log_tail(20));
 			bail!("a core process exited; logs in {}/logs", run_dir.display());
 		}
@@ -444,8 +449,14 @@ async fn main() -> anyhow::Result<()> {
 	};
 	let path = report::write(&run_dir, &data).context("writing the report")?;
 	if !cli.keep_data {
-		for dir in ["s3", "node", "cache"] {
+		for dir in ["s3", "cache"] {
 			let _ = std::fs::remove_dir_all(run_dir.join(dir));
+		}
+		// The chain's databases: `node` (dev), `node-<authority>` (local testnet).
+		for entry in std::fs::read_dir(&run_dir).into_iter().flatten().flatten() {
+			if entry.file_name().to_string_lossy().starts_with("node") {
+				let _ = std::fs::remove_dir_all(entry.path());
+			}
 		}
 	}
 	if let Some(drop) = report::loss_drop(&data.epochs) {

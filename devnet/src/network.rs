@@ -71,11 +71,20 @@ pub fn assign_accounts(
 	Ok((m, v))
 }
 
+/// The libp2p peer id of secret key 1 (`--node-key-file` holding 63 zeros and a 1), the local
+/// testnet's Alice node, which the other nodes name as bootnode.
+const ALICE_NODE_PEER_ID: &str = "12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp";
+
 /// Which chain the network runs against.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChainTarget {
 	/// Start `iota-node --dev` (1 s blocks, instant finality of its own blocks).
 	Dev,
+	/// Start the four-node local testnet (`iota-node --chain local` as Alice, Bob, Charlie and Dave,
+	/// each an Aura author and GRANDPA voter, peered through Alice's node): finality goes on while 3 of
+	/// the 4 nodes are up. Every daemon is given all four nodes' RPC URLs (`--chain-rpc`, comma
+	/// separated) and fails over between them. (Three authorities would need all three for finality.)
+	LocalTestnet,
 	/// Use a running chain at this WebSocket URL (e.g. the zombienet testnet) whose sudo and orchestrator
 	/// key is Alice.
 	External(String),
@@ -260,7 +269,9 @@ pub struct Network {
 	/// The bucket's endpoint and credentials (the orchestrator's; for tests and reports that read what
 	/// the network wrote).
 	pub store_config: StoreConfig,
-	node: Option<Supervised>,
+	/// The chain node processes the network started (none on an external chain), named `node` (dev)
+	/// or `node-<authority>` (local testnet), in the order of the URLs in `chain_url`.
+	pub nodes: Vec<Supervised>,
 	/// The orchestrator process.
 	pub orchestrator: Supervised,
 	/// Miner processes, in start order (`miner-<account>`).
@@ -361,33 +372,38 @@ impl Network {
 		let log_env = vec![("RUST_LOG".to_owned(), options.log_filter.clone())];
 
 		// 1. Chain.
-		let (node, chain_url) = match &options.chain {
+		let node_args = |name: &str, rpc_port: u16, p2p_port: u16| -> Vec<String> {
+			// On test hosts' bridge the node serves every method, as it does on 127.0.0.1.
+			let rpc = if hosts.is_some() {
+				[
+					"--experimental-rpc-endpoint".to_owned(),
+					format!("listen-addr={cloud}:{rpc_port},methods=unsafe"),
+				]
+			} else {
+				["--rpc-port".to_owned(), rpc_port.to_string()]
+			};
+			let mut args: Vec<String> = vec![
+				"--base-path".into(),
+				options.run_dir.join(name).display().to_string(),
+				"--port".into(),
+				p2p_port.to_string(),
+				"--no-telemetry".into(),
+				"--no-mdns".into(),
+				"--no-prometheus".into(),
+			];
+			args.extend(rpc);
+			args
+		};
+		let nodes_started = match options.chain {
+			ChainTarget::LocalTestnet => 4,
+			ChainTarget::Dev => 1,
+			ChainTarget::External(_) => 0,
+		};
+		let (mut nodes, chain_url) = match &options.chain {
 			ChainTarget::Dev => {
 				let rpc_port = free_port();
-				// On test hosts' bridge the node serves every method, as it does on 127.0.0.1.
-				let (rpc_flag, rpc_value) = if hosts.is_some() {
-					(
-						"--experimental-rpc-endpoint",
-						format!("listen-addr={cloud}:{rpc_port},methods=unsafe"),
-					)
-				} else {
-					("--rpc-port", rpc_port.to_string())
-				};
-				let args: Vec<String> = [
-					"--dev",
-					"--base-path",
-					&options.run_dir.join("node").display().to_string(),
-					rpc_flag,
-					&rpc_value,
-					"--port",
-					&free_port().to_string(),
-					"--no-telemetry",
-					"--no-mdns",
-					"--no-prometheus",
-				]
-				.iter()
-				.map(|s| s.to_string())
-				.collect();
+				let mut args = vec!["--dev".to_owned()];
+				args.extend(node_args("node", rpc_port, free_port()));
 				let node = Supervised::spawn(
 					"node",
 					&bin("iota-node"),
@@ -395,17 +411,57 @@ impl Network {
 					&[],
 					&logs.join("node.log"),
 				)?;
-				(Some(node), format!("ws://{cloud}:{rpc_port}"))
+				(vec![node], format!("ws://{cloud}:{rpc_port}"))
 			},
-			ChainTarget::External(url) => (None, url.clone()),
+			ChainTarget::LocalTestnet => {
+				// Alice's p2p identity is fixed (secret key 1), so the others name her as bootnode.
+				let key = options.run_dir.join("node-alice.key");
+				std::fs::write(&key, format!("{:064x}", 1))?;
+				let boot_port = free_port();
+				let boot = format!("/ip4/127.0.0.1/tcp/{boot_port}/p2p/{ALICE_NODE_PEER_ID}");
+				let mut nodes = Vec::new();
+				let mut urls = Vec::new();
+				for (i, authority) in ["alice", "bob", "charlie", "dave"].iter().enumerate() {
+					let name = format!("node-{authority}");
+					let rpc_port = free_port();
+					let p2p = if i == 0 { boot_port } else { free_port() };
+					let mut args =
+						vec!["--chain".to_owned(), "local".into(), format!("--{authority}")];
+					args.extend(node_args(&name, rpc_port, p2p));
+					if i == 0 {
+						args.extend(["--node-key-file".into(), key.display().to_string()]);
+					} else {
+						args.extend(["--bootnodes".into(), boot.clone()]);
+					}
+					nodes.push(Supervised::spawn(
+						&name,
+						&bin("iota-node"),
+						&args,
+						&[],
+						&logs.join(format!("{name}.log")),
+					)?);
+					urls.push(format!("ws://{cloud}:{rpc_port}"));
+				}
+				(nodes, urls.join(","))
+			},
+			ChainTarget::External(url) => (Vec::new(), url.clone()),
 		};
-		let mut node = node;
 		let url = chain_url.clone();
-		let chain = wait_until("the chain node", Duration::from_secs(240), node.as_mut(), || {
-			let url = url.clone();
-			async move { IotaClient::connect(&url).await.map_err(|e| e.to_string()) }
-		})
-		.await?;
+		let chain =
+			wait_until("the chain node", Duration::from_secs(240), nodes.first_mut(), || {
+				let url = url.clone();
+				async move {
+					let c = IotaClient::connect(&url).await.map_err(|e| e.to_string())?;
+					// A multi-node chain is ready once it finalizes: its authorities have found each other.
+					if nodes_started > 1
+						&& c.finalized_number().await.map_err(|e| e.to_string())? < 1
+					{
+						return Err("no block finalized yet".into());
+					}
+					Ok(c)
+				}
+			})
+			.await?;
 		drop(chain);
 
 		// 2. Run data, written into the bucket before the orchestrator reads the spec.
@@ -539,7 +595,7 @@ impl Network {
 				"--threads".into(),
 				options.miner_threads.to_string(),
 				"--cache-dir".into(),
-				options.run_dir.join("cache").join(&name).display().to_string(),
+				options.run_dir.join("cache").join(name).display().to_string(),
 			];
 			for (_, extra) in options.miner_args.iter().filter(|(j, _)| *j == i) {
 				args.extend(extra.iter().cloned());
@@ -583,7 +639,7 @@ impl Network {
 			metrics_addr: format!("127.0.0.1:{metrics}"),
 			prepared,
 			store_config,
-			node,
+			nodes,
 			orchestrator,
 			miners,
 			validators,
@@ -647,9 +703,9 @@ impl Network {
 		if !self.orchestrator.is_running() {
 			dead.push("orchestrator".into());
 		}
-		if let Some(n) = self.node.as_mut() {
+		for n in &mut self.nodes {
 			if !n.is_running() {
-				dead.push("node".into());
+				dead.push(n.name().to_owned());
 			}
 		}
 		(m, v, dead)
@@ -666,7 +722,7 @@ impl Network {
 			p.stop(Duration::from_secs(10));
 		}
 		self.orchestrator.stop(Duration::from_secs(10));
-		if let Some(n) = self.node.as_mut() {
+		for n in &mut self.nodes {
 			n.stop(Duration::from_secs(10));
 		}
 	}
