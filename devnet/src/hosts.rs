@@ -152,19 +152,22 @@ fn tag_pid(rest: &str) -> Option<u32> {
 	rest[..digits].parse().ok()
 }
 
-/// Removes the namespaces and interfaces of harnesses whose process no longer exists (a test killed
-/// before its harness was dropped). Returns how many namespaces were removed.
+/// Removes the namespaces and bridges of harnesses whose process no longer exists (a test killed
+/// before its harness was dropped; a daemon it left running keeps its namespace's link until it
+/// exits). Tags are process ids, so every harness on the machine must share one PID namespace (true
+/// for the tests and the devnet; not for containers sharing the host's network). Returns how many
+/// namespaces were removed.
 ///
 /// # Errors
-/// [`HostsError`] when `ip` cannot list or delete them.
+/// [`HostsError`] when `ip` cannot list them (one that cannot be deleted is left).
 pub fn sweep_stale() -> Result<usize, HostsError> {
 	let mut removed = 0;
 	for line in run("ip", &["netns", "list"])?.lines() {
 		let name = line.split_whitespace().next().unwrap_or_default();
 		let Some(rest) = name.strip_prefix(NETNS_PREFIX) else { continue };
 		let Some(pid) = tag_pid(rest) else { continue };
-		if !alive(pid) {
-			run("ip", &["netns", "delete", name])?;
+		// Another harness may be sweeping the same leftovers: a name gone meanwhile is fine.
+		if !alive(pid) && run("ip", &["netns", "delete", name]).is_ok() {
 			removed += 1;
 		}
 	}
@@ -177,14 +180,15 @@ pub fn sweep_stale() -> Result<usize, HostsError> {
 			continue;
 		};
 		if !alive(pid) {
-			run("ip", &["link", "delete", name])?;
+			let _ = run("ip", &["link", "delete", name]);
 		}
 	}
 	Ok(removed)
 }
 
 /// The second octet of a free `10.S.0.0/24` (one no interface of the root namespace has an address
-/// in), starting from one derived from `tag` so concurrent harnesses seldom try the same.
+/// in), starting from one derived from `tag` so concurrent harnesses seldom try the same (two started
+/// within the same instant with tags equal modulo 56 could still pick one subnet).
 fn free_subnet(tag: u32) -> Result<u8, HostsError> {
 	let used = run("ip", &["-4", "-o", "addr", "show"])?;
 	(0..56u32)
@@ -219,8 +223,9 @@ impl Hosts {
 		let subnet = free_subnet(pid * 26 + u32::from(n))?;
 		let gateway = Ipv4Addr::new(10, subnet, 0, 1);
 		let bridge = format!("{LINK_PREFIX}{tag}br");
-		let mut hosts = Hosts { tag, bridge: bridge.clone(), gateway, hosts: Vec::new() };
+		// The bridge first: `Hosts` (whose drop deletes it) exists only once it is this harness's.
 		run("ip", &["link", "add", &bridge, "type", "bridge"])?;
+		let mut hosts = Hosts { tag, bridge: bridge.clone(), gateway, hosts: Vec::new() };
 		run("ip", &["addr", "add", &format!("{gateway}/24"), "dev", &bridge])?;
 		run("ip", &["link", "set", &bridge, "up"])?;
 		for (i, name) in names.iter().enumerate() {

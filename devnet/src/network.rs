@@ -249,8 +249,11 @@ pub enum NetworkError {
 	/// The test hosts could not be set up.
 	#[error("test hosts: {0}")]
 	Hosts(#[from] HostsError),
-	/// Test hosts cannot reach an external chain on the loopback address.
-	#[error("test hosts cannot reach the chain at {0}: give an address on a shared interface")]
+	/// Test hosts cannot reach an external chain or S3 endpoint on a loopback address (their own
+	/// namespace's loopback is not the machine's).
+	#[error(
+		"test hosts cannot reach {0}, a loopback address: give one on an interface they share"
+	)]
 	ChainUnreachable(String),
 }
 
@@ -282,6 +285,18 @@ pub struct Network {
 	/// processes; removed after every process stopped.
 	pub hosts: Option<Hosts>,
 	rpc: WsClient,
+}
+
+/// Whether `url`'s host is a loopback address (`127.0.0.0/8`, `::1`, `localhost`).
+fn loopback_url(url: &str) -> bool {
+	let rest = url.split_once("://").map_or(url, |(_, r)| r);
+	let host = rest.split(['/', '?']).next().unwrap_or_default();
+	let host = match host.strip_prefix('[') {
+		Some(v6) => v6.split(']').next().unwrap_or_default(),
+		None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+	};
+	host.eq_ignore_ascii_case("localhost")
+		|| host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 fn account_name(suri: &str) -> String {
@@ -349,10 +364,12 @@ impl Network {
 		let hosts = match options.hosts {
 			Some(links) => {
 				if let ChainTarget::External(url) = &options.chain {
-					if url.contains("127.0.0.1")
-						|| url.contains("localhost")
-						|| url.contains("[::1]")
-					{
+					if loopback_url(url) {
+						return Err(NetworkError::ChainUnreachable(url.clone()));
+					}
+				}
+				if let StoreTarget::Endpoint(url) = &options.store {
+					if loopback_url(url) {
 						return Err(NetworkError::ChainUnreachable(url.clone()));
 					}
 				}
@@ -737,6 +754,21 @@ impl Drop for Network {
 #[cfg(test)]
 mod tests {
 	use super::*;
+
+	#[test]
+	fn loopback_urls_are_recognised() {
+		for (url, yes) in [
+			("ws://127.0.0.1:9944", true),
+			("ws://127.0.0.2:9944", true),
+			("http://localhost:9000/bucket", true),
+			("ws://[::1]:9944", true),
+			("ws://10.200.0.1:9944", false),
+			("https://s3.example.com", false),
+			("http://[fd00::1]:9000", false),
+		] {
+			assert_eq!(loopback_url(url), yes, "{url}");
+		}
+	}
 
 	#[test]
 	fn genesis_validators_never_mine() {

@@ -64,6 +64,19 @@ fn hosts_reach_the_cloud_through_rate_limited_links_that_go_down_and_up_and_vani
 	assert!(matches!(hosts.host("nobody"), Err(HostsError::UnknownHost(_))));
 	assert!(matches!(hosts.set_rate("miner-a", 0), Err(HostsError::ZeroRate)));
 
+	// Both ends of each link hold the token bucket (download on the bridge side, upload inside).
+	for h in hosts.hosts() {
+		let show = |args: &[&str]| {
+			let out = Command::new("tc").args(args).output().unwrap();
+			String::from_utf8_lossy(&out.stdout).into_owned()
+		};
+		for q in [
+			show(&["qdisc", "show", "dev", &h.link]),
+			show(&["-n", &h.netns, "qdisc", "show", "dev", "eth0"]),
+		] {
+			assert!(q.contains("tbf") && q.contains("rate 20Mbit"), "{}: {q}", h.name);
+		}
+	}
 	// 2 MB from the host to a listener on the cloud's address, through the 20 Mbit/s link.
 	let listener = TcpListener::bind((cloud, 0)).unwrap();
 	let port = listener.local_addr().unwrap().port();

@@ -1139,6 +1139,7 @@ impl TestNetwork {
 				tokio::time::sleep(Duration::from_millis(20)).await;
 				continue;
 			}
+			let before = s.miners.iter().find(|m| &m.account == account);
 			let frozen = FrozenMiner {
 				account: account.clone(),
 				other: other.clone(),
@@ -1147,6 +1148,8 @@ impl TestNetwork {
 				epoch: 0,
 				leases: 0,
 				how,
+				leases_expired: before.map_or(0, |m| m.leases_expired),
+				gone: before.map_or(0, |m| m.gone),
 			};
 			self.set_paused(&frozen, true);
 			tokio::time::sleep(Duration::from_secs(2)).await;
@@ -1192,9 +1195,10 @@ impl TestNetwork {
 		let started = Instant::now();
 		let (victim, survivor, epoch) =
 			(frozen.account.clone(), frozen.other.clone(), frozen.epoch);
+		let gone = frozen.gone + 1;
 		self.wait("the paused miner found silent", timeout, &[], || async {
 			let s = watcher.status().await.ok()?;
-			(s.miners.iter().find(|m| m.account == victim)?.gone == 1).then_some(())
+			(s.miners.iter().find(|m| m.account == victim)?.gone == gone).then_some(())
 		})
 		.await;
 		eprintln!(
@@ -1322,6 +1326,10 @@ pub struct FrozenMiner {
 	pub leases: u32,
 	/// How it was paused.
 	pub how: Pause,
+	/// Its leases that had expired before the pause (`leases_expired` in the status that decided it).
+	pub leases_expired: u64,
+	/// Times it had been found silent before the pause (`gone` in that status).
+	pub gone: u64,
 }
 
 /// How [`TestNetwork::pause_miner_when`] pauses a miner.

@@ -77,10 +77,11 @@ async fn a_host_cut_off_past_its_leases_rejoins_and_a_dead_validators_peer_keeps
 	let cut = net.pause_miner_when(&watcher, &a, &b, TIMEOUT, Pause::LinkDown, busy).await;
 	let (victim, held, epoch) = (cut.account.clone(), cut.leases, cut.epoch);
 	eprintln!("link of {victim} down in epoch {epoch} holding {held} lease(s)");
-	net.wait("the cut-off miner's leases to expire", TIMEOUT, &[], || async {
+	let expired = cut.leases_expired + u64::from(held);
+	net.wait("every lease the cut-off miner held to expire", TIMEOUT, &[], || async {
 		let s = watcher.status().await.ok()?;
 		let v = s.miners.iter().find(|m| m.account == victim)?;
-		(v.leases == 0 && v.leases_expired >= u64::from(held)).then_some(())
+		(v.leases == 0 && v.leases_expired >= expired).then_some(())
 	})
 	.await;
 	let (lost, rejoined) = net
@@ -95,10 +96,7 @@ async fn a_host_cut_off_past_its_leases_rejoins_and_a_dead_validators_peer_keeps
 	// --- A validator host killed.
 	let dead = net.validators[0].name().to_owned();
 	let (_, validator_uris) = net.accounts();
-	let (dead_id, live_id) = (
-		Signer::from_uri(validator_uris[0]).unwrap().account_id(),
-		Signer::from_uri(validator_uris[1]).unwrap().account_id(),
-	);
+	let live_id = Signer::from_uri(validator_uris[1]).unwrap().account_id();
 	net.validators[0].kill9();
 	net.hosts.as_ref().unwrap().set_link(&dead, false).unwrap();
 	let after = net
@@ -118,7 +116,6 @@ async fn a_host_cut_off_past_its_leases_rejoins_and_a_dead_validators_peer_keeps
 		chain.weights(judged, &live_id).await.unwrap().is_some(),
 		"the live validator's weights for epoch {judged}"
 	);
-	assert_eq!(chain.weights(judged, &dead_id).await.unwrap(), None);
 	eprintln!("epoch {judged} finalized with one validator after {:?}", started.elapsed());
 
 	// Bytes per host per epoch (epochs 0..=judged).

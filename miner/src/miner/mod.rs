@@ -302,10 +302,9 @@ pub struct Miner {
 	inner_log: Option<InnerLog>,
 	/// Local mode: epochs trained whose challenges are not answered yet, and when to ask next.
 	reveal_due: std::collections::BTreeMap<u32, Instant>,
-	/// Local mode: per epoch, the challenged states already uploaded (by inner step), so each goes up
-	/// once however many attempts the epoch's reveal takes (a presigned URL can expire before a state's
-	/// turn on a slow link).
-	revealed: std::collections::BTreeMap<u32, std::collections::BTreeSet<u32>>,
+	/// Local mode: per epoch, how far its reveal got (states uploaded, states rebuilt and waiting), so
+	/// each state is rebuilt in one replay and goes up once however many calls the reveal takes.
+	revealed: std::collections::BTreeMap<u32, sync::RevealProgress>,
 	/// The epoch the stage is known to be in at least (the orchestrator reported its merge committed)
 	/// and since when: a resync waits up to [`CHAIN_LAG_WAIT`] for the chain's best block to show it,
 	/// rather than re-enter an epoch already trained (which would drop its inner-step log).

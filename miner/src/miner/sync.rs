@@ -210,9 +210,11 @@ impl Miner {
 			}
 			match self.reveal(epoch).await {
 				Ok(Reveal::Done) => self.forget_reveal(epoch),
-				// The next state on the next call, after a step of training.
+				// The next state on the next call, after a step of training; one upload per call,
+				// so one epoch's states at a time are held rebuilt.
 				Ok(Reveal::More) => {
 					self.reveal_due.insert(epoch, now);
+					break;
 				},
 				Ok(Reveal::NotSeeded) => {
 					self.reveal_due.insert(epoch, now + Duration::from_secs(1));
@@ -243,29 +245,42 @@ impl Miner {
 
 	/// One call of [`answer_challenges`](Self::answer_challenges) for `epoch`: uploads the first state
 	/// its challenges name that is not up yet (a state two challenges name, adjacent steps or a shared
-	/// earlier state, goes up once), through a URL presigned just now.
+	/// earlier state, goes up once), through a URL presigned just now. The states not up yet are rebuilt
+	/// in one replay of the inner-step log when the first of them is needed, and held (as reveal bytes)
+	/// until each has gone up.
 	async fn reveal(&mut self, epoch: u32) -> Result<Reveal> {
 		let c = self.orch.get_challenges(epoch).await?;
 		if !c.seeded {
 			return Ok(Reveal::NotSeeded);
 		}
-		let sent = self.revealed.entry(epoch).or_default();
 		let named: std::collections::BTreeSet<u32> =
 			c.reveals.iter().flat_map(|r| r.states.iter().map(|s| s.state)).collect();
+		let progress = self.revealed.entry(epoch).or_default();
 		let Some(s) = c
 			.reveals
 			.iter()
 			.flat_map(|r| r.states.iter())
-			.find(|s| !sent.contains(&s.state))
+			.find(|s| !progress.sent.contains(&s.state))
 		else {
 			return Ok(Reveal::Done);
 		};
 		let k = s.state;
-		let states = self.inner_states_at(epoch, &std::collections::BTreeSet::from([k]))?;
-		let bytes = states
+		if !progress.rebuilt.contains_key(&k) {
+			let missing: std::collections::BTreeSet<u32> = named
+				.iter()
+				.copied()
+				.filter(|x| !progress.sent.contains(x) && !progress.rebuilt.contains_key(x))
+				.collect();
+			let states = self.inner_states_at(epoch, &missing)?;
+			let progress = self.revealed.entry(epoch).or_default();
+			progress.rebuilt.extend(states.into_iter().map(|(x, st)| (x, st.to_bytes())));
+		}
+		let progress = self.revealed.entry(epoch).or_default();
+		let bytes = progress
+			.rebuilt
 			.get(&k)
 			.ok_or_else(|| bad(format!("state {k} of epoch {epoch} not rebuilt")))?
-			.to_bytes();
+			.clone();
 		let got = ContentHash::of(&bytes);
 		if got != s.hash {
 			return Err(bad(format!(
@@ -279,10 +294,11 @@ impl Miner {
 			.await
 			.map_err(|e| MinerError::storage("revealed state", e))?;
 		self.metrics.bytes_up.inc_by(size);
-		let sent = self.revealed.entry(epoch).or_default();
-		sent.insert(k);
+		let progress = self.revealed.entry(epoch).or_default();
+		progress.rebuilt.remove(&k);
+		progress.sent.insert(k);
 		for r in c.reveals.iter().filter(|r| r.states.iter().any(|x| x.state == k)) {
-			if r.states.iter().all(|x| sent.contains(&x.state)) {
+			if r.states.iter().all(|x| progress.sent.contains(&x.state)) {
 				tracing::info!(
 					stage = self.index,
 					epoch,
@@ -292,7 +308,7 @@ impl Miner {
 				);
 			}
 		}
-		Ok(if named.is_subset(sent) { Reveal::Done } else { Reveal::More })
+		Ok(if named.is_subset(&progress.sent) { Reveal::Done } else { Reveal::More })
 	}
 
 	/// The inner step the replica's state is at (0 in sync mode).
@@ -377,4 +393,13 @@ enum Reveal {
 	More,
 	/// Every state the challenges name is up.
 	Done,
+}
+
+/// One epoch's reveal in progress (the miner's `revealed`).
+#[derive(Debug, Default)]
+pub(super) struct RevealProgress {
+	/// States uploaded (by inner step).
+	sent: std::collections::BTreeSet<u32>,
+	/// States rebuilt and not uploaded yet: their reveal bytes (`InnerState::to_bytes`, `12·P + 8`).
+	rebuilt: std::collections::BTreeMap<u32, Vec<u8>>,
 }

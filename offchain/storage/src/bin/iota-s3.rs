@@ -20,8 +20,8 @@ struct Args {
 	/// Listen address: loopback, or private with `--private-network`.
 	#[arg(long, default_value = "127.0.0.1:9000")]
 	addr: SocketAddr,
-	/// Also listen on a private address (10/8, 172.16/12, 192.168/16, fc00::/7), for a closed network
-	/// of test hosts; the credentials are static, so never on a public address.
+	/// Allow `--addr` to be a private address (10/8, 172.16/12, 192.168/16, fc00::/7), for a closed
+	/// network of test hosts; the credentials are static, so a public address is always refused.
 	#[arg(long)]
 	private_network: bool,
 	/// Bucket, created on start if missing.
