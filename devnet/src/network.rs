@@ -71,8 +71,8 @@ pub fn assign_accounts(
 	Ok((m, v))
 }
 
-/// The libp2p peer id of secret key 1 (`--node-key-file` holding 63 zeros and a 1), the local
-/// testnet's Alice node, which the other nodes name as bootnode.
+/// The libp2p peer id of secret key 1 (`--node-key` of 63 zeros and a 1), the local testnet's Alice
+/// node, which the other nodes name as bootnode.
 const ALICE_NODE_PEER_ID: &str = "12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp";
 
 /// Which chain the network runs against.
@@ -431,9 +431,8 @@ impl Network {
 				(vec![node], format!("ws://{cloud}:{rpc_port}"))
 			},
 			ChainTarget::LocalTestnet => {
-				// Alice's p2p identity is fixed (secret key 1), so the others name her as bootnode.
-				let key = options.run_dir.join("node-alice.key");
-				std::fs::write(&key, format!("{:064x}", 1))?;
+				// Fixed p2p identities (secret keys 1 to 4; an authority of a non-dev chain needs one):
+				// Alice's (key 1) is the others' bootnode.
 				let boot_port = free_port();
 				let boot = format!("/ip4/127.0.0.1/tcp/{boot_port}/p2p/{ALICE_NODE_PEER_ID}");
 				let mut nodes = Vec::new();
@@ -445,9 +444,8 @@ impl Network {
 					let mut args =
 						vec!["--chain".to_owned(), "local".into(), format!("--{authority}")];
 					args.extend(node_args(&name, rpc_port, p2p));
-					if i == 0 {
-						args.extend(["--node-key-file".into(), key.display().to_string()]);
-					} else {
+					args.extend(["--node-key".into(), format!("{:064x}", i + 1)]);
+					if i > 0 {
 						args.extend(["--bootnodes".into(), boot.clone()]);
 					}
 					nodes.push(Supervised::spawn(
