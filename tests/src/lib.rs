@@ -1260,12 +1260,19 @@ impl TestNetwork {
 			}),
 			"{refusals:?}"
 		);
-		let text = &self.miner_logs()[frozen.index];
-		assert_eq!(
-			attested_state_hashes(text).get(&(stage, epoch)),
-			Some(&state.to_string()),
-			"the miner let go holds the committed state"
-		);
+		// It applies the merge's step once it has caught up (reading the manifest after its thaw), which
+		// may come after the commit seen here (clean-clone CI #39 read its log too early).
+		let log = self.0.miners[frozen.index].log().to_path_buf();
+		let attested = self
+			.wait("the miner let go to attest the epoch's merged state", timeout, &[], || {
+				let log = log.clone();
+				async move {
+					let text = std::fs::read_to_string(&log).ok()?;
+					attested_state_hashes(&text).get(&(stage, epoch)).cloned()
+				}
+			})
+			.await;
+		assert_eq!(attested, state.to_string(), "the miner let go holds the committed state");
 		let later = self.first_merge_with(chain, stage, 2, epoch, 10, timeout).await;
 		eprintln!(
 			"epoch {later}: stage {stage} merged both members; {:?} after the pause",
