@@ -725,8 +725,16 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
 	let world = Arc::new(World { training, challenge: Mutex::new(Some(0)), ..World::default() });
 	let (mut miners, who, p, _) = merge_three(&world, false, &[]).await;
-	// Challenged on inner step 0 of epoch 0: the next step of each replica uploads states 0 and 1,
-	// rebuilt from its inner-step log, each hashing to the state it reported.
+	// Challenged on inner step 0 of epoch 0: the next two steps of each replica upload states 0 and
+	// 1 (one per step, so training goes on between them), rebuilt from its inner-step log, each
+	// hashing to the state it reported.
+	for m in &mut miners {
+		m.step().await.unwrap();
+	}
+	for a in &who {
+		let up = |j: usize| world.io.get_obj(&format!("inner/{a}/0/{j}")).is_some();
+		assert!(up(0) && !up(1), "{a}: one state per step");
+	}
 	for m in &mut miners {
 		m.step().await.unwrap();
 	}
