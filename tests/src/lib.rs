@@ -1260,20 +1260,41 @@ impl TestNetwork {
 			}),
 			"{refusals:?}"
 		);
-		// It applies the merge's step once it has caught up (reading the manifest after its thaw), which
-		// may come after the commit seen here (clean-clone CI #39 read its log too early).
+		// It holds a committed state either way it catches up: it applies the epoch's merged step (and
+		// attests the state), or, when the merge was committed before it could, it resynchronises from
+		// the latest committed manifest's checkpoint (`loaded the attested checkpoint … epoch=e`, the
+		// manifest of epoch e − 1 ≥ this epoch). Both may come after the commit seen here (clean-clone
+		// CI #39 read its log once, too early; CI #42 saw the resynchronisation).
 		let log = self.0.miners[frozen.index].log().to_path_buf();
-		let attested = self
-			.wait("the miner let go to attest the epoch's merged state", timeout, &[], || {
+		let held = self
+			.wait("the miner let go to hold a committed state", timeout, &[], || {
 				let log = log.clone();
 				async move {
-					let text = std::fs::read_to_string(&log).ok()?;
-					attested_state_hashes(&text).get(&(stage, epoch)).cloned()
+					let text = strip_ansi(&std::fs::read_to_string(&log).ok()?);
+					if let Some(h) = attested_state_hashes(&text).get(&(stage, epoch)) {
+						return Some((epoch, h.clone()));
+					}
+					let loaded = loaded_checkpoints(&text);
+					let ((_, e), h) =
+						loaded.range((stage, epoch + 1)..=(stage, u32::MAX)).next()?;
+					Some((e - 1, h.clone()))
 				}
 			})
 			.await;
-		assert_eq!(attested, state.to_string(), "the miner let go holds the committed state");
-		let later = self.first_merge_with(chain, stage, 2, epoch, 10, timeout).await;
+		let committed = if held.0 == epoch {
+			state.to_string()
+		} else {
+			chain
+				.merge_manifest(held.0, stage)
+				.await
+				.unwrap()
+				.unwrap()
+				.state_hash
+				.to_string()
+		};
+		eprintln!("the miner let go holds epoch {}'s committed state", held.0);
+		assert_eq!(held.1, committed, "the miner let go holds the committed state");
+		let later = self.first_merge_with(chain, stage, 2, epoch, 40, timeout).await;
 		eprintln!(
 			"epoch {later}: stage {stage} merged both members; {:?} after the pause",
 			started.elapsed()
@@ -1374,6 +1395,25 @@ impl Drop for TestNetwork {
 			}
 		}
 	}
+}
+
+/// `(stage, epoch) -> state hash` of every "loaded the attested checkpoint" line of an `iota-miner` log
+/// (a resynchronisation into `epoch` from the checkpoint of epoch `epoch − 1`'s manifest).
+pub fn loaded_checkpoints(log: &str) -> std::collections::BTreeMap<(u16, u32), String> {
+	let field = |line: &str, key: &str| -> Option<String> {
+		let at = line.find(&format!(" {key}="))? + key.len() + 2;
+		Some(line[at..].split_whitespace().next()?.to_string())
+	};
+	strip_ansi(log)
+		.lines()
+		.filter(|l| l.contains("loaded the attested checkpoint"))
+		.filter_map(|l| {
+			Some((
+				(field(l, "stage")?.parse().ok()?, field(l, "epoch")?.parse().ok()?),
+				field(l, "state")?,
+			))
+		})
+		.collect()
 }
 
 /// `(stage, epoch) -> state hash` of every "AdamW step applied" (sync mode) or "outer step applied"
@@ -1549,5 +1589,24 @@ mod strip_tests {
 			"2026-12-05T13:37:01Z  INFO iota_orchestrator::chain: advance_phase stage=0 timed_out=false"
 		);
 		assert_eq!(strip_ansi("plain"), "plain");
+	}
+}
+
+#[cfg(test)]
+mod log_tests {
+	use super::*;
+
+	#[test]
+	fn resynchronisations_and_steps_are_read_from_a_miner_log() {
+		let log =
+			"2026-12-06T14:19:31Z  INFO iota_miner::miner::sync: loaded the attested checkpoint \
+		           \x1b[3mstage\x1b[0m\x1b[2m=\x1b[0m1 \x1b[3mepoch\x1b[0m\x1b[2m=\x1b[0m3 \
+		           \x1b[3mstate\x1b[0m\x1b[2m=\x1b[0mabc\n\
+		           2026-12-06T14:19:31Z  INFO iota_miner::miner::merge: AdamW step applied stage=1 \
+		           epoch=3 samples=8 state=def\n";
+		let loaded = loaded_checkpoints(log);
+		assert_eq!(loaded.get(&(1, 3)).map(String::as_str), Some("abc"));
+		assert_eq!(loaded.len(), 1);
+		assert_eq!(attested_state_hashes(log).get(&(1, 3)).map(String::as_str), Some("def"));
 	}
 }
