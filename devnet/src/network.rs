@@ -254,7 +254,7 @@ pub enum NetworkError {
 	#[error(
 		"test hosts cannot reach {0}, a loopback address: give one on an interface they share"
 	)]
-	ChainUnreachable(String),
+	Unreachable(String),
 }
 
 /// A running network. Dropping it stops every process (validators, miners, orchestrator, node).
@@ -365,12 +365,12 @@ impl Network {
 			Some(links) => {
 				if let ChainTarget::External(url) = &options.chain {
 					if loopback_url(url) {
-						return Err(NetworkError::ChainUnreachable(url.clone()));
+						return Err(NetworkError::Unreachable(url.clone()));
 					}
 				}
 				if let StoreTarget::Endpoint(url) = &options.store {
 					if loopback_url(url) {
-						return Err(NetworkError::ChainUnreachable(url.clone()));
+						return Err(NetworkError::Unreachable(url.clone()));
 					}
 				}
 				let names: Vec<String> =
@@ -410,11 +410,6 @@ impl Network {
 			];
 			args.extend(rpc);
 			args
-		};
-		let nodes_started = match options.chain {
-			ChainTarget::LocalTestnet => 4,
-			ChainTarget::Dev => 1,
-			ChainTarget::External(_) => 0,
 		};
 		let (mut nodes, chain_url) = match &options.chain {
 			ChainTarget::Dev => {
@@ -462,15 +457,14 @@ impl Network {
 			ChainTarget::External(url) => (Vec::new(), url.clone()),
 		};
 		let url = chain_url.clone();
+		let several = nodes.len() > 1;
 		let chain =
 			wait_until("the chain node", Duration::from_secs(240), nodes.first_mut(), || {
 				let url = url.clone();
 				async move {
 					let c = IotaClient::connect(&url).await.map_err(|e| e.to_string())?;
 					// A multi-node chain is ready once it finalizes: its authorities have found each other.
-					if nodes_started > 1
-						&& c.finalized_number().await.map_err(|e| e.to_string())? < 1
-					{
+					if several && c.finalized_number().await.map_err(|e| e.to_string())? < 1 {
 						return Err("no block finalized yet".into());
 					}
 					Ok(c)

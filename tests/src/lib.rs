@@ -1270,7 +1270,7 @@ impl TestNetwork {
 			.wait("the miner let go to hold a committed state", timeout, &[], || {
 				let log = log.clone();
 				async move {
-					let text = strip_ansi(&std::fs::read_to_string(&log).ok()?);
+					let text = std::fs::read_to_string(&log).ok()?;
 					if let Some(h) = attested_state_hashes(&text).get(&(stage, epoch)) {
 						return Some((epoch, h.clone()));
 					}
@@ -1400,31 +1400,24 @@ impl Drop for TestNetwork {
 /// `(stage, epoch) -> state hash` of every "loaded the attested checkpoint" line of an `iota-miner` log
 /// (a resynchronisation into `epoch` from the checkpoint of epoch `epoch − 1`'s manifest).
 pub fn loaded_checkpoints(log: &str) -> std::collections::BTreeMap<(u16, u32), String> {
+	states_logged(log, &["loaded the attested checkpoint"])
+}
+
+/// `(stage, epoch) -> state hash` of every "AdamW step applied" (sync mode) or "outer step applied"
+/// (local mode) line of an `iota-miner` log (the hash the replica attested after the step).
+pub fn attested_state_hashes(log: &str) -> std::collections::BTreeMap<(u16, u32), String> {
+	states_logged(log, &["AdamW step applied", "outer step applied"])
+}
+
+/// `(stage, epoch) -> state` of every line of `log` (colours stripped) holding one of `messages`.
+fn states_logged(log: &str, messages: &[&str]) -> std::collections::BTreeMap<(u16, u32), String> {
 	let field = |line: &str, key: &str| -> Option<String> {
 		let at = line.find(&format!(" {key}="))? + key.len() + 2;
 		Some(line[at..].split_whitespace().next()?.to_string())
 	};
 	strip_ansi(log)
 		.lines()
-		.filter(|l| l.contains("loaded the attested checkpoint"))
-		.filter_map(|l| {
-			Some((
-				(field(l, "stage")?.parse().ok()?, field(l, "epoch")?.parse().ok()?),
-				field(l, "state")?,
-			))
-		})
-		.collect()
-}
-
-/// `(stage, epoch) -> state hash` of every "AdamW step applied" (sync mode) or "outer step applied"
-/// (local mode) line of an `iota-miner` log (the hash the replica attested after the step).
-pub fn attested_state_hashes(log: &str) -> std::collections::BTreeMap<(u16, u32), String> {
-	let field = |line: &str, key: &str| -> Option<String> {
-		let at = line.find(&format!(" {key}="))? + key.len() + 2;
-		Some(line[at..].split_whitespace().next()?.to_string())
-	};
-	log.lines()
-		.filter(|l| l.contains("AdamW step applied") || l.contains("outer step applied"))
+		.filter(|l| messages.iter().any(|m| l.contains(m)))
 		.filter_map(|l| {
 			Some((
 				(field(l, "stage")?.parse().ok()?, field(l, "epoch")?.parse().ok()?),

@@ -273,14 +273,16 @@ impl Miner {
 				.collect();
 			let states = self.inner_states_at(epoch, &missing)?;
 			let progress = self.revealed.entry(epoch).or_default();
-			progress.rebuilt.extend(states.into_iter().map(|(x, st)| (x, st.to_bytes())));
+			progress
+				.rebuilt
+				.extend(states.into_iter().map(|(x, st)| (x, Bytes::from(st.to_bytes()))));
 		}
 		let progress = self.revealed.entry(epoch).or_default();
 		let bytes = progress
 			.rebuilt
 			.get(&k)
 			.ok_or_else(|| bad(format!("state {k} of epoch {epoch} not rebuilt")))?
-			.clone();
+			.clone(); // (a reference count: it stays held until the upload succeeds)
 		let got = ContentHash::of(&bytes);
 		if got != s.hash {
 			return Err(bad(format!(
@@ -290,7 +292,7 @@ impl Miner {
 		}
 		let size = bytes.len() as u64;
 		self.io
-			.put(&s.put.put, Bytes::from(bytes))
+			.put(&s.put.put, bytes)
 			.await
 			.map_err(|e| MinerError::storage("revealed state", e))?;
 		self.metrics.bytes_up.inc_by(size);
@@ -401,5 +403,5 @@ pub(super) struct RevealProgress {
 	/// States uploaded (by inner step).
 	sent: std::collections::BTreeSet<u32>,
 	/// States rebuilt and not uploaded yet: their reveal bytes (`InnerState::to_bytes`, `12·P + 8`).
-	rebuilt: std::collections::BTreeMap<u32, Vec<u8>>,
+	rebuilt: std::collections::BTreeMap<u32, Bytes>,
 }
