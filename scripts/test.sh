@@ -75,11 +75,6 @@ RAYON_NUM_THREADS=1 "${E2E[@]}" -- --ignored --test-threads 1 --exact "${LIGHT_L
 LIGHT_PID=$!
 SKIPS=()
 for t in "${LIGHT_LANE[@]}"; do SKIPS+=(--skip "$t"); done
-# Known to fail at times, not run until mended: when the node the orchestrator submitted a merge commit to
-# is killed, the commit is lost (never resent to another node by design) and one stage can stall, so
-# "two more epochs committed" times out (seen once in three runs). Run it by hand:
-# cargo test -p iota-e2e --features iota-miner/fault-injection --test network_hosts -- --ignored --exact a_chain_node_killed_under_the_daemons_leaves_finality_and_training_going
-SKIPS+=(--skip a_chain_node_killed_under_the_daemons_leaves_finality_and_training_going)
 main_rc=0
 RAYON_NUM_THREADS=1 "${E2E[@]}" -- --ignored --test-threads 1 --exact "${SKIPS[@]}" || main_rc=$?
 light_rc=0

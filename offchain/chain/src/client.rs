@@ -8,8 +8,8 @@
 use crate::{
 	runtime::{self, runtime_types::sp_runtime::DispatchError as RuntimeDispatchError},
 	AccountId, Balance, BlockHash, BlockNumber, BoundedVec, ChainConfig, ContentHash,
-	EmissionSplit, Epoch, Error, IotaEvent, MergeManifest, MinerInfo, RunConfig, Signer, SpotCheck,
-	StageId, StageReport, StageState, ValidatorInfo, Verdict,
+	EmissionSplit, Epoch, Error, IotaEvent, MergeManifest, MinerInfo, NotIncluded, RunConfig,
+	Signer, SpotCheck, StageId, StageReport, StageState, ValidatorInfo, Verdict,
 };
 use std::{collections::HashMap, sync::Arc};
 
@@ -67,8 +67,10 @@ impl Pending {
 	///
 	/// # Errors
 	/// The dispatch failed ([`Error::Pallet`], [`Error::Dispatch`]: nothing of a batch applied); the
-	/// extrinsic became invalid, was dropped, or the status subscription closed ([`Error::Subxt`]; the
-	/// key's nonce counter is resynced, so the next submission is valid again).
+	/// extrinsic became invalid, was dropped, or the status subscription closed
+	/// ([`Error::NotIncluded`]; the key's nonce counter is resynced, so the next submission is valid
+	/// again); the subscription failed ([`Error::Subxt`]). [`Error::is_refusal`] tells the chain's
+	/// verdicts from the rest.
 	pub async fn wait(mut self, wait: Wait) -> Result<Included, Error> {
 		let (client, account) = (self.client.clone(), self.account.clone());
 		let extrinsic_hash = self.progress.extrinsic_hash();
@@ -77,15 +79,13 @@ impl Pending {
 				Some(s) => s,
 				None => {
 					client.forget_nonce(&account).await;
-					return Err(subxt::Error::Other(
-						"the node closed the extrinsic's status subscription".into(),
-					)
-					.into());
+					return Err(Error::NotIncluded {
+						kind: NotIncluded::WatchLost,
+						message: "the node closed the extrinsic's status subscription".into(),
+					});
 				},
 			};
-			let failed = |kind: &str, message: String| {
-				subxt::Error::Other(format!("extrinsic {kind}: {message}"))
-			};
+			let failed = |kind, message| Error::NotIncluded { kind, message };
 			match status {
 				Ok(TxStatus::InBestBlock(b)) if wait == Wait::InBlock => break b,
 				Ok(TxStatus::InFinalizedBlock(b)) => break b,
@@ -97,15 +97,15 @@ impl Pending {
 				},
 				Ok(TxStatus::Invalid { message }) => {
 					client.forget_nonce(&account).await;
-					return Err(failed("invalid", message).into());
+					return Err(failed(NotIncluded::Invalid, message));
 				},
 				Ok(TxStatus::Dropped { message }) => {
 					client.forget_nonce(&account).await;
-					return Err(failed("dropped", message).into());
+					return Err(failed(NotIncluded::Dropped, message));
 				},
 				Ok(TxStatus::Error { message }) => {
 					client.forget_nonce(&account).await;
-					return Err(failed("failed in the node", message).into());
+					return Err(failed(NotIncluded::NodeError, message));
 				},
 				Ok(_) => {},
 				Err(e) => {
@@ -414,8 +414,9 @@ impl IotaClient {
 	///
 	/// # Errors
 	/// A failed dispatch of any call: [`Error::Pallet`] / [`Error::Dispatch`] (nothing of the batch
-	/// applied); an invalid or dropped extrinsic, or a lost connection: [`Error::Subxt`] (the nonce counter
-	/// is resynced, so the next submission is valid again).
+	/// applied); an invalid or dropped extrinsic, or a lost watch: [`Error::NotIncluded`]; a lost
+	/// connection: [`Error::Subxt`] (the nonce counter is resynced, so the next submission is valid
+	/// again).
 	pub async fn submit_calls(
 		&self,
 		signer: &Signer,

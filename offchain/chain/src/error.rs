@@ -40,9 +40,42 @@ pub enum Error {
 		#[source]
 		source: std::io::Error,
 	},
+	/// The node's watch of a submitted extrinsic ended without a block ([`crate::Pending::wait`]).
+	#[error("extrinsic {kind}: {message}")]
+	NotIncluded {
+		/// How the watch ended.
+		kind: NotIncluded,
+		/// The node's message.
+		message: String,
+	},
 	/// Anything else from subxt (RPC, decoding, metadata mismatch, ...).
 	#[error(transparent)]
 	Subxt(Box<subxt::Error>),
+}
+
+/// How a submitted extrinsic's watch ended without a block (the transaction pool's final statuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotIncluded {
+	/// The pool found it invalid (a stale nonce, a failed signed extension, a call the runtime's
+	/// validation refuses): the node's verdict on it.
+	Invalid,
+	/// The pool dropped it (full, or replaced): it may still be in another node's pool.
+	Dropped,
+	/// The node failed while handling it.
+	NodeError,
+	/// The node closed the status subscription (its connection went, or the node stopped).
+	WatchLost,
+}
+
+impl std::fmt::Display for NotIncluded {
+	fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+		f.write_str(match self {
+			NotIncluded::Invalid => "invalid",
+			NotIncluded::Dropped => "dropped",
+			NotIncluded::NodeError => "failed in the node",
+			NotIncluded::WatchLost => "watch lost",
+		})
+	}
 }
 
 impl Error {
@@ -52,6 +85,19 @@ impl Error {
 			Error::Pallet { name, .. } => Some(name),
 			_ => None,
 		}
+	}
+
+	/// Whether the chain gave its verdict on a submitted call and refused it: its dispatch failed in a
+	/// block ([`Error::Pallet`], [`Error::Dispatch`]) or the pool found it invalid. Anything else (a
+	/// connection or watch lost, a dropped extrinsic) leaves the call's fate unknown: it may yet land,
+	/// or never have reached a node, and sending it again is the caller's remedy.
+	pub fn is_refusal(&self) -> bool {
+		matches!(
+			self,
+			Error::Pallet { .. }
+				| Error::Dispatch(_)
+				| Error::NotIncluded { kind: NotIncluded::Invalid, .. }
+		)
 	}
 
 	/// Turn a subxt dispatch error into our error, resolving pallet errors to their names.
@@ -76,5 +122,26 @@ impl From<subxt::Error> for Error {
 			subxt::Error::Runtime(d) => Error::from_dispatch(d),
 			other => Error::Subxt(Box::new(other)),
 		}
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn only_the_chains_verdicts_are_refusals() {
+		let not_included = |kind| Error::NotIncluded { kind, message: "m".into() };
+		let pallet =
+			Error::Pallet { pallet: "Iota".into(), name: "WrongPhase".into(), docs: String::new() };
+		assert!(pallet.is_refusal());
+		assert!(Error::Dispatch("BadOrigin".into()).is_refusal());
+		assert!(not_included(NotIncluded::Invalid).is_refusal());
+		for kind in [NotIncluded::Dropped, NotIncluded::NodeError, NotIncluded::WatchLost] {
+			assert!(!not_included(kind).is_refusal(), "{kind}");
+		}
+		let lost = Error::from(subxt::Error::Other("connection reset".into()));
+		assert!(!lost.is_refusal());
+		assert_eq!(not_included(NotIncluded::WatchLost).to_string(), "extrinsic watch lost: m");
 	}
 }

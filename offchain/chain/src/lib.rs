@@ -20,7 +20,7 @@ pub mod failover;
 mod signer;
 
 pub use client::{calls, BlockEvents, Included, IotaClient, Pending, Wait};
-pub use error::Error;
+pub use error::{Error, NotIncluded};
 pub use signer::Signer;
 
 /// Code generated from the runtime's metadata: calls (`runtime::tx()`), storage (`runtime::storage()`),

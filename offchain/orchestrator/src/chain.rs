@@ -15,7 +15,8 @@
 //! an extrinsic that the block the driver acts on does not hold yet is neither read nor driven, so a
 //! prediction is never undone by an older block and nothing is sent twice. A refused or dropped extrinsic
 //! leaves the chain's view to decide at the next step: phase changes are read back and sent anew, a
-//! predicted commit is sent again while the chain keeps its stage merging, else reverted
+//! predicted commit is sent again while the chain keeps its stage merging (a lost send, as when the
+//! node it went to dies, without limit; a refused one [`COMMIT_RESENDS`] times), else reverted
 //! ([`Event::ChainReverted`]). Finality is left to the chain (no money moves here).
 
 use std::collections::HashMap;
@@ -71,7 +72,7 @@ pub struct ChainDriver {
 	quota_seen: HashMap<u16, (u32, u32)>,
 	/// Per stage: the extrinsic carrying its call that is not yet settled (pending, included, failed).
 	flights: Arc<std::sync::Mutex<HashMap<u16, Flight>>>,
-	/// Per stage: its last predicted commit (epoch, call, times sent), kept until the chain holds it.
+	/// Per stage: its last predicted commit (epoch, call, times refused), kept until the chain holds it.
 	commits: HashMap<u16, (u32, iota_chain::runtime::Call, u32)>,
 	/// Per stage: the first block at which its state was seen ahead of the chain.
 	ahead: HashMap<u16, u32>,
@@ -86,8 +87,17 @@ enum Flight {
 	Pending,
 	/// In the best block of this number (its dispatch succeeded).
 	Included(u32),
-	/// Refused in a block, invalid, dropped, or its watch lost: the chain's view decides.
-	Failed,
+	/// Refused by the chain: its dispatch failed in a block, or the pool found it invalid
+	/// ([`iota_chain::Error::is_refusal`]); the number is the node's best block when the refusal came
+	/// (at or after the block it came in). Like an inclusion, it is settled only by a step on a block of
+	/// at least that number: a step on an older block (woken by the refusal while no new block came)
+	/// would read the chain from before the refusal, and perhaps from before the commit that made a
+	/// resend stale, and count a refusal that says nothing. Then the chain's view decides; a commit's
+	/// refusal counts against [`COMMIT_RESENDS`].
+	Refused(u32),
+	/// Its fate unknown: dropped, its watch or connection lost (a node died under it). The chain's view
+	/// decides; a commit lost this way is sent again without counting against [`COMMIT_RESENDS`].
+	Lost,
 }
 
 /// Blocks that must remain before a stage's phase deadline for the driver to act on its own call's
@@ -95,8 +105,10 @@ enum Flight {
 /// `on_initialize` could otherwise move the stage by its deadline before the call lands.
 pub const PREDICT_MARGIN_BLOCKS: u32 = 5;
 
-/// Times a predicted commit is sent again while the chain keeps its stage merging, before the driver
-/// gives up on it and reverts the stage to the chain's view ([`Event::ChainReverted`]).
+/// Refusals of a predicted commit ([`Flight::Refused`]) after which the driver gives up on it and reverts
+/// the stage to the chain's view ([`Event::ChainReverted`]). A send whose fate is unknown (lost with its
+/// node, or never delivered) does not count: it is sent again for as long as the chain keeps the stage
+/// at the commit's epoch, merging or uploading.
 pub const COMMIT_RESENDS: u32 = 3;
 
 /// One due call of a stage, with its predicted effect if the driver may act on it at once.
@@ -197,10 +209,17 @@ impl ChainDriver {
 		{
 			self.refresh_registry_at(&chain, block).await?;
 		}
-		// Commits sent again go on their own, so a call the chain keeps refusing never takes another
-		// stage's calls down with it (`batch_all` is all or nothing).
-		let resend = self.settle(&chain, block).await?;
-		self.send(resend).await?;
+		// Commits sent again go on their own, one extrinsic per stage, so a call the chain refuses never
+		// takes another stage's calls down with it (`batch_all` is all or nothing) nor counts against
+		// another stage's resends.
+		let mut resend = self.settle(&chain, block).await?;
+		while !resend.is_empty() {
+			let stage = resend[0].stage;
+			let (own, rest): (Vec<Due>, Vec<Due>) =
+				resend.into_iter().partition(|d| d.stage == stage);
+			resend = rest;
+			self.send(own).await?;
+		}
 		self.sync_at(&chain, block).await?;
 		resolve_disputes(&self.orch).await?;
 		// A pathway log is written once the chain holds the head's commit (a revert must find the
@@ -226,14 +245,14 @@ impl ChainDriver {
 		let flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
 		match flights.get(&stage) {
 			Some(Flight::Pending) => true,
-			Some(Flight::Included(b)) => block < *b,
-			Some(Flight::Failed) | None => false,
+			Some(Flight::Included(b) | Flight::Refused(b)) => block < *b,
+			Some(Flight::Lost) | None => false,
 		}
 	}
 
 	/// Settles the flights `block` decides, and the stages whose state is ahead of the chain (a predicted
-	/// commit that did not land): a commit the chain can still take is returned to be sent again (up to
-	/// [`COMMIT_RESENDS`] times), else the stage reverts to the chain's view ([`Event::ChainReverted`]).
+	/// commit that did not land): a commit the chain can still take is returned to be sent again (until
+	/// it was refused [`COMMIT_RESENDS`] times), else the stage reverts to the chain's view ([`Event::ChainReverted`]).
 	async fn settle(&mut self, chain: &IotaClient, block: u32) -> Result<Vec<Due>, ChainError> {
 		let mut resend = Vec::new();
 		let mut events = Vec::new();
@@ -241,7 +260,7 @@ impl ChainDriver {
 			if self.unsettled(s, block) {
 				continue;
 			}
-			self.flights.lock().unwrap_or_else(|e| e.into_inner()).remove(&s);
+			let last = self.flights.lock().unwrap_or_else(|e| e.into_inner()).remove(&s);
 			let st = chain.stage(s).await?;
 			let ours = self.orch.with_state(|state| state.stage(s).map(|v| v.epoch));
 			self.commits.retain(|stage, (epoch, _, _)| *stage != s || *epoch >= st.epoch);
@@ -265,12 +284,17 @@ impl ChainDriver {
 						&& matches!(st.phase, Phase::Merging | Phase::WeightsUploading)
 						&& *sent < COMMIT_RESENDS =>
 				{
-					*sent += 1;
+					// Only the chain's refusals count: a send lost with its node (or never delivered)
+					// is no verdict on the call, and the chain still takes it.
+					if matches!(last, Some(Flight::Refused(_))) {
+						*sent += 1;
+					}
 					tracing::warn!(
 						stage = s,
 						epoch = st.epoch,
 						phase = ?st.phase,
-						sent = *sent,
+						refused = *sent,
+						last = ?last,
 						"a predicted commit is not on chain; sending it again"
 					);
 					let call = call.clone();
@@ -542,11 +566,12 @@ impl ChainDriver {
 		if let Err(e) = self.orch.record(events) {
 			tracing::warn!(error = %e, "recording predicted chain views");
 		}
-		let (orch, flights) = (self.orch.clone(), self.flights.clone());
+		let (orch, flights, client) =
+			(self.orch.clone(), self.flights.clone(), self.client.clone());
 		let whats: Vec<&'static str> = due.iter().map(|d| d.what).collect();
 		tokio::spawn(async move {
 			let r = pending.wait(Wait::InBlock).await;
-			if r.is_ok() || r.as_ref().is_err_and(is_refusal) {
+			if r.is_ok() || r.as_ref().is_err_and(ran_in_block) {
 				let ev = Event::ChainWait {
 					calls: all,
 					submitted_ms,
@@ -559,9 +584,16 @@ impl ChainDriver {
 			}
 			let settled = match &r {
 				Ok(inc) => Flight::Included(inc.block_number),
+				Err(e) if e.is_refusal() => {
+					// The node's best block now is at or after the refusal's (0 if it cannot say:
+					// then any step settles it, as before).
+					let best = client.best_number().await.unwrap_or(0);
+					tracing::warn!(?stages, calls = ?whats, error = %e, best, "extrinsic refused; the chain's view decides at a step on this block or a later one");
+					Flight::Refused(best)
+				},
 				Err(e) => {
-					tracing::warn!(?stages, calls = ?whats, error = %e, "extrinsic refused or lost; the chain's view decides at the next step");
-					Flight::Failed
+					tracing::warn!(?stages, calls = ?whats, error = %e, "extrinsic lost; the chain's view decides at the next step");
+					Flight::Lost
 				},
 			};
 			{
@@ -597,8 +629,8 @@ fn predicted_stage(
 	Event::ChainPredicted { stage, epoch, phase, round, members, waited_ms: 0, now_ms: 0 }
 }
 
-/// A dispatch the chain ran and refused (as opposed to a lost connection or an invalid extrinsic).
-fn is_refusal(e: &iota_chain::Error) -> bool {
+/// A dispatch the chain ran in a block and refused (as opposed to a lost watch or an invalid extrinsic).
+fn ran_in_block(e: &iota_chain::Error) -> bool {
 	matches!(e, iota_chain::Error::Pallet { .. } | iota_chain::Error::Dispatch(_))
 }
 
