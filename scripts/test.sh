@@ -54,7 +54,7 @@ cargo build --workspace --locked --bins --features iota-miner/fault-injection
 # through iota-chain, and the end-to-end scenarios in tests/) or root (the test-host harness and the
 # scenarios on test hosts: network namespaces). They run in two lanes at once, each one test at a time:
 # the light lane holds the tests that train nothing (a node, an orchestrator, scripted miners: mostly
-# waiting for blocks), the main lane every other one. The light lane's tests are named exactly below
+# waiting for blocks) and the two short link-rate runs of the tiny preset, the main lane every other one. The light lane's tests are named exactly below
 # (libtest's filters take names, not files), the main lane skips those very names.
 LIGHT_LANE=(
 	register_read_back_and_typed_errors
@@ -66,6 +66,8 @@ LIGHT_LANE=(
 	a_bad_secret_uri_is_refused_at_start
 	registers_with_its_stake_and_survives_a_missing_orchestrator
 	hosts_reach_the_cloud_through_rate_limited_links_that_go_down_and_up_and_vanish_on_drop
+	sync_mode_trains_over_100_mbit_links
+	local_mode_trains_and_reveals_over_20_mbit_links
 )
 E2E=(cargo test --workspace --locked --features iota-miner/fault-injection)
 echo "== node integration tests and end-to-end scenarios: real node, S3, orchestrator, miners, validators on 127.0.0.1 and on test hosts, in two lanes"

@@ -19,8 +19,11 @@
 //!
 //! Chain node killed (the second test): see its docs.
 //!
-//! Printed (both scenarios): each epoch's tokens per second and merge seconds, and the bytes through
-//! each host's link in all and per epoch.
+//! Link rates and modes: the first scenario trains in sync mode at 20 Mbit/s, the second in local mode at
+//! 100 Mbit/s; two short tests train the other two pairs (`train_on_links`).
+//!
+//! Printed (every test): each epoch's tokens per second and merge seconds, and the bytes through each
+//! host's link in all and per epoch.
 //!
 //! Needs root (network namespaces).
 //! ```sh
@@ -230,4 +233,83 @@ async fn a_chain_node_killed_under_the_daemons_leaves_finality_and_training_goin
 		started.elapsed()
 	);
 	print_traffic(&net, &net.client_as("//Bob").await).await;
+}
+
+/// Issue 18's rate and mode pairs the two scenarios above do not train at: sync mode with every link at
+/// 100 Mbit/s, and local mode with every link at 20 Mbit/s (the rate at which local mode's challenge
+/// reveals once livelocked: their presigned URLs expired before their turn). The `tiny` preset in 3 × 1
+/// miners and a validator, each on a test host. Asserted: two epochs committed at every stage; every link
+/// at its rate and carrying traffic both ways; in local mode, every verdict the validator put on chain for
+/// epoch 0 is a `Pass` and each miner has one (a challenged state not revealed before its deadline is a
+/// `Fail`). Printed: each epoch's tokens per second and merge seconds, bytes per host per epoch.
+async fn train_on_links(run: &str, training: iota_protocol::optim::Training, mbit: u32) {
+	let started = Instant::now();
+	let dir = output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), run);
+	let local = matches!(training, iota_protocol::optim::Training::Local { .. });
+	let mut options = tiny_network(run, &dir, 3, 1, 1, QUOTA);
+	options.hosts = Some(HostLinks { mbit: Some(mbit) });
+	options.data.training = training;
+	options.data.merge_codec = iota_protocol::codec::MergeCodec::Int8;
+	let mut net = TestNetwork::start(options).await;
+	let chain = net.chain().await.unwrap();
+	let watcher = net.client_as("//Bob").await;
+	net.wait("epochs 0 and 1 committed at every stage", TIMEOUT, &[], || async {
+		for s in 0..3u16 {
+			chain.merge_manifest(1, s).await.ok()??;
+		}
+		Some(())
+	})
+	.await;
+	eprintln!("{run}: epochs 0 and 1 committed after {:?}", started.elapsed());
+	if local {
+		let (miners, validators) = net.accounts();
+		let validator = Signer::from_uri(validators[0]).unwrap().account_id();
+		let miners: Vec<_> =
+			miners.iter().map(|m| Signer::from_uri(m).unwrap().account_id()).collect();
+		let judged = net
+			.wait("the validator's verdicts on every miner for epoch 0", TIMEOUT, &[], || async {
+				let mut all = Vec::new();
+				for m in &miners {
+					let v = verdicts(&chain, 0, m, &validator).await;
+					if v.is_empty() {
+						return None;
+					}
+					all.push(v);
+				}
+				Some(all)
+			})
+			.await;
+		for (m, v) in miners.iter().zip(&judged) {
+			assert!(v.iter().all(|v| *v == iota_chain::Verdict::Pass), "miner {m}: {v:?}");
+		}
+		eprintln!(
+			"{run}: {} verdicts for epoch 0, every one a Pass, after {:?}",
+			judged.iter().map(Vec::len).sum::<usize>(),
+			started.elapsed()
+		);
+	}
+	let hosts = net.hosts.as_ref().unwrap();
+	for h in hosts.hosts() {
+		assert_eq!(h.mbit, Some(mbit), "{}", h.name);
+		let b = hosts.bytes(&h.name).unwrap();
+		assert!(b.sent > 0 && b.received > 0, "{}: {b:?}", h.name);
+	}
+	print_traffic(&net, &watcher).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs root: starts iota-node, iota-orchestrator, three iota-miner and an iota-validator process on test hosts (see the file's docs)"]
+async fn sync_mode_trains_over_100_mbit_links() {
+	train_on_links("e2e-net-sync100", iota_protocol::optim::Training::Sync, 100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs root: starts iota-node, iota-orchestrator, three iota-miner and an iota-validator process on test hosts (see the file's docs)"]
+async fn local_mode_trains_and_reveals_over_20_mbit_links() {
+	train_on_links(
+		"e2e-net-local20",
+		iota_protocol::optim::Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 },
+		20,
+	)
+	.await;
 }

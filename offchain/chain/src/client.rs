@@ -857,7 +857,7 @@ impl IotaClient {
 
 /// Whether a subxt error is the connection failing (the node may or may not have received the call), not
 /// the node refusing it.
-fn is_transport_error(e: &subxt::Error) -> bool {
+pub(crate) fn is_transport_error(e: &subxt::Error) -> bool {
 	use subxt::ext::subxt_rpcs::Error as Rpc;
 	matches!(
 		e,

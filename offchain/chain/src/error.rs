@@ -100,6 +100,16 @@ impl Error {
 		)
 	}
 
+	/// Whether the connection to the node failed ([`Error::Connect`], or an RPC call lost in transport):
+	/// a submission that failed this way may or may not have reached the node.
+	pub fn is_transport(&self) -> bool {
+		match self {
+			Error::Connect { .. } => true,
+			Error::Subxt(e) => crate::client::is_transport_error(e),
+			_ => false,
+		}
+	}
+
 	/// Turn a subxt dispatch error into our error, resolving pallet errors to their names.
 	pub(crate) fn from_dispatch(e: subxt::error::DispatchError) -> Self {
 		match e {

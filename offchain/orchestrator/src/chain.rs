@@ -16,7 +16,7 @@
 //! prediction is never undone by an older block and nothing is sent twice. A refused or dropped extrinsic
 //! leaves the chain's view to decide at the next step: phase changes are read back and sent anew, a
 //! predicted commit is sent again while the chain keeps its stage merging (a lost send, as when the
-//! node it went to dies, without limit; a refused one [`COMMIT_RESENDS`] times), else reverted
+//! node it went to dies, without limit; a refused one at most [`COMMIT_RESENDS`] times), else reverted
 //! ([`Event::ChainReverted`]). Finality is left to the chain (no money moves here).
 
 use std::collections::HashMap;
@@ -70,7 +70,7 @@ pub struct ChainDriver {
 	last_registry: Option<u32>,
 	/// Per stage: (epoch, block) at which its Training→WeightsUploading change was first due.
 	quota_seen: HashMap<u16, (u32, u32)>,
-	/// Per stage: the extrinsic carrying its call that is not yet settled (pending, included, failed).
+	/// Per stage: the extrinsic carrying its call that is not yet settled ([`Flight`]).
 	flights: Arc<std::sync::Mutex<HashMap<u16, Flight>>>,
 	/// Per stage: its last predicted commit (epoch, call, times refused), kept until the chain holds it.
 	commits: HashMap<u16, (u32, iota_chain::runtime::Call, u32)>,
@@ -88,7 +88,8 @@ enum Flight {
 	/// In the best block of this number (its dispatch succeeded).
 	Included(u32),
 	/// Refused by the chain: its dispatch failed in a block, or the pool found it invalid
-	/// ([`iota_chain::Error::is_refusal`]); the number is the node's best block when the refusal came
+	/// ([`iota_chain::Error::is_refusal`]), or the node turned the submission away (any error but a
+	/// transport one); the number is the node's best block when the refusal came
 	/// (at or after the block it came in). Like an inclusion, it is settled only by a step on a block of
 	/// at least that number: a step on an older block (woken by the refusal while no new block came)
 	/// would read the chain from before the refusal, and perhaps from before the commit that made a
@@ -105,8 +106,8 @@ enum Flight {
 /// `on_initialize` could otherwise move the stage by its deadline before the call lands.
 pub const PREDICT_MARGIN_BLOCKS: u32 = 5;
 
-/// Refusals of a predicted commit ([`Flight::Refused`]) after which the driver gives up on it and reverts
-/// the stage to the chain's view ([`Event::ChainReverted`]). A send whose fate is unknown (lost with its
+/// Times a predicted commit the chain refused ([`Flight::Refused`]) is sent again; at its next refusal the
+/// driver gives up on it and reverts the stage to the chain's view ([`Event::ChainReverted`]). A send whose fate is unknown (lost with its
 /// node, or never delivered) does not count: it is sent again for as long as the chain keeps the stage
 /// at the commit's epoch, merging or uploading.
 pub const COMMIT_RESENDS: u32 = 3;
@@ -212,13 +213,21 @@ impl ChainDriver {
 		// Commits sent again go on their own, one extrinsic per stage, so a call the chain refuses never
 		// takes another stage's calls down with it (`batch_all` is all or nothing) nor counts against
 		// another stage's resends.
+		// One stage's failed send does not keep the others' from going; the first error fails the step.
 		let mut resend = self.settle(&chain, block).await?;
+		let mut failed = None;
 		while !resend.is_empty() {
 			let stage = resend[0].stage;
 			let (own, rest): (Vec<Due>, Vec<Due>) =
 				resend.into_iter().partition(|d| d.stage == stage);
 			resend = rest;
-			self.send(own).await?;
+			if let Err(e) = self.send(own).await {
+				tracing::warn!(stage, error = %e, "sending a commit again");
+				failed.get_or_insert(e);
+			}
+		}
+		if let Some(e) = failed {
+			return Err(e);
 		}
 		self.sync_at(&chain, block).await?;
 		resolve_disputes(&self.orch).await?;
@@ -251,8 +260,8 @@ impl ChainDriver {
 	}
 
 	/// Settles the flights `block` decides, and the stages whose state is ahead of the chain (a predicted
-	/// commit that did not land): a commit the chain can still take is returned to be sent again (until
-	/// it was refused [`COMMIT_RESENDS`] times), else the stage reverts to the chain's view ([`Event::ChainReverted`]).
+	/// commit that did not land): a commit the chain can still take is returned to be sent again (after a
+	/// refusal at most [`COMMIT_RESENDS`] times), else the stage reverts to the chain's view ([`Event::ChainReverted`]).
 	async fn settle(&mut self, chain: &IotaClient, block: u32) -> Result<Vec<Due>, ChainError> {
 		let mut resend = Vec::new();
 		let mut events = Vec::new();
@@ -260,8 +269,10 @@ impl ChainDriver {
 			if self.unsettled(s, block) {
 				continue;
 			}
-			let last = self.flights.lock().unwrap_or_else(|e| e.into_inner()).remove(&s);
+			// Read before it is taken: a failed read below leaves it for the next step.
+			let last = self.flights.lock().unwrap_or_else(|e| e.into_inner()).get(&s).copied();
 			let st = chain.stage(s).await?;
+			self.flights.lock().unwrap_or_else(|e| e.into_inner()).remove(&s);
 			let ours = self.orch.with_state(|state| state.stage(s).map(|v| v.epoch));
 			self.commits.retain(|stage, (epoch, _, _)| *stage != s || *epoch >= st.epoch);
 			if ours.is_none_or(|e| e <= st.epoch) {
@@ -539,7 +550,17 @@ impl ChainDriver {
 		let pending = match self.client.submit_calls_pooled(&self.signer, batch).await {
 			Ok(Some(p)) => p,
 			Ok(None) => return Ok(()),
-			Err(e) => return Err(e.into()),
+			Err(e) => {
+				// The node turned the submission away (not lost in transport): a refusal like any other.
+				if !e.is_transport() {
+					let best = self.client.best_number().await.unwrap_or(0);
+					let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
+					for s in &stages {
+						flights.insert(*s, Flight::Refused(best));
+					}
+				}
+				return Err(e.into());
+			},
 		};
 		{
 			let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
