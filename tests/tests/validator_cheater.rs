@@ -242,31 +242,8 @@ async fn cheater_scenario(
 		.map(String::from)
 		.collect();
 	eprintln!("the validator's CLASP lines:\n{}", clasp.join("\n"));
-	for m in &honest {
-		assert_eq!(
-			paid.get(m).is_some_and(|a| *a > 0),
-			worked(m),
-			"honest miner {m}: paid {:?}, ran a pass in epoch 0: {}; Bob's epoch-0 weights {weights:?}; \
-			 split {split:?}; registered now: {}; its epoch-0 checks {:?}",
-			paid.get(m),
-			worked(m),
-			client.miner(m).await.ok().flatten().is_some(),
-			client.spot_checks(0, m).await.ok()
-		);
-	}
-	for (stage, miners) in by_stage.iter().filter(|(s, _)| **s != 0) {
-		let paid_here = miners
-			.iter()
-			.map(|n| Signer::from_uri(n).unwrap().account_id())
-			.filter(|m| *m != cheater && paid.contains_key(m))
-			.count();
-		assert!(paid_here > 0, "no honest miner of stage {stage} paid: {paid:?}");
-	}
-	let idle: Vec<&AccountId> = honest.iter().filter(|m| !worked(m)).collect();
-	eprintln!("epoch 0 paid {} honest miners; ran no pass: {idle:?}", honest.len() - idle.len());
-
 	// The evidence behind each verdict is in the bucket under the validator's key, hashing to what is
-	// on chain; the cheater's says `Fail`.
+	// on chain.
 	let evidence = |e: u32, m: AccountId| {
 		let (client, s3, bob) = (&client, &s3, &bob);
 		async move {
@@ -290,6 +267,39 @@ async fn cheater_scenario(
 			Some(serde_json::from_slice::<serde_json::Value>(&bytes).unwrap())
 		}
 	};
+	for m in &honest {
+		let ok = paid.get(m).is_some_and(|a| *a > 0) == worked(m);
+		// An honest miner slashed after the cheater's epoch is not paid for epoch 0: show the
+		// evidence of each Fail it got.
+		let mut fails = Vec::new();
+		for e in 0..(if ok { 0 } else { failed_at + 4 }) {
+			if verdicts(&client, e, m, &bob).await.contains(&Verdict::Fail) {
+				fails.push((e, evidence(e, m.clone()).await));
+			}
+		}
+		assert!(
+			ok,
+			"honest miner {m}: paid {:?}, ran a pass in epoch 0: {}; Bob's epoch-0 weights {weights:?}; \
+			 split {split:?}; registered now: {}; its epoch-0 checks {:?}; its Fail verdicts with their \
+			 evidence {fails:?}",
+			paid.get(m),
+			worked(m),
+			client.miner(m).await.ok().flatten().is_some(),
+			client.spot_checks(0, m).await.ok()
+		);
+	}
+	for (stage, miners) in by_stage.iter().filter(|(s, _)| **s != 0) {
+		let paid_here = miners
+			.iter()
+			.map(|n| Signer::from_uri(n).unwrap().account_id())
+			.filter(|m| *m != cheater && paid.contains_key(m))
+			.count();
+		assert!(paid_here > 0, "no honest miner of stage {stage} paid: {paid:?}");
+	}
+	let idle: Vec<&AccountId> = honest.iter().filter(|m| !worked(m)).collect();
+	eprintln!("epoch 0 paid {} honest miners; ran no pass: {idle:?}", honest.len() - idle.len());
+
+	// The cheater's says `Fail`.
 	let bundle = evidence(failed_at, cheater.clone())
 		.await
 		.expect("Bob's verdict on the cheater");

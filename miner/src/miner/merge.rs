@@ -56,13 +56,16 @@ impl Miner {
 		}
 		let codec = self.spec.merge_codec;
 		let p = self.acc.sum.len() as u64;
-		// A lossy codec sends the sum plus what earlier submissions left out; the residual it leaves now
-		// is kept once this merge is committed (a restarted round encodes the same sum again).
-		let (bytes, next) =
-			crate::merge::submission_with_feedback(codec, &self.feedback, &self.acc.sum)?;
-		if codec.is_lossy() {
-			self.feedback_next = Some(next);
-		}
+		// A codec that carries error feedback in this mode sends the sum plus what earlier submissions
+		// left out; the residual it leaves now is kept once this merge is committed (a restarted round
+		// encodes the same sum again).
+		let (bytes, next) = crate::merge::submission_with_feedback(
+			&self.spec.training,
+			codec,
+			&self.feedback,
+			&self.acc.sum,
+		)?;
+		self.feedback_next = next;
 		let chunk_hashes = crate::merge::chunk_hashes(codec, &bytes, p);
 		let size = bytes.len() as u64;
 		let hash = self

@@ -193,22 +193,46 @@ impl MergeError {
 /// # Errors
 /// [`MergeError::NonFinite`]: an honest miner never uploads NaN/Inf.
 pub fn submission_bytes(codec: MergeCodec, sum: &[f32]) -> Result<Vec<u8>, MergeError> {
-	Ok(submission_with_feedback(codec, &ErrorFeedback::default(), sum)?.0)
+	ErrorFeedback::default()
+		.encode(codec, sum, gradient_chunk_elems(sum.len() as u64))
+		.map(|(bytes, _)| bytes)
+		.map_err(|e| MergeError::decode("vector to upload", e, 0, 0))
 }
 
-/// [`submission_bytes`] of `sum` plus the residual `feedback` holds ([`ErrorFeedback::encode`]):
-/// the bytes and the feedback to keep once the submission is merged.
+/// Whether a submitter in `training` carries `codec`'s rounding residual into its next submission
+/// (error feedback). Yes for lossy codecs in sync mode and for top-k in local mode (DeMo, Peng et al.
+/// 2024, and SparseLoCo keep it: top-k drops most of a vector); no for `f32` (nothing is lost) and for
+/// `int8` in local mode, whose submission a validator compares with the miner's revealed delta
+/// ([`pseudo_gradient_deviation`](crate::optim::pseudo_gradient_deviation)) and which cannot see a
+/// residual carried from an earlier epoch: after an epoch of many samples, that residual alone can
+/// exceed the check's tolerance on an honest miner's smaller vector.
+pub fn carries_error_feedback(training: &crate::optim::Training, codec: MergeCodec) -> bool {
+	match codec {
+		MergeCodec::F32 => false,
+		MergeCodec::Int8 => training.is_sync(),
+		MergeCodec::TopK { .. } => true,
+	}
+}
+
+/// [`submission_bytes`] of `sum` for a run in `training`, plus the residual `feedback` holds
+/// ([`ErrorFeedback::encode`]) where [`carries_error_feedback`] says so: the bytes and the feedback to
+/// keep once the submission is merged (`None`: the codec carries none in this mode, and `feedback` was
+/// not read).
 ///
 /// # Errors
 /// [`MergeError::NonFinite`].
 pub fn submission_with_feedback(
+	training: &crate::optim::Training,
 	codec: MergeCodec,
 	feedback: &ErrorFeedback,
 	sum: &[f32],
-) -> Result<(Vec<u8>, ErrorFeedback), MergeError> {
-	feedback
+) -> Result<(Vec<u8>, Option<ErrorFeedback>), MergeError> {
+	let carry = carries_error_feedback(training, codec);
+	let none = ErrorFeedback::default();
+	let (bytes, next) = (if carry { feedback } else { &none })
 		.encode(codec, sum, gradient_chunk_elems(sum.len() as u64))
-		.map_err(|e| MergeError::decode("vector to upload", e, 0, 0))
+		.map_err(|e| MergeError::decode("vector to upload", e, 0, 0))?;
+	Ok((bytes, carry.then_some(next)))
 }
 
 /// The chunk-aligned span of `[start, end)` cut out of a whole submission's bytes in `codec` (what a

@@ -570,10 +570,10 @@ pub fn pseudo_gradient(global: &[f32], local: &[f32], samples: u32) -> Result<Ve
 
 /// Largest relative distance ([`pseudo_gradient_deviation`]) between a submitted int8 merge vector and
 /// the pseudo-gradient of the miner's revealed states: int8 rounds each entry to half a step of its
-/// chunk's scale (about 1 % of the vector's norm for bell-shaped chunks) and error feedback adds the
-/// previous submission's rounding, so 10 % leaves an honest miner a wide margin while a vector that is
-/// not the miner's own delta (another direction, another scale) is far outside it. A first setting,
-/// not yet calibrated over long runs.
+/// chunk's scale (about 1 % of the vector's norm for bell-shaped chunks), and in local mode it carries
+/// no error feedback ([`carries_error_feedback`](crate::merge::carries_error_feedback)), so 10 % leaves
+/// an honest miner a wide margin while a vector that is not the miner's own delta (another direction,
+/// another scale) is far outside it. A first setting, not yet calibrated over long runs.
 pub const PSEUDO_GRADIENT_RTOL: f64 = 0.1;
 
 /// How a submitted merge vector compares with the pseudo-gradient its miner's reported states imply.
@@ -885,7 +885,18 @@ mod tests {
 			global
 				.iter()
 				.enumerate()
-				.map(|(i, g)| g - 1e-3 * (((i * 13 + e * 7) % 17) as f32 - 8.0))
+				.map(|(i, g)| {
+					// Bell-shaped steps (a sum of four hashed uniforms), as a trained delta is.
+					let bell: f32 = (0..4u64)
+						.map(|k| {
+							let mut x = (i as u64 * 4 + k) ^ ((e as u64) << 40);
+							x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+							x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+							((x ^ (x >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+						})
+						.sum::<f32>() - 2.0;
+					g - 1e-3 * bell
+				})
 				.collect()
 		};
 		let (last, samples) = (step(1), 8);
@@ -906,16 +917,33 @@ mod tests {
 		off[17] = f32::from_bits(off[17].to_bits() ^ 1);
 		assert!(matches!(judge(MergeCodec::F32, &off), PseudoGradientFinding::Differs { .. }));
 
-		// int8 with error feedback carried over from an earlier epoch's vector: within the limit.
-		let earlier = pseudo_gradient(&global, &step(2), samples).unwrap();
-		let (_, fb) = decoded(MergeCodec::Int8, &ErrorFeedback::default(), &earlier);
-		let (q, _) = decoded(MergeCodec::Int8, &fb, &honest);
+		// int8 in local mode carries no error feedback: the residual of an earlier epoch with thirty
+		// times the samples (about 1 % of that vector's norm) would alone be some 30 % of this one's,
+		// past the limit for an honest miner, since the validator cannot see it.
+		let local = Training::Local { accumulate: 2, outer_lr: 0.7, outer_momentum: 0.9 };
+		let earlier = pseudo_gradient(&global, &step(2), samples * 30).unwrap();
+		let (_, carried) = decoded(MergeCodec::Int8, &ErrorFeedback::default(), &earlier);
+		assert!(matches!(
+			judge(MergeCodec::Int8, &decoded(MergeCodec::Int8, &carried, &honest).0),
+			PseudoGradientFinding::Differs { .. }
+		));
+		let submit = |training: &Training, fb: &ErrorFeedback, x: &[f32]| {
+			crate::merge::submission_with_feedback(training, MergeCodec::Int8, fb, x).unwrap()
+		};
+		let (_, kept) = submit(&local, &ErrorFeedback::default(), &earlier);
+		assert!(kept.is_none(), "local int8 keeps no feedback");
+		let (bytes, _) = submit(&local, &carried, &honest);
+		let q = MergeCodec::Int8.decode(&bytes, n as u64, chunk).unwrap();
 		match judge(MergeCodec::Int8, &q) {
 			PseudoGradientFinding::Matches { ratio } => {
 				assert!(ratio > 0.0 && ratio < 0.05, "{ratio}")
 			},
 			other => panic!("honest int8 vector judged {other:?}"),
 		}
+		// Sync mode and top-k keep theirs.
+		assert!(submit(&Training::Sync, &ErrorFeedback::default(), &earlier).1.is_some());
+		assert!(crate::merge::carries_error_feedback(&local, MergeCodec::TopK { per_mille: 16 }));
+		assert!(!crate::merge::carries_error_feedback(&Training::Sync, MergeCodec::F32));
 		// Another delta, a rescaled one, a wrong sample count and a NaN are not the miner's own.
 		for bad in [
 			decoded(MergeCodec::Int8, &ErrorFeedback::default(), &earlier).0,
