@@ -92,12 +92,13 @@ impl Error {
 	/// connection or watch lost, a dropped extrinsic) leaves the call's fate unknown: it may yet land,
 	/// or never have reached a node, and sending it again is the caller's remedy.
 	pub fn is_refusal(&self) -> bool {
-		matches!(
-			self,
-			Error::Pallet { .. }
-				| Error::Dispatch(_)
-				| Error::NotIncluded { kind: NotIncluded::Invalid, .. }
-		)
+		self.ran_in_block() || matches!(self, Error::NotIncluded { kind: NotIncluded::Invalid, .. })
+	}
+
+	/// Whether a submitted call ran in a block and its dispatch failed ([`Error::Pallet`],
+	/// [`Error::Dispatch`]), as opposed to a call that never reached a block.
+	pub fn ran_in_block(&self) -> bool {
+		matches!(self, Error::Pallet { .. } | Error::Dispatch(_))
 	}
 
 	/// Whether the connection to the node failed ([`Error::Connect`], or an RPC call lost in transport):
@@ -147,6 +148,7 @@ mod tests {
 		assert!(pallet.is_refusal());
 		assert!(Error::Dispatch("BadOrigin".into()).is_refusal());
 		assert!(not_included(NotIncluded::Invalid).is_refusal());
+		assert!(pallet.ran_in_block() && !not_included(NotIncluded::Invalid).ran_in_block());
 		for kind in [NotIncluded::Dropped, NotIncluded::NodeError, NotIncluded::WatchLost] {
 			assert!(!not_included(kind).is_refusal(), "{kind}");
 		}

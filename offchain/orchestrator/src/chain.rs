@@ -106,10 +106,11 @@ enum Flight {
 /// `on_initialize` could otherwise move the stage by its deadline before the call lands.
 pub const PREDICT_MARGIN_BLOCKS: u32 = 5;
 
-/// Times a predicted commit the chain refused ([`Flight::Refused`]) is sent again; at its next refusal the
-/// driver gives up on it and reverts the stage to the chain's view ([`Event::ChainReverted`]). A send whose fate is unknown (lost with its
-/// node, or never delivered) does not count: it is sent again for as long as the chain keeps the stage
-/// at the commit's epoch, merging or uploading.
+/// Times a predicted commit the chain refused ([`Flight::Refused`]) is sent again; at its next refusal
+/// the driver gives up on it and reverts the stage to the chain's view ([`Event::ChainReverted`]). A
+/// send whose fate is unknown (lost with its node, or never delivered) does not count: it is sent again
+/// for as long as the chain keeps the stage at the commit's epoch, merging or uploading
+/// ([`resend_commit`]).
 pub const COMMIT_RESENDS: u32 = 3;
 
 /// One due call of a stage, with its predicted effect if the driver may act on it at once.
@@ -212,8 +213,8 @@ impl ChainDriver {
 		}
 		// Commits sent again go on their own, one extrinsic per stage, so a call the chain refuses never
 		// takes another stage's calls down with it (`batch_all` is all or nothing) nor counts against
-		// another stage's resends.
-		// One stage's failed send does not keep the others' from going; the first error fails the step.
+		// another stage's resends, and one stage's failed send does not keep the others' from going
+		// (the first error fails the step).
 		let mut resend = self.settle(&chain, block).await?;
 		let mut failed = None;
 		while !resend.is_empty() {
@@ -260,8 +261,8 @@ impl ChainDriver {
 	}
 
 	/// Settles the flights `block` decides, and the stages whose state is ahead of the chain (a predicted
-	/// commit that did not land): a commit the chain can still take is returned to be sent again (after a
-	/// refusal at most [`COMMIT_RESENDS`] times), else the stage reverts to the chain's view ([`Event::ChainReverted`]).
+	/// commit that did not land): a commit the chain can still take is returned to be sent again
+	/// ([`resend_commit`]), else the stage reverts to the chain's view ([`Event::ChainReverted`]).
 	async fn settle(&mut self, chain: &IotaClient, block: u32) -> Result<Vec<Due>, ChainError> {
 		let mut resend = Vec::new();
 		let mut events = Vec::new();
@@ -289,17 +290,13 @@ impl ChainDriver {
 			{
 				continue;
 			}
-			match self.commits.get_mut(&s) {
-				Some((epoch, call, sent))
-					if *epoch == st.epoch
-						&& matches!(st.phase, Phase::Merging | Phase::WeightsUploading)
-						&& *sent < COMMIT_RESENDS =>
-				{
-					// Only the chain's refusals count: a send lost with its node (or never delivered)
-					// is no verdict on the call, and the chain still takes it.
-					if matches!(last, Some(Flight::Refused(_))) {
-						*sent += 1;
-					}
+			let decision = self
+				.commits
+				.get(&s)
+				.map(|(epoch, _, sent)| resend_commit(last, *epoch, *sent, st.epoch, st.phase));
+			match (decision, self.commits.get_mut(&s)) {
+				(Some(Some(refused)), Some((_, call, sent))) => {
+					*sent = refused;
 					tracing::warn!(
 						stage = s,
 						epoch = st.epoch,
@@ -592,7 +589,7 @@ impl ChainDriver {
 		let whats: Vec<&'static str> = due.iter().map(|d| d.what).collect();
 		tokio::spawn(async move {
 			let r = pending.wait(Wait::InBlock).await;
-			if r.is_ok() || r.as_ref().is_err_and(ran_in_block) {
+			if r.is_ok() || r.as_ref().is_err_and(iota_chain::Error::ran_in_block) {
 				let ev = Event::ChainWait {
 					calls: all,
 					submitted_ms,
@@ -650,9 +647,24 @@ fn predicted_stage(
 	Event::ChainPredicted { stage, epoch, phase, round, members, waited_ms: 0, now_ms: 0 }
 }
 
-/// A dispatch the chain ran in a block and refused (as opposed to a lost watch or an invalid extrinsic).
-fn ran_in_block(e: &iota_chain::Error) -> bool {
-	matches!(e, iota_chain::Error::Pallet { .. } | iota_chain::Error::Dispatch(_))
+/// Whether a predicted commit of `commit_epoch` that the chain does not hold yet is sent again, given
+/// how its last send ended (`last`), the refusals counted so far (`refused`) and the stage's chain view
+/// (`chain_epoch`, `phase`): `Some(refusals counted after this one)` to send it again, `None` to give it
+/// up (the driver reverts the stage). The chain takes it only at its epoch, merging or uploading. Only
+/// the chain's refusals count ([`Flight::Refused`]): a send lost with its node (or never delivered) is
+/// no verdict on the call, and is sent again without limit; the refusal after [`COMMIT_RESENDS`] resends
+/// gives it up.
+fn resend_commit(
+	last: Option<Flight>,
+	commit_epoch: u32,
+	refused: u32,
+	chain_epoch: u32,
+	phase: Phase,
+) -> Option<u32> {
+	let takes =
+		commit_epoch == chain_epoch && matches!(phase, Phase::Merging | Phase::WeightsUploading);
+	let refused = refused + u32::from(matches!(last, Some(Flight::Refused(_))));
+	(takes && refused <= COMMIT_RESENDS).then_some(refused)
 }
 
 /// The `commit_merge` call of a complete plan.
@@ -761,4 +773,28 @@ pub async fn reduce_shard(
 		.collect();
 	iota_protocol::reduce_shard_bytes(codec, &inputs, start, end, param_count)
 		.map_err(|source| ChainError::Merge { shard, source })
+}
+
+#[cfg(test)]
+mod tests {
+	use super::*;
+
+	#[test]
+	fn a_commit_is_given_up_only_at_the_refusal_after_its_resends() {
+		let merging = |last, refused| resend_commit(last, 4, refused, 4, Phase::Merging);
+		// Refusals count, one per send, up to COMMIT_RESENDS resends; the next refusal gives up.
+		let mut refused = 0;
+		for n in 1..=COMMIT_RESENDS {
+			refused = merging(Some(Flight::Refused(9)), refused).expect("sent again");
+			assert_eq!(refused, n);
+		}
+		assert_eq!(merging(Some(Flight::Refused(9)), refused), None);
+		// A lost send (or none known) counts nothing, even after the last allowed refusal.
+		assert_eq!(merging(Some(Flight::Lost), refused), Some(COMMIT_RESENDS));
+		assert_eq!(merging(None, 0), Some(0));
+		// An upload-phase restart of the round still takes it; another epoch or phase does not.
+		assert_eq!(resend_commit(Some(Flight::Lost), 4, 0, 4, Phase::WeightsUploading), Some(0));
+		assert_eq!(resend_commit(Some(Flight::Lost), 4, 0, 5, Phase::Merging), None);
+		assert_eq!(resend_commit(Some(Flight::Lost), 4, 0, 4, Phase::Training), None);
+	}
 }

@@ -400,7 +400,7 @@ pub mod pallet {
 		MergeNotCommitted,
 		/// `commit_merge` outside the Merging phase.
 		NotMerging,
-		/// A manifest's member count is 0 or larger than the stage.
+		/// A manifest's member count is 0 or larger than a stage's seats (`MaxMinersPerStage`).
 		InvalidMemberCount,
 		/// A manifest's shard count is not `n(n-1)/2` for its member count.
 		ShardCountMismatch,
@@ -634,8 +634,11 @@ pub mod pallet {
 			ensure!(state.epoch == epoch, Error::<T>::WrongEpoch);
 			let next = complete_merge(state.phase).map_err(Self::refusal)?;
 			let members = StageMembers::<T>::get(stage);
+			// Bounded by the stage's seats, not by its members now: a member slashed while the round
+			// merged was one of the round's members, and its submission is already in the merge the
+			// replicas applied, so refusing the commit would leave the stage with no way forward.
 			ensure!(
-				manifest.members >= 1 && manifest.members as usize <= members.len(),
+				manifest.members >= 1 && manifest.members <= T::MaxMinersPerStage::get(),
 				Error::<T>::InvalidMemberCount
 			);
 			let k = shard_count(manifest.members).map_err(|_| Error::<T>::InvalidMemberCount)?;

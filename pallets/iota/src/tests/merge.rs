@@ -73,11 +73,10 @@ fn commit_merge_refuses_bad_manifests() {
 		let mut zero = manifest(1, 1_000);
 		zero.members = 0;
 		assert_noop!(Iota::commit_merge(orch(), 0, 0, zero), Error::<Test>::InvalidMemberCount);
-		// Stage 0 has two miners; a merge cannot claim three.
-		assert_noop!(
-			Iota::commit_merge(orch(), 0, 0, manifest(3, 1_000)),
-			Error::<Test>::InvalidMemberCount
-		);
+		// A stage has four seats; a merge cannot claim five.
+		let mut five = manifest(1, 1_000);
+		five.members = 5;
+		assert_noop!(Iota::commit_merge(orch(), 0, 0, five), Error::<Test>::InvalidMemberCount);
 		let mut wrong_count = manifest(3, 1_000);
 		wrong_count.members = 2;
 		assert_noop!(
@@ -116,4 +115,32 @@ fn oversized_manifests_do_not_decode() {
 	assert!(MergeManifestOf::<Test>::decode(&mut &raw(6, 96).encode()[..]).is_ok());
 	assert!(MergeManifestOf::<Test>::decode(&mut &raw(7, 1).encode()[..]).is_err());
 	assert!(MergeManifestOf::<Test>::decode(&mut &raw(1, 97).encode()[..]).is_err());
+}
+
+#[test]
+fn a_merge_still_commits_after_one_of_its_members_is_slashed() {
+	ExtBuilder::default()
+		.with_validators(&VALIDATORS)
+		.with_miners(&MINERS)
+		.build_and_execute(|| {
+			to_merging(0);
+			let members = StageMembers::<Test>::get(0);
+			assert_eq!(members.len(), 2);
+			// One of the round's two members is slashed while the round merges: the merge of both
+			// submissions (already applied by the replicas) still commits, and the stage goes on.
+			for v in [11, 12] {
+				assert_ok!(Iota::submit_spot_check(
+					RuntimeOrigin::signed(v),
+					0,
+					members[0],
+					Verdict::Fail,
+					ContentHash::of(b"evidence"),
+				));
+			}
+			assert!(Miners::<Test>::get(members[0]).is_none(), "slashed");
+			assert_eq!(StageMembers::<Test>::get(0).len(), 1);
+			assert_ok!(Iota::commit_merge(orch(), 0, 0, manifest(2, 1_000)));
+			assert_eq!(Stages::<Test>::get(0).epoch, 1);
+			assert_eq!(MergeManifests::<Test>::get(0, 0).map(|m| m.members), Some(2));
+		});
 }
