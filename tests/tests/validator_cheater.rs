@@ -7,10 +7,10 @@
 //! The same in local mode (inner AdamW steps every 2 backward passes, int8 pseudo-gradient merges):
 //! the validator checks the cheater's passes at the inner states it revealed when challenged, and every
 //! honest miner's challenged inner steps replay, its passes recompute at their revealed states and its
-//! pseudo-gradient is the delta to its last reported state. The scenarios stop at the cheater's epoch:
-//! a longer run can stall when the cheater is slashed while its stage's merge round names it (the
-//! orchestrator's predicted commit is refused as `InvalidMemberCount`; one 10-epoch run gave 41 honest
-//! `Pass` verdicts and no `Fail`, another stalled after epoch 4). Two more local-mode cheaters, each
+//! pseudo-gradient is the delta to its last reported state. The scenarios stop at the cheater's epoch
+//! (a 10-epoch run once stalled after epoch 4: the cheater was slashed while its stage's merge round
+//! named it and the predicted commit was refused as `InvalidMemberCount`, which `commit_merge` no
+//! longer does; another gave 41 honest `Pass` verdicts and no `Fail`). Two more local-mode cheaters, each
 //! failed, slashed and unpaid the same way: one that never reveals a challenged state (failed once the
 //! reveal deadline passed) and one that submits 1.5 times its pseudo-gradient (its inner steps and
 //! passes are honest); and one that perturbs its state at inner steps a fixed coin picks
