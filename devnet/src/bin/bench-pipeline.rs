@@ -42,6 +42,21 @@
 //! Example: `cargo run -p iota-devnet --bin bench-pipeline -- --ffn-dim 1536` (4 epochs: about 11 minutes
 //! on 2 shared cores; each epoch adds ~2 minutes). Not a test: it asserts nothing about speed.
 //!
+//! ## Measured again, local mode (2 cores, debug build, 6 Dec 2026, after int8 stopped carrying error feedback)
+//! The same command: baseline 551 tokens/s; pipeline 3 × 1 352 (**0.639**), 3 × 2 393 (**0.713**);
+//! mean epoch 46.1 s / 41.2 s; stage-time training 58.1 % / 72.0 %, merge 2.3 / 3.0 %, chain wait 0.4 /
+//! 0.5 %, idle 39.2 / 24.5 %. Loss at equal tokens 1.024, 1.074, **1.112** per epoch for 3 × 1 (1.095
+//! against `baseline+cut`), 1.104 for 3 × 2. Merge bytes per token unchanged (127.9x below sync f32).
+//! Against the 4 Dec run the throughput fell: since then every challenged step reveals the earlier states
+//! its passes ran at, 3 challenges per miner per epoch of 2-4 states each (a state is 12·P bytes, 45 MB
+//! for a 3.7 M-parameter stage): the 3 × 1 network moved 2.06 GB of objects in 3 epochs, uploaded from
+//! each miner's loop and stored by the orchestrator's embedded S3 server on the same 2 cores. The
+//! miners' logs also say why the loss stays ~10 % above the baseline: 62 of the 64 backward passes of
+//! stages 0 and 1 per epoch ran through a forward kept from an earlier inner step (one step stale); the
+//! in-process baseline never is. Removing that needs a pipeline flush per inner step; by the usual
+//! bubble estimate ((S − 1) / (M + S − 1) with 2 micro-batches per step and 3 stages) each stage would
+//! idle half the time, so it was not tried.
+//!
 //! ## Measured, local mode (2 cores, debug build with the math crates at opt-level 3, 4 Dec 2026)
 //! `--training local:2:1:0 --merge-codec int8 --ffn-dim 1536 --quota 64 --epochs 3 --lr 1e-3` (no
 //! validators; about 9 minutes): baseline 740 tokens/s; pipeline 3 × 1 584 (**0.789**), 3 × 2 587
