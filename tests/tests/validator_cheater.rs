@@ -243,28 +243,24 @@ async fn cheater_scenario(
 		.collect();
 	eprintln!("the validator's CLASP lines:\n{}", clasp.join("\n"));
 	// The evidence behind each verdict is in the bucket under the validator's key, hashing to what is
-	// on chain.
+	// on chain: `Ok(None)` when Bob put no verdict, `Err` when the lookup failed.
 	let evidence = |e: u32, m: AccountId| {
 		let (client, s3, bob) = (&client, &s3, &bob);
 		async move {
-			let check = client
-				.spot_checks(e, &m)
-				.await
-				.unwrap()
-				.into_iter()
-				.find(|c| c.validator == *bob)?;
+			let checks = client.spot_checks(e, &m).await.map_err(|e| e.to_string())?;
+			let Some(check) = checks.into_iter().find(|c| c.validator == *bob) else {
+				return Ok(None);
+			};
 			let key = keys::evidence(
 				&Id::new(run).unwrap(),
 				&Id::new(bob.to_string()).unwrap(),
 				u64::from(e),
 				&Id::new(m.to_string()).unwrap(),
 			);
-			let bytes = s3
-				.store
-				.get(&key, &check.evidence)
-				.await
-				.expect("evidence object with the on-chain hash");
-			Some(serde_json::from_slice::<serde_json::Value>(&bytes).unwrap())
+			let bytes = s3.store.get(&key, &check.evidence).await.map_err(|e| e.to_string())?;
+			serde_json::from_slice::<serde_json::Value>(&bytes)
+				.map(Some)
+				.map_err(|e| e.to_string())
 		}
 	};
 	for m in &honest {
@@ -302,12 +298,15 @@ async fn cheater_scenario(
 	// The cheater's says `Fail`.
 	let bundle = evidence(failed_at, cheater.clone())
 		.await
+		.expect("evidence object with the on-chain hash")
 		.expect("Bob's verdict on the cheater");
 	assert_eq!(bundle["verdict"], "Fail", "{bundle}");
 	let mut honest_bundles = Vec::new();
 	for e in 0..=failed_at {
 		for m in &honest {
-			honest_bundles.extend(evidence(e, m.clone()).await);
+			honest_bundles.extend(
+				evidence(e, m.clone()).await.expect("evidence object with the on-chain hash"),
+			);
 		}
 	}
 

@@ -309,7 +309,8 @@ pub struct Miner {
 	/// and since when: a resync waits up to [`CHAIN_LAG_WAIT`] for the chain's best block to show it,
 	/// rather than re-enter an epoch already trained (which would drop its inner-step log).
 	resync_floor: Option<(u32, Instant)>,
-	/// What a lossy merge codec dropped from the submissions merged so far (error feedback).
+	/// What a lossy merge codec dropped from the submissions merged so far (error feedback), where
+	/// `merge::carries_error_feedback` keeps it (empty otherwise).
 	feedback: ErrorFeedback,
 	/// The feedback after this epoch's submission, kept once its merge is committed.
 	feedback_next: Option<ErrorFeedback>,

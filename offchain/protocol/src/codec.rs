@@ -27,7 +27,8 @@
 //!
 //! Lossy codecs keep what they dropped with [`ErrorFeedback`] (Karimireddy et al. 2019, "Error Feedback
 //! Fixes SignSGD"; Covenant-72B and DeMo keep the residual locally): the residual is added to the next
-//! vector before encoding.
+//! vector before encoding, where [`carries_error_feedback`](crate::merge::carries_error_feedback) says
+//! so (not for `int8` in local mode, whose vectors a validator judges without it).
 
 use std::ops::Range;
 
@@ -391,7 +392,8 @@ fn top_k(x: &[f32], k: usize) -> Vec<usize> {
 }
 
 /// The residual a lossy codec dropped, kept by the submitter and added to its next vector before
-/// encoding (error feedback; module docs). Never travels.
+/// encoding where [`carries_error_feedback`](crate::merge::carries_error_feedback) says so (error
+/// feedback; module docs). Never travels.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ErrorFeedback {
 	/// `(x + previous residual) − decode(encode(x + previous residual))`, per element; empty until the
