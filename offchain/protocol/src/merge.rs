@@ -193,9 +193,18 @@ impl MergeError {
 /// # Errors
 /// [`MergeError::NonFinite`]: an honest miner never uploads NaN/Inf.
 pub fn submission_bytes(codec: MergeCodec, sum: &[f32]) -> Result<Vec<u8>, MergeError> {
-	ErrorFeedback::default()
+	encode_submission(codec, &ErrorFeedback::default(), sum).map(|(bytes, _)| bytes)
+}
+
+/// `sum` plus `feedback`'s residual encoded in `codec` in the submission's chunks, and the residual
+/// it leaves.
+fn encode_submission(
+	codec: MergeCodec,
+	feedback: &ErrorFeedback,
+	sum: &[f32],
+) -> Result<(Vec<u8>, ErrorFeedback), MergeError> {
+	feedback
 		.encode(codec, sum, gradient_chunk_elems(sum.len() as u64))
-		.map(|(bytes, _)| bytes)
 		.map_err(|e| MergeError::decode("vector to upload", e, 0, 0))
 }
 
@@ -229,9 +238,7 @@ pub fn submission_with_feedback(
 ) -> Result<(Vec<u8>, Option<ErrorFeedback>), MergeError> {
 	let carry = carries_error_feedback(training, codec);
 	let none = ErrorFeedback::default();
-	let (bytes, next) = (if carry { feedback } else { &none })
-		.encode(codec, sum, gradient_chunk_elems(sum.len() as u64))
-		.map_err(|e| MergeError::decode("vector to upload", e, 0, 0))?;
+	let (bytes, next) = encode_submission(codec, if carry { feedback } else { &none }, sum)?;
 	Ok((bytes, carry.then_some(next)))
 }
 
