@@ -236,14 +236,21 @@ async fn local_mode_replicas_take_inner_steps_merge_and_report_heldout_losses() 
 	.await;
 	let log = iota_rpc::PathwayLog::from_slice(&s3.store.get(&obj.key, &obj.hash).await.unwrap())
 		.unwrap();
-	assert_eq!(log.inner_states.len(), 6, "every replica's states: {:?}", log.inner_states);
+	// A replica that ran no pass in epoch 0 (its peer can take the whole quota of 8 when it starts
+	// later on a loaded machine, as clean-clone CI saw) has no trail; every stage has at least one, and
+	// where both replicas worked they began at one state and moved apart.
+	let mut both = 0;
 	for stage in 0..3u16 {
 		let trails: Vec<_> = log.inner_states.iter().filter(|t| t.stage == stage).collect();
-		assert_eq!(trails.len(), 2, "stage {stage}");
-		assert_eq!(trails[0].hashes[0], trails[1].hashes[0], "stage {stage}: one start");
+		assert!((1..=2).contains(&trails.len()), "stage {stage}: {:?}", log.inner_states);
 		assert!(trails.iter().all(|t| t.hashes.len() >= 2), "stage {stage}: {trails:?}");
-		assert_ne!(trails[0].hashes.last(), trails[1].hashes.last(), "stage {stage}");
+		if let [a, b] = trails[..] {
+			assert_eq!(a.hashes[0], b.hashes[0], "stage {stage}: one start");
+			assert_ne!(a.hashes.last(), b.hashes.last(), "stage {stage}");
+			both += 1;
+		}
 	}
+	assert!(both > 0, "no stage had both replicas at work in epoch 0: {:?}", log.inner_states);
 	assert!(log
 		.records
 		.iter()
