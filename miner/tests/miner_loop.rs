@@ -725,18 +725,24 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
 	let world = Arc::new(World { training, challenge: Mutex::new(Some(0)), ..World::default() });
 	let (mut miners, who, p, _) = merge_three(&world, false, &[]).await;
-	// Challenged on inner step 0 of epoch 0: the next two steps of each replica upload states 0 and
-	// 1 (one per step, so training goes on between them), rebuilt from its inner-step log, each
-	// hashing to the state it reported.
+	// Challenged on inner step 0 of epoch 0: the next steps of each replica upload states 0 and 1
+	// (one at a time, each in a task of its own, so training goes on meanwhile), rebuilt from its
+	// inner-step log, each hashing to the state it reported.
+	let up = |a: &AccountId, j: usize| world.io.get_obj(&format!("inner/{a}/0/{j}")).is_some();
 	for m in &mut miners {
 		m.step().await.unwrap();
 	}
 	for a in &who {
-		let up = |j: usize| world.io.get_obj(&format!("inner/{a}/0/{j}")).is_some();
-		assert!(up(0) && !up(1), "{a}: one state per step");
+		assert!(!up(a, 1), "{a}: state 1 went up before state 0's upload finished");
 	}
-	for m in &mut miners {
-		m.step().await.unwrap();
+	for _ in 0..20 {
+		if who.iter().all(|a| up(a, 0) && up(a, 1)) {
+			break;
+		}
+		tokio::task::yield_now().await;
+		for m in &mut miners {
+			m.step().await.unwrap();
+		}
 	}
 	for a in &who {
 		let states = world.inner.lock().unwrap().get(&a.0).cloned().unwrap();

@@ -184,10 +184,10 @@ impl Miner {
 
 	/// Local mode: answer the challenges of the epochs trained before this one that are due and that the
 	/// orchestrator has drawn: rebuild states `k` and `k + 1` of each challenged step from the inner-step
-	/// log and upload them to the presigned PUTs (docs/design.md §10), one state per call, so training
-	/// goes on between uploads (a stage's state is tens of MB: half a minute at 20 Mbit/s). Each state
-	/// goes up once; a later call asks for fresh URLs and uploads the next. Not seeded yet, or a
-	/// failure: ask again in a second. Given up once the log no longer keeps the epoch (dropped for
+	/// log and upload them to the presigned PUTs (docs/design.md §10), one state at a time in a
+	/// background task, so training goes on while a state goes up (a stage's state is tens of MB: half a
+	/// minute at 20 Mbit/s). Each state goes up once; the call after an upload finished asks for fresh
+	/// URLs and starts the next. Not seeded yet, or a failure: ask again in a second. Given up once the log no longer keeps the epoch (dropped for
 	/// room) or the orchestrator refuses the question (it keeps no challenges of the miner's there);
 	/// never after a number of epochs: the seed comes after finality, which a lagging chain can put
 	/// many short epochs later.
@@ -210,9 +210,9 @@ impl Miner {
 			}
 			match self.reveal(epoch).await {
 				Ok(Reveal::Done) => self.forget_reveal(epoch),
-				// The next state on the next call, after a step of training; one upload per call,
-				// so one epoch's states at a time are held rebuilt.
-				Ok(Reveal::More) => {
+				// A state is going up: look again on the next call, after a step of training; one
+				// upload at a time, so one epoch's states at a time are held rebuilt.
+				Ok(Reveal::Uploading) => {
 					self.reveal_due.insert(epoch, now);
 					break;
 				},
@@ -237,18 +237,54 @@ impl Miner {
 		}
 	}
 
-	/// Stop answering `epoch`'s challenges (answered, or given up).
+	/// Stop answering `epoch`'s challenges (answered, or given up; an upload still going is stopped).
 	fn forget_reveal(&mut self, epoch: u32) {
 		self.reveal_due.remove(&epoch);
-		self.revealed.remove(&epoch);
+		if let Some(Upload { task, .. }) = self.revealed.remove(&epoch).and_then(|p| p.uploading) {
+			task.abort();
+		}
 	}
 
-	/// One call of [`answer_challenges`](Self::answer_challenges) for `epoch`: uploads the first state
-	/// its challenges name that is not up yet (a state two challenges name, adjacent steps or a shared
-	/// earlier state, goes up once), through a URL presigned just now. The states not up yet are rebuilt
-	/// in one replay of the inner-step log when the first of them is needed, and held (as reveal bytes)
-	/// until each has gone up.
+	/// One call of [`answer_challenges`](Self::answer_challenges) for `epoch`. While a state's upload
+	/// is still going it only says so (no RPC). Otherwise it takes the finished upload's result (a
+	/// failed one is returned, and the state is uploaded again through a fresh URL on a later call),
+	/// then starts uploading the first state the challenges name that is not up yet (a state two
+	/// challenges name, adjacent steps or a shared earlier state, goes up once), through a URL
+	/// presigned just now, in a task of its own. The states not up yet are rebuilt in one replay of the
+	/// inner-step log when the first of them is needed, and held (as reveal bytes) until each has gone
+	/// up.
+	///
+	/// # Errors
+	/// The orchestrator's refusal or transport error; [`MinerError::Storage`] for an upload that
+	/// failed; [`MinerError::BadInput`] for a state the log cannot rebuild or that rebuilds to another
+	/// hash than the one reported.
 	async fn reveal(&mut self, epoch: u32) -> Result<Reveal> {
+		if let Some(progress) = self.revealed.get_mut(&epoch) {
+			if progress.uploading.as_ref().is_some_and(|u| !u.task.is_finished()) {
+				return Ok(Reveal::Uploading);
+			}
+			if let Some(Upload { state, bytes, task }) = progress.uploading.take() {
+				match task.await {
+					Ok((Ok(_), took)) => {
+						progress.rebuilt.remove(&state);
+						progress.sent.insert(state);
+						self.metrics.bytes_up.inc_by(bytes);
+						tracing::info!(
+							stage = self.index,
+							epoch,
+							state,
+							bytes,
+							ms = took.as_millis() as u64,
+							"revealed a challenged state"
+						);
+					},
+					Ok((Err(e), _)) => return Err(MinerError::storage("revealed state", e)),
+					Err(e) => {
+						tracing::warn!(stage = self.index, epoch, state, error = %e, "reveal upload task ended without a result; uploading again");
+					},
+				}
+			}
+		}
 		let c = self.orch.get_challenges(epoch).await?;
 		if !c.seeded {
 			return Ok(Reveal::NotSeeded);
@@ -262,6 +298,12 @@ impl Miner {
 			.flat_map(|r| r.states.iter())
 			.find(|s| !progress.sent.contains(&s.state))
 		else {
+			tracing::info!(
+				stage = self.index,
+				epoch,
+				states = progress.sent.len(),
+				"challenges answered"
+			);
 			return Ok(Reveal::Done);
 		};
 		let k = s.state;
@@ -291,26 +333,14 @@ impl Miner {
 			)));
 		}
 		let size = bytes.len() as u64;
-		self.io
-			.put(&s.put.put, bytes)
-			.await
-			.map_err(|e| MinerError::storage("revealed state", e))?;
-		self.metrics.bytes_up.inc_by(size);
+		let (io, put) = (self.io.clone(), s.put.put.clone());
+		let task = tokio::spawn(async move {
+			let started = Instant::now();
+			(io.put(&put, bytes).await, started.elapsed())
+		});
 		let progress = self.revealed.entry(epoch).or_default();
-		progress.rebuilt.remove(&k);
-		progress.sent.insert(k);
-		for r in c.reveals.iter().filter(|r| r.states.iter().any(|x| x.state == k)) {
-			if r.states.iter().all(|x| progress.sent.contains(&x.state)) {
-				tracing::info!(
-					stage = self.index,
-					epoch,
-					step = r.step,
-					states = r.states.len(),
-					"revealed a challenged inner step"
-				);
-			}
-		}
-		Ok(if named.is_subset(&progress.sent) { Reveal::Done } else { Reveal::More })
+		progress.uploading = Some(Upload { state: k, bytes: size, task });
+		Ok(Reveal::Uploading)
 	}
 
 	/// The inner step the replica's state is at (0 in sync mode).
@@ -391,10 +421,25 @@ impl Miner {
 enum Reveal {
 	/// The epoch's challenges are not drawn yet.
 	NotSeeded,
-	/// A state went up; more are named.
-	More,
+	/// A state is going up (it may be the last one named).
+	Uploading,
 	/// Every state the challenges name is up.
 	Done,
+}
+
+/// A revealed state going up in a task of its own.
+#[derive(Debug)]
+pub(super) struct Upload {
+	/// Its inner step.
+	state: u32,
+	/// Its size (bytes).
+	bytes: u64,
+	/// The PUT: its answer (the hash of what was sent) and how long it took (logged: the loop's time
+	/// it no longer blocks).
+	task: tokio::task::JoinHandle<(
+		std::result::Result<ContentHash, iota_storage::StorageError>,
+		Duration,
+	)>,
 }
 
 /// One epoch's reveal in progress (the miner's `revealed`).
@@ -404,4 +449,6 @@ pub(super) struct RevealProgress {
 	sent: std::collections::BTreeSet<u32>,
 	/// States rebuilt and not uploaded yet: their reveal bytes (`InnerState::to_bytes`, `12·P + 8`).
 	rebuilt: std::collections::BTreeMap<u32, Bytes>,
+	/// The state going up now, if any (it stays in `rebuilt` until its PUT succeeded).
+	uploading: Option<Upload>,
 }
