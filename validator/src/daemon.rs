@@ -35,7 +35,10 @@
 //!    windows and nobody finalized it, `finalize_epoch`.
 //!
 //! Every error is logged with `tracing`, counted in [`Metrics`] by kind, and retried on a later tick
-//! (an epoch is marked done only when its audit ran); an epoch whose scoring window closed is skipped.
+//! (an epoch is marked done only when its audit ran); an epoch whose scoring window closed is skipped,
+//! and so is one that a validator behind the chain would not finish judging before its commit window
+//! closes, by the time its last judged epoch took, while a later epoch is complete
+//! ([`behind_and_too_late`]).
 //! Bad objects, logs and manifests never become verdicts (see [`spot_check`] and [`shard_audit`]).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -216,6 +219,26 @@ pub struct Daemon {
 	inner_done: BTreeMap<(u32, u16, AccountId, u32), StepOutcome>,
 	/// Objects read recently (revealed inner states are read by several checks).
 	cache: ObjectCache,
+	/// Finalized blocks the last epoch judged took, from the start of the call that judged it to its
+	/// end ([`behind_and_too_late`] skips epochs it would not finish in time).
+	last_judge_blocks: Option<u32>,
+}
+
+/// Whether a validator that is behind should let epoch `e` go unjudged: a later epoch is already
+/// complete (`newer_completed`; the newest is never let go), and judging `e` from finalized block `now`
+/// would take it past `e`'s commit window, which closes at `window_closes` (`completed_at +
+/// scoring_window`, blocks), by the time the last epoch judged took (`last_judge_blocks`; no estimate
+/// yet: judge it). Started anyway, such an epoch ends "finalized while judged" with nothing sent, and
+/// the epochs after it start late too: on 2 cores beside 6 miners the devnet's validators took ~130 s
+/// per local-mode epoch against ~90 s of training per epoch, and stopped sending verdicts from epoch 5
+/// on. Letting it go judges the next one in time instead (a sample of the epochs, not every one).
+pub fn behind_and_too_late(
+	now: u32,
+	window_closes: u32,
+	last_judge_blocks: Option<u32>,
+	newer_completed: bool,
+) -> bool {
+	newer_completed && last_judge_blocks.is_some_and(|d| now.saturating_add(d) >= window_closes)
 }
 
 impl Daemon {
@@ -262,6 +285,7 @@ impl Daemon {
 			inner_done: BTreeMap::new(),
 			commits: SharedStore::new(commits),
 			cache,
+			last_judge_blocks: None,
 		})
 	}
 
@@ -376,6 +400,23 @@ impl Daemon {
 				self.next_epoch = Some(epoch + 1);
 				continue;
 			}
+			// Epochs judged earlier in this pass took blocks: judge by the chain's block now.
+			let now = self.chain.finalized_number().await?.max(now);
+			let closes = done_at.saturating_add(run.scoring_window);
+			let newer_completed = self.chain.epoch_completed_at(epoch + 1).await?.is_some();
+			if behind_and_too_late(now, closes, self.last_judge_blocks, newer_completed) {
+				self.metrics.withheld.with_label_values(&["behind"]).inc();
+				tracing::warn!(
+					epoch,
+					now,
+					window_closes = closes,
+					judge_blocks = self.last_judge_blocks,
+					"behind: this epoch's commit window would close before it is judged; judging the next one"
+				);
+				self.inner_done.retain(|k, _| k.0 > epoch);
+				self.next_epoch = Some(epoch + 1);
+				continue;
+			}
 			self.ensure_checker().await?;
 			// The pathway log is written just after the head's merge (the epoch's last): wait for it during
 			// the first half of the scoring window, then audit without it.
@@ -384,7 +425,11 @@ impl Daemon {
 			let reveals_closed = now >= reveal_deadline(done_at, run.scoring_window);
 			let summary = match self.process_epoch(epoch, &run, wait_for_log, reveals_closed).await
 			{
-				Ok(summary) => summary,
+				Ok(summary) => {
+					let end = self.chain.finalized_number().await?;
+					self.last_judge_blocks = Some(end.saturating_sub(now));
+					summary
+				},
 				// Judged again on a later tick; finalization below still runs meanwhile.
 				Err(e @ DaemonError::Inconclusive(_)) => {
 					self.metrics.error(e.kind());
@@ -1111,6 +1156,17 @@ async fn put_evidence(
 #[cfg(test)]
 mod tests {
 	use super::*;
+
+	#[test]
+	fn a_validator_behind_lets_go_only_epochs_it_would_not_finish_and_never_the_newest() {
+		// Window closes at block 200; the last epoch took 50 blocks to judge.
+		assert!(behind_and_too_late(150, 200, Some(50), true), "would end exactly at the close");
+		assert!(behind_and_too_late(180, 200, Some(50), true));
+		assert!(!behind_and_too_late(149, 200, Some(50), true), "finishes one block before");
+		assert!(!behind_and_too_late(180, 200, Some(50), false), "the newest is always judged");
+		assert!(!behind_and_too_late(180, 200, None, true), "no estimate yet: judge it");
+		assert!(behind_and_too_late(u32::MAX - 1, u32::MAX, Some(50), true), "saturating");
+	}
 
 	#[test]
 	fn weights_come_only_from_conclusive_checks() {
