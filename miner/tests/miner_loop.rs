@@ -732,8 +732,16 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 	for m in &mut miners {
 		m.step().await.unwrap();
 	}
+	// The loop did not wait for the PUT; once the uploads ran, state 0 is up and state 1 is not (it
+	// starts only on a later step, after that step saw state 0's upload finish).
+	for _ in 0..20 {
+		if who.iter().all(|a| up(a, 0)) {
+			break;
+		}
+		tokio::task::yield_now().await;
+	}
 	for a in &who {
-		assert!(!up(a, 1), "{a}: state 1 went up before state 0's upload finished");
+		assert!(up(a, 0) && !up(a, 1), "{a}: one state at a time");
 	}
 	for _ in 0..20 {
 		if who.iter().all(|a| up(a, 0) && up(a, 1)) {

@@ -259,7 +259,9 @@ async fn local_mode_a_miner_restarted_with_the_same_key_answers_its_challenges_f
 		.find("epochs of an earlier process kept for their challenges")
 		.expect("the restarted miner reopened its log");
 	assert!(
-		text[reopened..].contains(&format!("stage={VICTIM_STAGE} epoch={epoch} step=")),
+		text[reopened..].contains(&format!(
+			"revealed a challenged state stage={VICTIM_STAGE} epoch={epoch} state="
+		)),
 		"the restarted process revealed challenged steps of epoch {epoch}"
 	);
 	eprintln!("done after {:?}", started.elapsed());

@@ -36,9 +36,8 @@
 //!
 //! Every error is logged with `tracing`, counted in [`Metrics`] by kind, and retried on a later tick
 //! (an epoch is marked done only when its audit ran); an epoch whose scoring window closed is skipped,
-//! and so is one that a validator behind the chain would not finish judging before its commit window
-//! closes, by the time its last judged epoch took, while a later epoch is complete
-//! ([`behind_and_too_late`]).
+//! and so is one that a validator behind the chain would not finish judging before it can be finalized,
+//! by the time its last judged epoch took, while a later epoch is complete ([`behind_and_too_late`]).
 //! Bad objects, logs and manifests never become verdicts (see [`spot_check`] and [`shard_audit`]).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -226,19 +225,21 @@ pub struct Daemon {
 
 /// Whether a validator that is behind should let epoch `e` go unjudged: a later epoch is already
 /// complete (`newer_completed`; the newest is never let go), and judging `e` from finalized block `now`
-/// would take it past `e`'s commit window, which closes at `window_closes` (`completed_at +
-/// scoring_window`, blocks), by the time the last epoch judged took (`last_judge_blocks`; no estimate
-/// yet: judge it). Started anyway, such an epoch ends "finalized while judged" with nothing sent, and
-/// the epochs after it start late too: on 2 cores beside 6 miners the devnet's validators took ~130 s
-/// per local-mode epoch against ~90 s of training per epoch, and stopped sending verdicts from epoch 5
-/// on. Letting it go judges the next one in time instead (a sample of the epochs, not every one).
+/// would take it to the block `e` can be finalized at (`closes`: `finalizable_at`, the end of its
+/// commit and reveal windows; its verdicts, and the slashing of a `Fail`, count until then, its
+/// weights only in the commit window), by the time the last epoch judged took (`last_judge_blocks`;
+/// no estimate yet: judge it). Started anyway, such an epoch ends "finalized while judged" with
+/// nothing sent, and the epochs after it start late too: on 2 cores beside 6 miners the devnet's
+/// validators took ~130 s per local-mode epoch against ~90 s of training per epoch, and stopped
+/// sending verdicts from epoch 5 on. Letting it go judges the next one in time instead (a sample of
+/// the epochs, not every one: a skipped epoch gets neither verdicts nor weights from this validator).
 pub fn behind_and_too_late(
 	now: u32,
-	window_closes: u32,
+	closes: u32,
 	last_judge_blocks: Option<u32>,
 	newer_completed: bool,
 ) -> bool {
-	newer_completed && last_judge_blocks.is_some_and(|d| now.saturating_add(d) >= window_closes)
+	newer_completed && last_judge_blocks.is_some_and(|d| now.saturating_add(d) >= closes)
 }
 
 impl Daemon {
@@ -392,6 +393,8 @@ impl Daemon {
 		self.retry_pending_weights(&run, now).await;
 		while let Some(epoch) = self.next_epoch {
 			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
+			// Epochs judged earlier in this pass took blocks: judge by the chain's block now.
+			let now = self.chain.finalized_number().await?.max(now);
 			if window_of(&run, done_at, now) != WeightsWindow::Commit {
 				tracing::info!(
 					epoch,
@@ -400,18 +403,24 @@ impl Daemon {
 				self.next_epoch = Some(epoch + 1);
 				continue;
 			}
-			// Epochs judged earlier in this pass took blocks: judge by the chain's block now.
-			let now = self.chain.finalized_number().await?.max(now);
-			let closes = done_at.saturating_add(run.scoring_window);
-			let newer_completed = self.chain.epoch_completed_at(epoch + 1).await?.is_some();
+			// Verdicts (a Fail slashes) count until the epoch can be finalized; weights only in the
+			// commit window, which the check above already asks for at the start.
+			let closes = u32::try_from(finalizable_at(
+				done_at.into(),
+				run.scoring_window.into(),
+				run.reveal_window.into(),
+			))
+			.unwrap_or(u32::MAX);
+			let newer_completed = self.last_judge_blocks.is_some()
+				&& self.chain.epoch_completed_at(epoch + 1).await?.is_some();
 			if behind_and_too_late(now, closes, self.last_judge_blocks, newer_completed) {
 				self.metrics.withheld.with_label_values(&["behind"]).inc();
 				tracing::warn!(
 					epoch,
 					now,
-					window_closes = closes,
+					finalizable_at = closes,
 					judge_blocks = self.last_judge_blocks,
-					"behind: this epoch's commit window would close before it is judged; judging the next one"
+					"behind: this epoch would be finalized before it is judged; judging the next one"
 				);
 				self.inner_done.retain(|k, _| k.0 > epoch);
 				self.next_epoch = Some(epoch + 1);
@@ -426,8 +435,13 @@ impl Daemon {
 			let summary = match self.process_epoch(epoch, &run, wait_for_log, reveals_closed).await
 			{
 				Ok(summary) => {
-					let end = self.chain.finalized_number().await?;
-					self.last_judge_blocks = Some(end.saturating_sub(now));
+					// Best effort: the epoch is judged and its verdicts sent whatever this read says.
+					match self.chain.finalized_number().await {
+						Ok(end) => self.last_judge_blocks = Some(end.saturating_sub(now)),
+						Err(e) => {
+							tracing::warn!(epoch, error = %e, "cannot read the block the judging ended at")
+						},
+					}
 					summary
 				},
 				// Judged again on a later tick; finalization below still runs meanwhile.
@@ -1159,7 +1173,7 @@ mod tests {
 
 	#[test]
 	fn a_validator_behind_lets_go_only_epochs_it_would_not_finish_and_never_the_newest() {
-		// Window closes at block 200; the last epoch took 50 blocks to judge.
+		// The epoch can be finalized at block 200; the last epoch took 50 blocks to judge.
 		assert!(behind_and_too_late(150, 200, Some(50), true), "would end exactly at the close");
 		assert!(behind_and_too_late(180, 200, Some(50), true));
 		assert!(!behind_and_too_late(149, 200, Some(50), true), "finishes one block before");

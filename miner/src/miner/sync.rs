@@ -196,10 +196,18 @@ impl Miner {
 			return;
 		}
 		let now = Instant::now();
-		let due: Vec<u32> =
-			self.reveal_due.iter().filter(|(_, at)| **at <= now).map(|(e, _)| *e).collect();
+		// One upload at a time, whichever epoch it is for: while one goes, only it is looked at.
+		let due: Vec<u32> = match self.revealed.iter().find(|(_, p)| p.uploading.is_some()) {
+			Some((e, _)) => vec![*e],
+			None => self.reveal_due.iter().filter(|(_, at)| **at <= now).map(|(e, _)| *e).collect(),
+		};
 		for epoch in due {
-			if !self.inner_log.as_ref().is_some_and(|l| l.keeps(epoch)) {
+			// States already rebuilt (or going up) no longer need the log.
+			let rebuilt = self
+				.revealed
+				.get(&epoch)
+				.is_some_and(|p| p.uploading.is_some() || !p.rebuilt.is_empty());
+			if !rebuilt && !self.inner_log.as_ref().is_some_and(|l| l.keeps(epoch)) {
 				tracing::warn!(
 					stage = self.index,
 					epoch,
@@ -298,12 +306,14 @@ impl Miner {
 			.flat_map(|r| r.states.iter())
 			.find(|s| !progress.sent.contains(&s.state))
 		else {
-			tracing::info!(
-				stage = self.index,
-				epoch,
-				states = progress.sent.len(),
-				"challenges answered"
-			);
+			if !progress.sent.is_empty() {
+				tracing::info!(
+					stage = self.index,
+					epoch,
+					states = progress.sent.len(),
+					"challenges answered"
+				);
+			}
 			return Ok(Reveal::Done);
 		};
 		let k = s.state;
