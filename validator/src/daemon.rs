@@ -233,6 +233,13 @@ pub struct Daemon {
 /// validators took ~130 s per local-mode epoch against ~90 s of training per epoch, and stopped
 /// sending verdicts from epoch 5 on. Letting it go judges the next one in time instead (a sample of
 /// the epochs, not every one: a skipped epoch gets neither verdicts nor weights from this validator).
+///
+/// Trade-off: an epoch judged by this rule can still end after its commit window, with its verdicts
+/// but no weights. A validator taking `J` blocks per epoch against epochs of `T < J` keeps a lag that
+/// grows by `J − T` per judged epoch up to about `scoring + reveal − J`, where weights need it under
+/// `scoring − J`: in the 10-epoch devnet of 6 Dec, 4 of its 11 judged (validator, epoch) pairs sent
+/// verdicts without weights. Skipping an epoch whose weights are out of reach while the next one's
+/// are not would keep more weights and fewer verdicts; that rule is not built or measured here.
 pub fn behind_and_too_late(
 	now: u32,
 	closes: u32,

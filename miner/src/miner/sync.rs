@@ -219,7 +219,8 @@ impl Miner {
 			match self.reveal(epoch).await {
 				Ok(Reveal::Done) => self.forget_reveal(epoch),
 				// A state is going up: look again on the next call, after a step of training; one
-				// upload at a time, so one epoch's states at a time are held rebuilt.
+				// upload at a time (an epoch whose upload failed keeps its rebuilt states, tens of
+				// MB each, until they go up or the orchestrator stops keeping its challenges).
 				Ok(Reveal::Uploading) => {
 					self.reveal_due.insert(epoch, now);
 					break;
