@@ -187,8 +187,9 @@ impl Miner {
 	/// log and upload them to the presigned PUTs (docs/design.md §10), one state at a time in a
 	/// background task, so training goes on while a state goes up (a stage's state is tens of MB: half a
 	/// minute at 20 Mbit/s). Each state goes up once; the call after an upload finished asks for fresh
-	/// URLs and starts the next. Not seeded yet, or a failure: ask again in a second. Given up once the log no longer keeps the epoch (dropped for
-	/// room) or the orchestrator refuses the question (it keeps no challenges of the miner's there);
+	/// URLs and starts the next. Not seeded yet, or a failure: ask again in a second. Given up once the
+	/// log no longer keeps the epoch (dropped for room) while none of its states is rebuilt or going up,
+	/// or once the orchestrator refuses the question (it keeps no challenges of the miner's there);
 	/// never after a number of epochs: the seed comes after finality, which a lagging chain can put
 	/// many short epochs later.
 	pub(super) async fn answer_challenges(&mut self) {
