@@ -729,11 +729,23 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 	// (one at a time, each in a task of its own, so training goes on meanwhile), rebuilt from its
 	// inner-step log, each hashing to the state it reported.
 	let up = |a: &AccountId, j: usize| world.io.get_obj(&format!("inner/{a}/0/{j}")).is_some();
+	// The store holds every reveal's PUT until the test lets it through: a step that awaited the
+	// PUT inline would wait here until the timeout.
+	let gate = Arc::new(tokio::sync::Semaphore::new(0));
+	*world.io.gate_puts.lock().unwrap() = Some(("inner/".into(), gate.clone()));
 	for m in &mut miners {
-		m.step().await.unwrap();
+		tokio::time::timeout(std::time::Duration::from_secs(30), m.step())
+			.await
+			.expect("the step does not wait for a reveal's PUT")
+			.unwrap();
 	}
-	// The loop did not wait for the PUT; once the uploads ran, state 0 is up and state 1 is not (it
-	// starts only on a later step, after that step saw state 0's upload finish).
+	for _ in 0..20 {
+		tokio::task::yield_now().await;
+	}
+	assert!(who.iter().all(|a| !up(a, 0)), "held at the store");
+	// One PUT each: the loop did not wait for it; once it ran, state 0 is up and state 1 is not
+	// (it starts only on a later step, after that step saw state 0's upload finish).
+	gate.add_permits(who.len());
 	for _ in 0..20 {
 		if who.iter().all(|a| up(a, 0)) {
 			break;
@@ -743,6 +755,7 @@ async fn local_mode_replicas_merge_pseudo_gradients_and_take_one_outer_step() {
 	for a in &who {
 		assert!(up(a, 0) && !up(a, 1), "{a}: one state at a time");
 	}
+	gate.add_permits(who.len());
 	for _ in 0..20 {
 		if who.iter().all(|a| up(a, 0) && up(a, 1)) {
 			break;

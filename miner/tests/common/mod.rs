@@ -22,6 +22,7 @@ use iota_rpc::types::*;
 use iota_rpc::{AccountId, DataManifest, ErrorCode, LrSchedule, RunSpec, SpecObject};
 use iota_storage::keys::{self, Direction, Id};
 use iota_storage::{Method, PresignedRequest, StorageError};
+use tokio::sync::Semaphore;
 
 pub const RUN: &str = "test-run";
 
@@ -53,6 +54,9 @@ pub struct MemIo {
 	pub objects: Mutex<HashMap<String, Bytes>>,
 	/// A PUT to a key containing one of these fails once (503), as a flaky store would.
 	pub fail_puts: Mutex<Vec<String>>,
+	/// A PUT to a key containing this string waits for a permit of the semaphore (one per PUT), as
+	/// a slow store would: a caller that awaits such a PUT inline waits with it.
+	pub gate_puts: Mutex<Option<(String, Arc<Semaphore>)>>,
 }
 
 impl MemIo {
@@ -115,6 +119,10 @@ impl ObjectIo for MemIo {
 	async fn put(&self, r: &PresignedRequest, data: Bytes) -> Result<ContentHash, StorageError> {
 		assert_eq!(r.method, Method::Put);
 		let key = Self::key(r);
+		let gate = self.gate_puts.lock().unwrap().clone();
+		if let Some((_, gate)) = gate.filter(|(part, _)| key.contains(part.as_str())) {
+			gate.acquire().await.expect("gate open").forget();
+		}
 		let mut fails = self.fail_puts.lock().unwrap();
 		if let Some(i) = fails.iter().position(|f| key.contains(f.as_str())) {
 			fails.remove(i);
