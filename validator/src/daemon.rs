@@ -42,7 +42,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -780,6 +780,8 @@ impl Daemon {
 		};
 
 		// Spot-checks.
+		let mut phases = PhaseTimes::default();
+		let mut clock = Instant::now();
 		let weights_src = ChainWeights { chain: &self.chain };
 		let mut found: BTreeMap<AccountId, Findings> = BTreeMap::new();
 		if checker.spec().training.is_sync() {
@@ -794,6 +796,7 @@ impl Daemon {
 					let outcome = checker.check(log, t, &weights_src, &objects).await;
 					record_check(&self.metrics, &mut found, epoch, t, outcome);
 				}
+				phases.spot_checks = lap(&mut clock);
 			}
 		} else if let Some(log) = &log {
 			// Local mode (docs/design.md §10): a miner's weights change at every inner step, so its
@@ -824,6 +827,7 @@ impl Daemon {
 					},
 				}
 			}
+			phases.inner_steps = lap(&mut clock);
 			if !reveals_closed {
 				if let Some((t, key)) = missing.first() {
 					return Err(DaemonError::RevealsPending(format!(
@@ -892,6 +896,7 @@ impl Daemon {
 				let outcome = checker.check(log, t, &RevealedWeights(w.clone()), &objects).await;
 				record_check(&self.metrics, &mut found, epoch, t, outcome);
 			}
+			phases.spot_checks = lap(&mut clock);
 			// Each submitted pseudo-gradient against the miner's last reported state, revealed
 			// (its last step is always challenged).
 			for trail in &log.inner_states {
@@ -922,6 +927,7 @@ impl Daemon {
 					},
 				}
 			}
+			phases.pseudo_gradients = lap(&mut clock);
 		}
 
 		// Shard audit.
@@ -933,6 +939,7 @@ impl Daemon {
 		};
 		let audit =
 			shard_audit::audit_epoch(&record, &seed, &chain_shards, &layout, &objects).await;
+		phases.shard_audit = lap(&mut clock);
 		self.metrics.shards.inc_by(audit.shards_recomputed as u64);
 		for i in &audit.inconclusive {
 			self.metrics.inconclusive.with_label_values(&[i.kind()]).inc();
@@ -954,9 +961,24 @@ impl Daemon {
 			&objects,
 		)
 		.await;
+		phases.vector_audit = lap(&mut clock);
 		for u in &vectors.unjudged {
 			tracing::info!(epoch, "{u}: not judged");
 		}
+		let steps = checker.take_times();
+		tracing::info!(
+			epoch,
+			inner_steps_ms = phases.inner_steps.as_millis() as u64,
+			replayed = steps.steps,
+			states_ms = steps.states.as_millis() as u64,
+			inputs_ms = steps.inputs.as_millis() as u64,
+			replay_ms = steps.compute.as_millis() as u64,
+			spot_checks_ms = phases.spot_checks.as_millis() as u64,
+			pseudo_gradients_ms = phases.pseudo_gradients.as_millis() as u64,
+			shard_audit_ms = phases.shard_audit.as_millis() as u64,
+			vector_audit_ms = phases.vector_audit.as_millis() as u64,
+			"checks timed"
+		);
 		for f in vectors.findings {
 			self.metrics.failures.with_label_values(&["refused_vector"]).inc();
 			tracing::warn!(epoch, miner = %f.miner, stage = f.evidence.stage, refused = %f.evidence.refused, "refused merge vector breaks the acceptance rule");
@@ -1066,6 +1088,29 @@ impl Daemon {
 		}
 		Ok(summary)
 	}
+}
+
+/// Wall time of each phase of one try at judging an epoch (`checks timed` in the log).
+#[derive(Clone, Copy, Debug, Default)]
+struct PhaseTimes {
+	/// Local mode: the challenged inner steps (fetch, recompute, replay).
+	inner_steps: Duration,
+	/// Forward/backward spot-checks (at the global weights, or at revealed states in local mode).
+	spot_checks: Duration,
+	/// Local mode: submitted pseudo-gradients against the last revealed states.
+	pseudo_gradients: Duration,
+	/// Merge shards recomputed from their inputs.
+	shard_audit: Duration,
+	/// Refused merge vectors checked again.
+	vector_audit: Duration,
+}
+
+/// The time since `clock`, which is moved to now.
+fn lap(clock: &mut Instant) -> Duration {
+	let now = Instant::now();
+	let d = now - *clock;
+	*clock = now;
+	d
 }
 
 /// What an epoch's weights may come from.

@@ -546,6 +546,7 @@ impl Checker {
 			Ok(StepOutcome::Judged(Box::new(ev)))
 		};
 		// The reveal: both states, each the miner's reported hash.
+		let started = std::time::Instant::now();
 		let mut states = Vec::new();
 		for i in 0..2u32 {
 			let key = reveal_key(&run, epoch, t.stage, t.step + i, &t.miner)?;
@@ -583,7 +584,9 @@ impl Checker {
 		}
 
 		// The passes the log puts at state k, with their inputs.
+		let fetched = std::time::Instant::now();
 		let (passes, stale) = self.passes_at(log, t.stage, &t.miner, t.step, objects).await?;
+		let read = std::time::Instant::now();
 		ev.stale_passes = stale.iter().flatten().count() as u32;
 		// A pass through a kept forward is recomputed as the miner ran it, at the revealed state its
 		// forward ran at. Each earlier state is fetched once, however many passes ran through it.
@@ -609,6 +612,7 @@ impl Checker {
 			};
 			earlier.insert(*j, w);
 		}
+		let computing = std::time::Instant::now();
 		let kept: Vec<Option<&[f32]>> = stale
 			.iter()
 			.map(|j| j.and_then(|j| earlier.get(&j)).and_then(|w| w.as_deref()))
@@ -630,6 +634,11 @@ impl Checker {
 		})?;
 		let (decay, total) = (scratch.decay_mask().to_vec(), scratch.total_params());
 		let j = judge_inner_step(before, after, t.hashes, &g, &decay, &opts, total);
+		let times = self.times_mut();
+		times.steps += 1;
+		times.states += (fetched - started) + (computing - read);
+		times.inputs += read - fetched;
+		times.compute += computing.elapsed();
 		ev.judgement = Some(j.clone());
 		match &j.fault {
 			None => {

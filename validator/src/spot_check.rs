@@ -441,6 +441,21 @@ pub struct Checker {
 	scratch: HashMap<u16, (Option<ContentHash>, Stage)>,
 	shards: HashMap<u32, Arc<Vec<u32>>>,
 	max_message_bytes: usize,
+	times: CheckTimes,
+}
+
+/// Where a validator's inner-step checks spent their time (wall time summed over the checks since the
+/// last [`Checker::take_times`]), logged with each epoch so an operator sees what judging costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckTimes {
+	/// Inner steps replayed (challenged steps checked, not answered from an earlier try).
+	pub steps: u32,
+	/// Fetching the revealed states (download, BLAKE3 against the report, decode).
+	pub states: std::time::Duration,
+	/// Fetching and decoding the replayed passes' inputs (tokens, activations, gradients).
+	pub inputs: std::time::Duration,
+	/// Recomputing the passes' gradient at the revealed state and replaying the AdamW step.
+	pub compute: std::time::Duration,
 }
 
 type Step<T> = Result<T, Inconclusive>;
@@ -474,6 +489,7 @@ impl Checker {
 			scratch: HashMap::new(),
 			shards: HashMap::new(),
 			max_message_bytes,
+			times: CheckTimes::default(),
 		})
 	}
 
@@ -490,6 +506,16 @@ impl Checker {
 	/// The run spec.
 	pub fn spec(&self) -> &RunSpec {
 		&self.spec
+	}
+
+	/// The time the inner-step checks took since the last call, reset to zero.
+	pub fn take_times(&mut self) -> CheckTimes {
+		std::mem::take(&mut self.times)
+	}
+
+	/// Where the time of the inner-step checks goes (written by `inner_step`).
+	pub(crate) fn times_mut(&mut self) -> &mut CheckTimes {
+		&mut self.times
 	}
 
 	/// Drops stages of epochs before `epoch` (memory).
