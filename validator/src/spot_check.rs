@@ -450,7 +450,8 @@ pub struct Checker {
 pub struct CheckTimes {
 	/// Inner steps replayed (challenged steps checked, not answered from an earlier try).
 	pub steps: u32,
-	/// Fetching the revealed states (download, BLAKE3 against the report, decode).
+	/// Fetching the revealed states (download, BLAKE3 against the report, decode; for a step 0, also
+	/// the epoch's global weights it is compared with).
 	pub states: std::time::Duration,
 	/// Fetching and decoding the replayed passes' inputs (tokens, activations, gradients).
 	pub inputs: std::time::Duration,
