@@ -65,8 +65,8 @@ use crate::metrics::Metrics;
 use crate::objects::{CachedObjects, FetchError, ObjectCache, Objects, OrchestratorObjects};
 use crate::shard_audit;
 use crate::spot_check::{
-	self, CheckOutcome, CheckTarget, Checker, EvidenceBundle, Findings, Inconclusive, WeightsError,
-	WeightsRef, WeightsSource,
+	self, CheckOutcome, CheckTarget, CheckTimes, Checker, EvidenceBundle, Findings, Inconclusive,
+	WeightsError, WeightsRef, WeightsSource,
 };
 use crate::weights;
 
@@ -782,6 +782,8 @@ impl Daemon {
 		// Spot-checks.
 		let mut phases = PhaseTimes::default();
 		let mut clock = Instant::now();
+		// Times a try that stopped on an error left behind are not this try's.
+		let _ = checker.take_times();
 		let weights_src = ChainWeights { chain: &self.chain };
 		let mut found: BTreeMap<AccountId, Findings> = BTreeMap::new();
 		if checker.spec().training.is_sync() {
@@ -828,8 +830,10 @@ impl Daemon {
 				}
 			}
 			phases.inner_steps = lap(&mut clock);
+			phases.steps = checker.take_times();
 			if !reveals_closed {
 				if let Some((t, key)) = missing.first() {
+					phases.log(epoch, missing.len());
 					return Err(DaemonError::RevealsPending(format!(
 						"epoch {epoch}: {} challenged steps not revealed yet (first: {key} of {} at stage {})",
 						missing.len(),
@@ -965,20 +969,7 @@ impl Daemon {
 		for u in &vectors.unjudged {
 			tracing::info!(epoch, "{u}: not judged");
 		}
-		let steps = checker.take_times();
-		tracing::info!(
-			epoch,
-			inner_steps_ms = phases.inner_steps.as_millis() as u64,
-			replayed = steps.steps,
-			states_ms = steps.states.as_millis() as u64,
-			inputs_ms = steps.inputs.as_millis() as u64,
-			replay_ms = steps.compute.as_millis() as u64,
-			spot_checks_ms = phases.spot_checks.as_millis() as u64,
-			pseudo_gradients_ms = phases.pseudo_gradients.as_millis() as u64,
-			shard_audit_ms = phases.shard_audit.as_millis() as u64,
-			vector_audit_ms = phases.vector_audit.as_millis() as u64,
-			"checks timed"
-		);
+		phases.log(epoch, 0);
 		for f in vectors.findings {
 			self.metrics.failures.with_label_values(&["refused_vector"]).inc();
 			tracing::warn!(epoch, miner = %f.miner, stage = f.evidence.stage, refused = %f.evidence.refused, "refused merge vector breaks the acceptance rule");
@@ -1090,11 +1081,15 @@ impl Daemon {
 	}
 }
 
-/// Wall time of each phase of one try at judging an epoch (`checks timed` in the log).
+/// Wall time of each phase of one try at judging an epoch (`checks timed` in the log; an epoch is
+/// often tried several times while its reveals arrive, each try logging the work it did).
 #[derive(Clone, Copy, Debug, Default)]
 struct PhaseTimes {
-	/// Local mode: the challenged inner steps (fetch, recompute, replay).
+	/// Local mode: the challenged inner steps (fetch, recompute, replay; steps judged by an earlier
+	/// try are not checked again).
 	inner_steps: Duration,
+	/// Local mode: where the inner steps replayed in full by this try spent their time.
+	steps: CheckTimes,
 	/// Forward/backward spot-checks (at the global weights, or at revealed states in local mode).
 	spot_checks: Duration,
 	/// Local mode: submitted pseudo-gradients against the last revealed states.
@@ -1103,6 +1098,28 @@ struct PhaseTimes {
 	shard_audit: Duration,
 	/// Refused merge vectors checked again.
 	vector_audit: Duration,
+}
+
+impl PhaseTimes {
+	/// Logs the try's times at info level (`pending`: challenged steps not revealed yet, so the try
+	/// stops after the inner steps).
+	fn log(&self, epoch: u32, pending: usize) {
+		let ms = |d: Duration| d.as_millis() as u64;
+		tracing::info!(
+			epoch,
+			inner_steps_ms = ms(self.inner_steps),
+			replayed = self.steps.steps,
+			states_ms = ms(self.steps.states),
+			inputs_ms = ms(self.steps.inputs),
+			replay_ms = ms(self.steps.compute),
+			spot_checks_ms = ms(self.spot_checks),
+			pseudo_gradients_ms = ms(self.pseudo_gradients),
+			shard_audit_ms = ms(self.shard_audit),
+			vector_audit_ms = ms(self.vector_audit),
+			pending,
+			"checks timed"
+		);
+	}
 }
 
 /// The time since `clock`, which is moved to now.

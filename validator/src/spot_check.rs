@@ -444,18 +444,21 @@ pub struct Checker {
 	times: CheckTimes,
 }
 
-/// Where a validator's inner-step checks spent their time (wall time summed over the checks since the
-/// last [`Checker::take_times`]), logged with each epoch so an operator sees what judging costs.
+/// Where a validator's inner-step checks spent their time: wall time summed over the steps
+/// replayed in full since the last [`Checker::take_times`] (a step that ends early, not revealed
+/// or malformed, is not counted), logged with each try at an epoch so an operator sees what
+/// judging costs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CheckTimes {
-	/// Inner steps replayed (challenged steps checked, not answered from an earlier try).
+	/// Inner steps replayed in full.
 	pub steps: u32,
-	/// Fetching the revealed states (download, BLAKE3 against the report, decode; for a step 0, also
-	/// the epoch's global weights it is compared with).
+	/// Fetching the revealed states (download, BLAKE3 against the report, decode; for a step 0,
+	/// also the epoch's global weights it is compared with).
 	pub states: std::time::Duration,
 	/// Fetching and decoding the replayed passes' inputs (tokens, activations, gradients).
 	pub inputs: std::time::Duration,
-	/// Recomputing the passes' gradient at the revealed state and replaying the AdamW step.
+	/// Loading state k into the checker's stage, recomputing the passes' gradient there and
+	/// replaying the AdamW step.
 	pub compute: std::time::Duration,
 }
 
