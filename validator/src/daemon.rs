@@ -37,7 +37,8 @@
 //! Every error is logged with `tracing`, counted in [`Metrics`] by kind, and retried on a later tick
 //! (an epoch is marked done only when its audit ran); an epoch whose scoring window closed is skipped,
 //! and so is one that a validator behind the chain would not finish judging before it can be finalized,
-//! by the time its last judged epoch took, while a later epoch is complete ([`behind_and_too_late`]).
+//! by the time its last judged epoch took, while a later epoch is complete, or whose weights it would
+//! not commit in time while it is another validator's turn ([`let_go`], [`judging_turn`]).
 //! Bad objects, logs and manifests never become verdicts (see [`spot_check`] and [`shard_audit`]).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -219,34 +220,123 @@ pub struct Daemon {
 	/// Objects read recently (revealed inner states are read by several checks).
 	cache: ObjectCache,
 	/// Finalized blocks the last epoch judged took, from the start of the call that judged it to its
-	/// end ([`behind_and_too_late`] skips epochs it would not finish in time).
+	/// end ([`let_go`] skips epochs it would not finish in time).
 	last_judge_blocks: Option<u32>,
 }
 
-/// Whether a validator that is behind should let epoch `e` go unjudged: a later epoch is already
-/// complete (`newer_completed`; the newest is never let go), and judging `e` from finalized block `now`
-/// would take it to the block `e` can be finalized at (`closes`: `finalizable_at`, the end of its
-/// commit and reveal windows; its verdicts, and the slashing of a `Fail`, count until then, its
-/// weights only in the commit window), by the time the last epoch judged took (`last_judge_blocks`;
-/// no estimate yet: judge it). Started anyway, such an epoch ends "finalized while judged" with
-/// nothing sent, and the epochs after it start late too: on 2 cores beside 6 miners the devnet's
-/// validators took ~130 s per local-mode epoch against ~90 s of training per epoch, and stopped
-/// sending verdicts from epoch 5 on. Letting it go judges the next one in time instead (a sample of
-/// the epochs, not every one: a skipped epoch gets neither verdicts nor weights from this validator).
-///
-/// Trade-off: an epoch judged by this rule can still end after its commit window, with its verdicts
-/// but no weights. A validator taking `J` blocks per epoch against epochs of `T < J` keeps a lag that
-/// grows by `J − T` per judged epoch up to about `scoring + reveal − J`, where weights need it under
-/// `scoring − J`: in the 10-epoch devnet of 6 Dec, 4 of its 11 judged (validator, epoch) pairs sent
-/// verdicts without weights. Skipping an epoch whose weights are out of reach while the next one's
-/// are not would keep more weights and fewer verdicts; that rule is not built or measured here.
-pub fn behind_and_too_late(
+/// Why a validator lets an epoch go unjudged ([`let_go`]); the `reason` label of
+/// `iota_validator_verdicts_withheld_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LetGo {
+	/// A later epoch is complete and, by the blocks the last judged epoch took, judging this one
+	/// would end at or after the block it can be finalized at: nothing of it would count.
+	Behind,
+	/// Another validator's turn ([`judging_turn`]), and judging it would end at or after its commit
+	/// window: only verdicts would count, no weights. The validator whose turn it is still judges it.
+	OffTurn,
+}
+
+impl LetGo {
+	/// The metric label.
+	pub fn reason(self) -> &'static str {
+		match self {
+			LetGo::Behind => "behind",
+			LetGo::OffTurn => "off_turn",
+		}
+	}
+}
+
+/// The blocks that bound what judging an epoch completed at `completed_at` can still earn: weights
+/// count until `commit_closes` (the end of its scoring window, exclusive), verdicts (and the slashing
+/// of a `Fail`) until `closes` ([`finalizable_at`]: the end of its reveal window).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochDeadlines {
+	/// First block outside the commit window (`completed_at + scoring_window`).
+	pub commit_closes: u32,
+	/// The block the epoch can be finalized at (`commit_closes + reveal_window`).
+	pub closes: u32,
+}
+
+impl EpochDeadlines {
+	/// The deadlines of an epoch completed at block `completed_at`, with the run's windows (blocks);
+	/// saturating at `u32::MAX`.
+	pub fn of(completed_at: u32, scoring_window: u32, reveal_window: u32) -> Self {
+		let closes =
+			finalizable_at(completed_at.into(), scoring_window.into(), reveal_window.into());
+		Self {
+			commit_closes: completed_at.saturating_add(scoring_window),
+			closes: u32::try_from(closes).unwrap_or(u32::MAX),
+		}
+	}
+}
+
+/// Whether epoch `epoch` is `me`'s turn among the validators that take turns (`active`: the active
+/// validators that commit weights, [`takes_turns`], and `me`): sorted by account they take the epochs
+/// in turn, the one of rank `epoch mod n`. A validator not in the set (not active) has every turn, and
+/// so has the only one. Validators that read the same chain state agree on the set, so their turns
+/// partition the epochs.
+pub fn judging_turn<A: Ord>(epoch: u32, me: &A, active: &[A]) -> bool {
+	if !active.contains(me) {
+		return true;
+	}
+	let rank = active.iter().filter(|a| *a < me).count();
+	usize::try_from(epoch).map_or(true, |e| e % active.len() == rank)
+}
+
+/// Whether a validator takes its turns ([`judging_turn`]) as the others see it: its last accepted
+/// `commit_weights` (`last_weights_at`) is at most four scoring-plus-reveal windows before block `now`.
+/// A validator that stopped (or never started) committing is left out, so its turns fall back to
+/// everyone else instead of going unjudged; one that lags and commits on its turns only (every `n`
+/// epochs) stays in.
+pub fn takes_turns(
+	last_weights_at: Option<u32>,
 	now: u32,
-	closes: u32,
+	scoring_window: u32,
+	reveal_window: u32,
+) -> bool {
+	let window = scoring_window.saturating_add(reveal_window).saturating_mul(4);
+	last_weights_at.is_some_and(|at| now.saturating_sub(at) <= window)
+}
+
+/// Whether a validator that lags the chain should let an epoch go unjudged, from finalized block
+/// `now`, the epoch's `deadlines`, the blocks the last epoch judged took (`last_judge_blocks`, from the
+/// start of the call that judged it to its end; no estimate yet: judge it), whether a later epoch is
+/// complete (`newer_completed`) and whether it is this validator's turn (`my_turn`, [`judging_turn`]).
+///
+/// - [`LetGo::Behind`]: a later epoch is complete (the newest is never let go for this) and judging
+///   would end at or after `deadlines.closes`. Started anyway, such an epoch ends "finalized while
+///   judged" with nothing sent, and the epochs after it start late too: on 2 cores beside 6 miners the
+///   devnet's validators took ~130 s per local-mode epoch against ~90 s of training per epoch.
+/// - [`LetGo::OffTurn`]: not this validator's turn, and judging would end at or after
+///   `deadlines.commit_closes`, with verdicts but no weights. The validator whose turn it is judges it;
+///   this one waits for the next epoch instead of adding to its lag, even when no later epoch is
+///   complete yet.
+///
+/// Why turns: validators of equal speed fall behind at the same rate, and with `Behind` alone they
+/// let the same epochs go; the 10-epoch devnet of 7 Dec finalized epoch 3 with no weights from either
+/// of its two validators (1000 tokens unallocated). Letting only off-turn epochs go early staggers
+/// them: in the model of the test `two_validators_slower_than_the_epochs_leave_fewer_epochs_unpaid`
+/// (two validators, each judging in more blocks than an epoch takes, the devnet's windows, five
+/// speeds) every epoch keeps verdicts and at most two of ten end without weights, where `Behind`
+/// alone leaves 6–8 of ten without weights and 15 of 50 without verdicts. The price: an off-turn
+/// epoch whose weights are out of reach gets this validator's verdicts no more, so its `Fail`
+/// verdicts come from the validator whose turn it is alone (the devnet's slash quorum of half the
+/// stake is reached by one of two equal validators).
+pub fn let_go(
+	now: u32,
+	deadlines: EpochDeadlines,
 	last_judge_blocks: Option<u32>,
 	newer_completed: bool,
-) -> bool {
-	newer_completed && last_judge_blocks.is_some_and(|d| now.saturating_add(d) >= closes)
+	my_turn: bool,
+) -> Option<LetGo> {
+	let end = now.saturating_add(last_judge_blocks?);
+	if newer_completed && end >= deadlines.closes {
+		Some(LetGo::Behind)
+	} else if !my_turn && end >= deadlines.commit_closes {
+		Some(LetGo::OffTurn)
+	} else {
+		None
+	}
 }
 
 impl Daemon {
@@ -398,6 +488,26 @@ impl Daemon {
 			});
 		}
 		self.retry_pending_weights(&run, now).await;
+		// Who takes turns at the epochs (read once per pass): the active validators that committed
+		// weights lately, and this one.
+		let me = self.signer.account_id();
+		let in_turn: Vec<_> = self
+			.chain
+			.validators()
+			.await?
+			.into_iter()
+			.filter(|(a, v)| {
+				matches!(v.status, iota_chain::ValidatorStatus::Active)
+					&& (*a == me
+						|| takes_turns(
+							v.last_weights_at,
+							now,
+							run.scoring_window,
+							run.reveal_window,
+						))
+			})
+			.map(|(a, _)| a)
+			.collect();
 		while let Some(epoch) = self.next_epoch {
 			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
 			// Epochs judged earlier in this pass took blocks: judge by the chain's block now.
@@ -412,22 +522,30 @@ impl Daemon {
 			}
 			// Verdicts (a Fail slashes) count until the epoch can be finalized; weights only in the
 			// commit window, which the check above already asks for at the start.
-			let closes = u32::try_from(finalizable_at(
-				done_at.into(),
-				run.scoring_window.into(),
-				run.reveal_window.into(),
-			))
-			.unwrap_or(u32::MAX);
+			let deadlines = EpochDeadlines::of(done_at, run.scoring_window, run.reveal_window);
 			let newer_completed = self.last_judge_blocks.is_some()
 				&& self.chain.epoch_completed_at(epoch + 1).await?.is_some();
-			if behind_and_too_late(now, closes, self.last_judge_blocks, newer_completed) {
-				self.metrics.withheld.with_label_values(&["behind"]).inc();
+			// An epoch begun on an earlier tick (steps judged while reveals were missing) is finished.
+			let begun = self.inner_done.keys().any(|k| k.0 == epoch);
+			let my_turn = begun || judging_turn(epoch, &me, &in_turn);
+			if let Some(why) =
+				let_go(now, deadlines, self.last_judge_blocks, newer_completed, my_turn)
+			{
+				self.metrics.withheld.with_label_values(&[why.reason()]).inc();
 				tracing::warn!(
 					epoch,
 					now,
-					finalizable_at = closes,
+					commit_closes = deadlines.commit_closes,
+					finalizable_at = deadlines.closes,
 					judge_blocks = self.last_judge_blocks,
-					"behind: this epoch would be finalized before it is judged; judging the next one"
+					reason = why.reason(),
+					"{}",
+					match why {
+						LetGo::Behind =>
+							"behind: this epoch would be finalized before it is judged; judging the next one",
+						LetGo::OffTurn =>
+							"another validator's turn, and its weights are out of reach; judging the next one",
+					}
 				);
 				self.inner_done.retain(|k, _| k.0 > epoch);
 				self.next_epoch = Some(epoch + 1);
@@ -1242,13 +1360,123 @@ mod tests {
 
 	#[test]
 	fn a_validator_behind_lets_go_only_epochs_it_would_not_finish_and_never_the_newest() {
-		// The epoch can be finalized at block 200; the last epoch took 50 blocks to judge.
-		assert!(behind_and_too_late(150, 200, Some(50), true), "would end exactly at the close");
-		assert!(behind_and_too_late(180, 200, Some(50), true));
-		assert!(!behind_and_too_late(149, 200, Some(50), true), "finishes one block before");
-		assert!(!behind_and_too_late(180, 200, Some(50), false), "the newest is always judged");
-		assert!(!behind_and_too_late(180, 200, None, true), "no estimate yet: judge it");
-		assert!(behind_and_too_late(u32::MAX - 1, u32::MAX, Some(50), true), "saturating");
+		// Weights count until block 170, verdicts until block 200; the last epoch took 50 blocks.
+		let d = EpochDeadlines::of(80, 90, 30);
+		assert_eq!(d, EpochDeadlines { commit_closes: 170, closes: 200 });
+		let behind = Some(LetGo::Behind);
+		assert_eq!(let_go(150, d, Some(50), true, true), behind, "would end exactly at the close");
+		assert_eq!(let_go(180, d, Some(50), true, true), behind);
+		assert_eq!(let_go(149, d, Some(50), true, true), None, "finishes one block before");
+		assert_eq!(let_go(180, d, Some(50), false, true), None, "the newest is always judged");
+		assert_eq!(let_go(180, d, None, true, true), None, "no estimate yet: judge it");
+		assert_eq!(let_go(180, d, None, true, false), None, "no estimate yet, off turn: judge it");
+		let far = EpochDeadlines::of(u32::MAX - 50, 90, 30);
+		assert_eq!(far, EpochDeadlines { commit_closes: u32::MAX, closes: u32::MAX }, "saturating");
+		assert_eq!(let_go(u32::MAX - 1, far, Some(50), true, true), behind, "saturating");
+	}
+
+	#[test]
+	fn off_turn_epochs_are_let_go_when_only_verdicts_would_count() {
+		let d = EpochDeadlines::of(80, 90, 30);
+		let off = Some(LetGo::OffTurn);
+		assert_eq!(let_go(120, d, Some(50), false, false), off, "ends at the commit close");
+		assert_eq!(let_go(119, d, Some(50), false, false), None, "weights still in reach");
+		assert_eq!(let_go(120, d, Some(50), false, true), None, "its own turn: verdicts count");
+		assert_eq!(
+			let_go(120, d, Some(50), true, false),
+			off,
+			"whether or not a later epoch is done"
+		);
+		assert_eq!(
+			let_go(160, d, Some(50), true, false),
+			Some(LetGo::Behind),
+			"nothing would count"
+		);
+		assert_eq!(LetGo::OffTurn.reason(), "off_turn");
+		assert_eq!(LetGo::Behind.reason(), "behind");
+	}
+
+	#[test]
+	fn the_active_validators_take_the_epochs_in_turn() {
+		let set = [7u8, 3, 5];
+		// Sorted: 3, 5, 7 have ranks 0, 1, 2.
+		for epoch in 0..9u32 {
+			let turns: Vec<bool> = set.iter().map(|v| judging_turn(epoch, v, &set)).collect();
+			assert_eq!(turns.iter().filter(|&&t| t).count(), 1, "epoch {epoch}: exactly one turn");
+		}
+		assert!(
+			judging_turn(0, &3, &set) && judging_turn(1, &5, &set) && judging_turn(2, &7, &set)
+		);
+		assert!(judging_turn(3, &3, &set) && !judging_turn(3, &5, &set));
+		assert!(judging_turn(4, &9, &set), "not active: every turn");
+		assert!(judging_turn(4, &9, &[9]), "the only validator: every turn");
+		assert!(judging_turn(u32::MAX, &5, &[3, 5]) && !judging_turn(u32::MAX, &3, &[3, 5]), "odd");
+		// Those that commit weights take turns: within four (90 + 30)-block windows.
+		assert!(takes_turns(Some(520), 1000, 90, 30), "480 blocks ago");
+		assert!(!takes_turns(Some(519), 1000, 90, 30), "481 blocks ago");
+		assert!(!takes_turns(None, 1000, 90, 30), "never committed");
+		assert!(takes_turns(Some(1000), 10, 90, 30), "a later block than now (a lagging read)");
+		assert!(takes_turns(Some(0), 10, u32::MAX, 1), "saturating");
+	}
+
+	/// `validators` validators of equal speed judge `epochs` epochs completed every `period` blocks,
+	/// each in `judge` blocks, oldest first, starting 3 blocks after an epoch completes (the pathway
+	/// log), skipping an epoch whose commit window closed before they reach it (as `tick` does) and
+	/// the ones [`let_go`] lets go, with turns (`turns`) or every epoch their own (`Behind` alone).
+	/// Returns the epochs no validator sent weights for (in their commit windows) and those no
+	/// validator sent verdicts for (before they can be finalized). Windows: the devnet's (90, 30).
+	fn unpaid(period: u32, judge: u32, validators: u8, turns: bool) -> (Vec<u32>, Vec<u32>) {
+		let epochs = 10u32;
+		let set: Vec<u8> = (0..validators).collect();
+		let (mut weights, mut verdicts) = (BTreeSet::new(), BTreeSet::new());
+		for me in &set {
+			let (mut t, mut last) = (0u32, None);
+			for e in 0..epochs {
+				let done = e * period;
+				let d = EpochDeadlines::of(done, 90, 30);
+				t = t.max(done + 3);
+				if t >= d.commit_closes {
+					continue;
+				}
+				let newer = last.is_some() && done + period <= t;
+				let my_turn = !turns || judging_turn(e, me, &set);
+				if let_go(t, d, last, newer, my_turn).is_some() {
+					continue;
+				}
+				t += judge;
+				last = Some(judge);
+				if t < d.commit_closes {
+					weights.insert(e);
+				}
+				if t < d.closes {
+					verdicts.insert(e);
+				}
+			}
+		}
+		let missing = |got: &BTreeSet<u32>| (0..epochs).filter(|e| !got.contains(e)).collect();
+		(missing(&weights), missing(&verdicts))
+	}
+
+	#[test]
+	fn two_validators_slower_than_the_epochs_leave_fewer_epochs_unpaid() {
+		// (blocks per epoch, blocks to judge one): each validator is slower than the epochs.
+		for (period, judge) in [(65, 75), (60, 80), (50, 70), (45, 60), (40, 70)] {
+			let (no_weights, no_verdicts) = unpaid(period, judge, 2, true);
+			let (alone_no_weights, alone_no_verdicts) = unpaid(period, judge, 2, false);
+			println!(
+				"{period} blocks per epoch, {judge} to judge: without weights {no_weights:?} \
+				 (Behind alone: {alone_no_weights:?}), without verdicts {no_verdicts:?} \
+				 (Behind alone: {alone_no_verdicts:?})"
+			);
+			assert!(no_verdicts.is_empty(), "every epoch is judged by someone");
+			assert!(no_weights.len() <= 2, "at most 2 of 10 epochs unpaid: {no_weights:?}");
+			assert!(
+				alone_no_weights.len() >= no_weights.len() + 4,
+				"turns pay 4 or more epochs more"
+			);
+		}
+		// Validators that keep up judge every epoch, turns or not.
+		assert_eq!(unpaid(70, 60, 2, true), (vec![], vec![]));
 	}
 
 	#[test]
