@@ -38,7 +38,8 @@
 //! (an epoch is marked done only when its audit ran); an epoch whose scoring window closed is skipped,
 //! and so is one that a validator behind the chain would not finish judging before it can be finalized,
 //! by the time its last judged epoch took, while a later epoch is complete, or whose weights it would
-//! not commit in time while it is another validator's turn ([`let_go`], [`judging_turn`]).
+//! not commit in time, or that would make it late for its own next turn, while it is another
+//! validator's turn ([`let_go`], [`turns_until`]).
 //! Bad objects, logs and manifests never become verdicts (see [`spot_check`] and [`shard_audit`]).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -222,6 +223,8 @@ pub struct Daemon {
 	/// Finalized blocks the last epoch judged took, from the start of the call that judged it to its
 	/// end ([`let_go`] skips epochs it would not finish in time).
 	last_judge_blocks: Option<u32>,
+	/// The last epoch whose turn was read, and its [`turns_until`] ([`Daemon::my_turns_until`]).
+	turn: Option<(u32, u32)>,
 }
 
 /// Why a validator lets an epoch go unjudged ([`let_go`]); the `reason` label of
@@ -231,8 +234,9 @@ pub enum LetGo {
 	/// A later epoch is complete and, by the blocks the last judged epoch took, judging this one
 	/// would end at or after the block it can be finalized at: nothing of it would count.
 	Behind,
-	/// Another validator's turn ([`judging_turn`]), and judging it would end at or after its commit
-	/// window: only verdicts would count, no weights. The validator whose turn it is still judges it.
+	/// Another validator's turn ([`turns_until`]), and judging it would end at or after its commit
+	/// window (only verdicts would count), or push this validator's own next turn past that turn's
+	/// commit window ([`Turn::Others`]). It is left to the validator whose turn it is.
 	OffTurn,
 }
 
@@ -270,72 +274,120 @@ impl EpochDeadlines {
 	}
 }
 
-/// Whether epoch `epoch` is `me`'s turn among the validators that take turns (`active`: the active
-/// validators that commit weights, [`takes_turns`], and `me`): sorted by account they take the epochs
-/// in turn, the one of rank `epoch mod n`. A validator not in the set (not active) has every turn, and
-/// so has the only one. Validators that read the same chain state agree on the set, so their turns
+/// How many epochs after `epoch` `me`'s next turn is, among the validators that take turns
+/// (`active`: the active validators that commit weights, [`takes_turns`], read at the block the epoch
+/// completed at): sorted by account they take the epochs in turn, the one of rank `epoch mod n`; `0`
+/// when `epoch` is `me`'s turn. A validator not in the set has every turn (always `0`), and so has the
+/// only one. Every validator reads the set at that same finalized block, so the turns of its members
 /// partition the epochs.
-pub fn judging_turn<A: Ord>(epoch: u32, me: &A, active: &[A]) -> bool {
+pub fn turns_until<A: Ord>(epoch: u32, me: &A, active: &[A]) -> u32 {
 	if !active.contains(me) {
-		return true;
+		return 0;
 	}
-	let rank = active.iter().filter(|a| *a < me).count();
-	usize::try_from(epoch).map_or(true, |e| e % active.len() == rank)
+	let n = active.len() as u64;
+	let rank = active.iter().filter(|a| *a < me).count() as u64;
+	// (rank − epoch) mod n, below n ≤ the number of validators.
+	u32::try_from((rank + n - u64::from(epoch) % n) % n).unwrap_or(0)
 }
 
-/// Whether a validator takes its turns ([`judging_turn`]) as the others see it: its last accepted
-/// `commit_weights` (`last_weights_at`) is at most four scoring-plus-reveal windows before block `now`.
-/// A validator that stopped (or never started) committing is left out, so its turns fall back to
-/// everyone else instead of going unjudged; one that lags and commits on its turns only (every `n`
-/// epochs) stays in.
+/// Whose turn an epoch is, for [`let_go`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+	/// This validator's ([`turns_until`] is 0).
+	Mine,
+	/// Another validator's. `next_commit_closes`: the estimated end of the commit window of this
+	/// validator's next turn ([`Turn::of`]), when the epochs' length is known.
+	Others {
+		/// Estimated first block outside the commit window of this validator's next turn.
+		next_commit_closes: Option<u32>,
+	},
+}
+
+impl Turn {
+	/// The turn at an epoch completed at block `done_at`, `turns_until` epochs before this
+	/// validator's next turn ([`turns_until`]), with the last epoch's length in blocks (`epoch_blocks`:
+	/// `done_at` minus the block the previous epoch completed at; `None` for the first epoch): that
+	/// next turn is estimated to complete `turns_until · epoch_blocks` blocks after `done_at`, and its
+	/// commit window to close `scoring_window` blocks later (saturating).
+	pub fn of(
+		turns_until: u32,
+		done_at: u32,
+		epoch_blocks: Option<u32>,
+		scoring_window: u32,
+	) -> Self {
+		if turns_until == 0 {
+			return Turn::Mine;
+		}
+		Turn::Others {
+			next_commit_closes: epoch_blocks.map(|t| {
+				done_at
+					.saturating_add(turns_until.saturating_mul(t))
+					.saturating_add(scoring_window)
+			}),
+		}
+	}
+}
+
+/// Whether a validator takes turns at an epoch ([`turns_until`]): its last accepted
+/// `commit_weights` (`last_weights_at`, read at the block `now` the epoch completed at) is at most two
+/// scoring-plus-reveal windows before `now`. A validator that never committed is left out, and one
+/// that stopped is left out two windows later (240 blocks with windows of 90 + 30, 540 with the
+/// devnet's 240 + 30; until then the others, when they lag, let its turns go, see [`let_go`]). One
+/// that commits on its turns (every `n` epochs) stays in while `n` epochs and its judging take less
+/// than that; one left out judges every epoch, and so do the others when it is the only other one.
 pub fn takes_turns(
 	last_weights_at: Option<u32>,
 	now: u32,
 	scoring_window: u32,
 	reveal_window: u32,
 ) -> bool {
-	let window = scoring_window.saturating_add(reveal_window).saturating_mul(4);
+	let window = scoring_window.saturating_add(reveal_window).saturating_mul(2);
 	last_weights_at.is_some_and(|at| now.saturating_sub(at) <= window)
 }
 
 /// Whether a validator that lags the chain should let an epoch go unjudged, from finalized block
-/// `now`, the epoch's `deadlines`, the blocks the last epoch judged took (`last_judge_blocks`, from the
-/// start of the call that judged it to its end; no estimate yet: judge it), whether a later epoch is
-/// complete (`newer_completed`) and whether it is this validator's turn (`my_turn`, [`judging_turn`]).
+/// `now`, the epoch's `deadlines`, the blocks the last epoch judged took (`last_judge_blocks` = `J`,
+/// from the start of the call that judged it to its end; no estimate yet: judge it), whether a later
+/// epoch is complete (`newer_completed`) and whose turn it is (`turn`, [`Turn::of`]).
 ///
 /// - [`LetGo::Behind`]: a later epoch is complete (the newest is never let go for this) and judging
 ///   would end at or after `deadlines.closes`. Started anyway, such an epoch ends "finalized while
 ///   judged" with nothing sent, and the epochs after it start late too: on 2 cores beside 6 miners the
 ///   devnet's validators took ~130 s per local-mode epoch against ~90 s of training per epoch.
-/// - [`LetGo::OffTurn`]: not this validator's turn, and judging would end at or after
-///   `deadlines.commit_closes`, with verdicts but no weights. The validator whose turn it is judges it;
-///   this one waits for the next epoch instead of adding to its lag, even when no later epoch is
-///   complete yet.
+/// - [`LetGo::OffTurn`]: another validator's turn, and judging would end at or after
+///   `deadlines.commit_closes` (verdicts but no weights), or would leave less than `J` blocks before
+///   the commit window of this validator's own next turn closes (`now + 2J ≥ next_commit_closes`).
+///   The epoch is left to the validator whose turn it is (which may itself lag and let it go, or be
+///   down since its last commitment); this one goes on to the next epoch instead of adding to its lag,
+///   even when no later epoch is complete yet.
 ///
 /// Why turns: validators of equal speed fall behind at the same rate, and with `Behind` alone they
-/// let the same epochs go; the 10-epoch devnet of 7 Dec finalized epoch 3 with no weights from either
-/// of its two validators (1000 tokens unallocated). Letting only off-turn epochs go early staggers
-/// them: in the model of the test `two_validators_slower_than_the_epochs_leave_fewer_epochs_unpaid`
-/// (two validators, each judging in more blocks than an epoch takes, the devnet's windows, five
-/// speeds) every epoch keeps verdicts and at most two of ten end without weights, where `Behind`
-/// alone leaves 6–8 of ten without weights and 15 of 50 without verdicts. The price: an off-turn
-/// epoch whose weights are out of reach gets this validator's verdicts no more, so its `Fail`
-/// verdicts come from the validator whose turn it is alone (the devnet's slash quorum of half the
-/// stake is reached by one of two equal validators).
+/// let the same epochs go; the 10-epoch devnets of 7 Dec finalized epoch 3 with no weights from
+/// either of their two validators (1000 tokens unallocated). Letting off-turn epochs go before the
+/// lag reaches the validator's own turns staggers them, so each judges its turns in time while it
+/// takes less than `n` epochs to judge one: in the model of the test
+/// `validators_slower_than_the_epochs_keep_their_turns_paid`, see there for the figures. The price:
+/// an off-turn epoch gets this validator's verdicts no more, so its `Fail` verdicts come from the
+/// validator whose turn it is alone (the devnet's slash quorum of half the stake is reached by one of
+/// two equal validators).
 pub fn let_go(
 	now: u32,
 	deadlines: EpochDeadlines,
 	last_judge_blocks: Option<u32>,
 	newer_completed: bool,
-	my_turn: bool,
+	turn: Turn,
 ) -> Option<LetGo> {
-	let end = now.saturating_add(last_judge_blocks?);
+	let judge = last_judge_blocks?;
+	let end = now.saturating_add(judge);
 	if newer_completed && end >= deadlines.closes {
-		Some(LetGo::Behind)
-	} else if !my_turn && end >= deadlines.commit_closes {
-		Some(LetGo::OffTurn)
-	} else {
-		None
+		return Some(LetGo::Behind);
+	}
+	match turn {
+		Turn::Mine => None,
+		Turn::Others { next_commit_closes } => {
+			let own_late = next_commit_closes.is_some_and(|c| end.saturating_add(judge) >= c);
+			(end >= deadlines.commit_closes || own_late).then_some(LetGo::OffTurn)
+		},
 	}
 }
 
@@ -384,6 +436,7 @@ impl Daemon {
 			commits: SharedStore::new(commits),
 			cache,
 			last_judge_blocks: None,
+			turn: None,
 		})
 	}
 
@@ -488,26 +541,6 @@ impl Daemon {
 			});
 		}
 		self.retry_pending_weights(&run, now).await;
-		// Who takes turns at the epochs (read once per pass): the active validators that committed
-		// weights lately, and this one.
-		let me = self.signer.account_id();
-		let in_turn: Vec<_> = self
-			.chain
-			.validators()
-			.await?
-			.into_iter()
-			.filter(|(a, v)| {
-				matches!(v.status, iota_chain::ValidatorStatus::Active)
-					&& (*a == me
-						|| takes_turns(
-							v.last_weights_at,
-							now,
-							run.scoring_window,
-							run.reveal_window,
-						))
-			})
-			.map(|(a, _)| a)
-			.collect();
 		while let Some(epoch) = self.next_epoch {
 			let Some(done_at) = self.chain.epoch_completed_at(epoch).await? else { break };
 			// Epochs judged earlier in this pass took blocks: judge by the chain's block now.
@@ -527,9 +560,19 @@ impl Daemon {
 				&& self.chain.epoch_completed_at(epoch + 1).await?.is_some();
 			// An epoch begun on an earlier tick (steps judged while reveals were missing) is finished.
 			let begun = self.inner_done.keys().any(|k| k.0 == epoch);
-			let my_turn = begun || judging_turn(epoch, &me, &in_turn);
-			if let Some(why) =
-				let_go(now, deadlines, self.last_judge_blocks, newer_completed, my_turn)
+			let turn = if begun {
+				Turn::Mine
+			} else {
+				let until = self.my_turns_until(epoch, done_at, &run).await;
+				// The last epoch's length, for when this validator's next turn completes.
+				let previous = match epoch.checked_sub(1) {
+					Some(p) if until > 0 => self.chain.epoch_completed_at(p).await?,
+					_ => None,
+				};
+				let epoch_blocks = previous.map(|p| done_at.saturating_sub(p));
+				Turn::of(until, done_at, epoch_blocks, run.scoring_window)
+			};
+			if let Some(why) = let_go(now, deadlines, self.last_judge_blocks, newer_completed, turn)
 			{
 				self.metrics.withheld.with_label_values(&[why.reason()]).inc();
 				tracing::warn!(
@@ -551,7 +594,13 @@ impl Daemon {
 				self.next_epoch = Some(epoch + 1);
 				continue;
 			}
-			self.ensure_checker().await?;
+			let now = if self.checker.is_none() {
+				// Loading the checker (the model, once) is not part of judging an epoch.
+				self.ensure_checker().await?;
+				self.chain.finalized_number().await?.max(now)
+			} else {
+				now
+			};
 			// The pathway log is written just after the head's merge (the epoch's last): wait for it during
 			// the first half of the scoring window, then audit without it.
 			let wait_for_log = now < done_at.saturating_add(run.scoring_window / 2);
@@ -594,6 +643,57 @@ impl Daemon {
 			self.finalize_if_due(&run, now).await?;
 		}
 		Ok(())
+	}
+
+	/// How many epochs after `epoch` (completed at block `done_at`, finalized) this validator's next
+	/// turn is ([`turns_until`]), among the active validators that take turns ([`takes_turns`]) as of
+	/// block `done_at`: every validator reads that same block's state, so they agree on the set. When
+	/// that state cannot be read (a node that pruned it, an RPC error) it is this validator's turn
+	/// (`0`): judging is the safe side. Remembered for the epoch being processed.
+	async fn my_turns_until(
+		&mut self,
+		epoch: u32,
+		done_at: u32,
+		run: &iota_chain::RunConfig,
+	) -> u32 {
+		if let Some((e, until)) = self.turn {
+			if e == epoch {
+				return until;
+			}
+		}
+		let set = async {
+			let hash = match self.chain.block_hash(done_at).await {
+				Ok(Some(hash)) => hash,
+				Ok(None) => return Err(format!("the node has no block {done_at}")),
+				Err(e) => return Err(e.to_string()),
+			};
+			self.chain.at_block(hash).validators().await.map_err(|e| e.to_string())
+		};
+		let turn = match set.await {
+			Ok(validators) => {
+				let in_turn: Vec<_> = validators
+					.into_iter()
+					.filter(|(_, v)| {
+						matches!(v.status, iota_chain::ValidatorStatus::Active)
+							&& takes_turns(
+								v.last_weights_at,
+								done_at,
+								run.scoring_window,
+								run.reveal_window,
+							)
+					})
+					.map(|(a, _)| a)
+					.collect();
+				turns_until(epoch, &self.signer.account_id(), &in_turn)
+			},
+			Err(e) => {
+				self.metrics.error("chain");
+				tracing::warn!(epoch, done_at, error = %e, "cannot read who takes turns; judging it");
+				0
+			},
+		};
+		self.turn = Some((epoch, turn));
+		turn
 	}
 
 	async fn retry_pending_weights(&mut self, run: &iota_chain::RunConfig, now: u32) {
@@ -1363,69 +1463,107 @@ mod tests {
 		// Weights count until block 170, verdicts until block 200; the last epoch took 50 blocks.
 		let d = EpochDeadlines::of(80, 90, 30);
 		assert_eq!(d, EpochDeadlines { commit_closes: 170, closes: 200 });
-		let behind = Some(LetGo::Behind);
-		assert_eq!(let_go(150, d, Some(50), true, true), behind, "would end exactly at the close");
-		assert_eq!(let_go(180, d, Some(50), true, true), behind);
-		assert_eq!(let_go(149, d, Some(50), true, true), None, "finishes one block before");
-		assert_eq!(let_go(180, d, Some(50), false, true), None, "the newest is always judged");
-		assert_eq!(let_go(180, d, None, true, true), None, "no estimate yet: judge it");
-		assert_eq!(let_go(180, d, None, true, false), None, "no estimate yet, off turn: judge it");
+		let (behind, mine) = (Some(LetGo::Behind), Turn::Mine);
+		assert_eq!(let_go(150, d, Some(50), true, mine), behind, "would end exactly at the close");
+		assert_eq!(let_go(180, d, Some(50), true, mine), behind);
+		assert_eq!(let_go(149, d, Some(50), true, mine), None, "finishes one block before");
+		assert_eq!(let_go(180, d, Some(50), false, mine), None, "the newest is always judged");
+		assert_eq!(let_go(180, d, None, true, mine), None, "no estimate yet: judge it");
+		let others = Turn::Others { next_commit_closes: Some(0) };
+		assert_eq!(let_go(180, d, None, true, others), None, "no estimate yet, off turn: judge it");
 		let far = EpochDeadlines::of(u32::MAX - 50, 90, 30);
 		assert_eq!(far, EpochDeadlines { commit_closes: u32::MAX, closes: u32::MAX }, "saturating");
-		assert_eq!(let_go(u32::MAX - 1, far, Some(50), true, true), behind, "saturating");
+		assert_eq!(let_go(u32::MAX - 1, far, Some(50), true, mine), behind, "saturating");
 	}
 
 	#[test]
-	fn off_turn_epochs_are_let_go_when_only_verdicts_would_count() {
+	fn off_turn_epochs_are_let_go_when_only_verdicts_would_count_or_the_own_turn_would_be_late() {
 		let d = EpochDeadlines::of(80, 90, 30);
-		let off = Some(LetGo::OffTurn);
-		assert_eq!(let_go(120, d, Some(50), false, false), off, "ends at the commit close");
-		assert_eq!(let_go(119, d, Some(50), false, false), None, "weights still in reach");
-		assert_eq!(let_go(120, d, Some(50), false, true), None, "its own turn: verdicts count");
+		let (off, unknown) = (Some(LetGo::OffTurn), Turn::Others { next_commit_closes: None });
+		assert_eq!(let_go(120, d, Some(50), false, unknown), off, "ends at the commit close");
+		assert_eq!(let_go(119, d, Some(50), false, unknown), None, "weights still in reach");
 		assert_eq!(
-			let_go(120, d, Some(50), true, false),
+			let_go(120, d, Some(50), false, Turn::Mine),
+			None,
+			"its own turn: verdicts count"
+		);
+		assert_eq!(
+			let_go(120, d, Some(50), true, unknown),
 			off,
 			"whether or not a later epoch is done"
 		);
 		assert_eq!(
-			let_go(160, d, Some(50), true, false),
+			let_go(160, d, Some(50), true, unknown),
 			Some(LetGo::Behind),
 			"nothing would count"
 		);
+		// The devnet's case: an epoch completed at 254 (weights until 494), 146 blocks to judge one, the
+		// next turn estimated to close at 574 (one 80-block epoch later). Judging this one from 281
+		// ends at 427, and the next turn from there at 573: in time. From 282 on, that would be 574.
+		let d = EpochDeadlines::of(254, 240, 30);
+		let next = Turn::Others { next_commit_closes: Some(574) };
+		assert_eq!(let_go(281, d, Some(146), false, next), None);
+		assert_eq!(
+			let_go(282, d, Some(146), false, next),
+			off,
+			"the own turn would end at its close"
+		);
+		assert_eq!(let_go(282, d, Some(146), false, Turn::Mine), None);
+		let saturated = Turn::Others { next_commit_closes: Some(u32::MAX) };
+		assert_eq!(let_go(u32::MAX - 60, far(), Some(50), false, saturated), off, "saturating");
 		assert_eq!(LetGo::OffTurn.reason(), "off_turn");
 		assert_eq!(LetGo::Behind.reason(), "behind");
 	}
 
+	fn far() -> EpochDeadlines {
+		EpochDeadlines::of(u32::MAX - 100, 90, 30)
+	}
+
 	#[test]
-	fn the_active_validators_take_the_epochs_in_turn() {
+	fn the_validators_that_take_turns_take_the_epochs_in_turn() {
 		let set = [7u8, 3, 5];
 		// Sorted: 3, 5, 7 have ranks 0, 1, 2.
 		for epoch in 0..9u32 {
-			let turns: Vec<bool> = set.iter().map(|v| judging_turn(epoch, v, &set)).collect();
-			assert_eq!(turns.iter().filter(|&&t| t).count(), 1, "epoch {epoch}: exactly one turn");
+			let until: Vec<u32> = set.iter().map(|v| turns_until(epoch, v, &set)).collect();
+			assert_eq!(until.iter().filter(|&&u| u == 0).count(), 1, "epoch {epoch}: one turn");
+			let mut sorted = until.clone();
+			sorted.sort();
+			assert_eq!(sorted, vec![0, 1, 2], "epoch {epoch}: the next turns follow in order");
 		}
-		assert!(
-			judging_turn(0, &3, &set) && judging_turn(1, &5, &set) && judging_turn(2, &7, &set)
-		);
-		assert!(judging_turn(3, &3, &set) && !judging_turn(3, &5, &set));
-		assert!(judging_turn(4, &9, &set), "not active: every turn");
-		assert!(judging_turn(4, &9, &[9]), "the only validator: every turn");
-		assert!(judging_turn(u32::MAX, &5, &[3, 5]) && !judging_turn(u32::MAX, &3, &[3, 5]), "odd");
-		// Those that commit weights take turns: within four (90 + 30)-block windows.
-		assert!(takes_turns(Some(520), 1000, 90, 30), "480 blocks ago");
-		assert!(!takes_turns(Some(519), 1000, 90, 30), "481 blocks ago");
+		assert_eq!([0, 1, 2].map(|e| turns_until(e, &3, &set)), [0, 2, 1]);
+		assert_eq!([0, 1, 2].map(|e| turns_until(e, &5, &set)), [1, 0, 2]);
+		assert_eq!(turns_until(4, &9, &set), 0, "not in the set: every turn");
+		assert_eq!(turns_until(4, &9, &[9]), 0, "the only validator: every turn");
+		assert_eq!(turns_until(u32::MAX, &5, &[3, 5]), 0, "u32::MAX is odd");
+		assert_eq!(turns_until(u32::MAX, &3, &[3, 5]), 1);
+		// Those that commit weights take turns: within two (90 + 30)-block windows.
+		assert!(takes_turns(Some(760), 1000, 90, 30), "240 blocks ago");
+		assert!(!takes_turns(Some(759), 1000, 90, 30), "241 blocks ago");
 		assert!(!takes_turns(None, 1000, 90, 30), "never committed");
 		assert!(takes_turns(Some(1000), 10, 90, 30), "a later block than now (a lagging read)");
 		assert!(takes_turns(Some(0), 10, u32::MAX, 1), "saturating");
+		// The next turn is estimated from the last epoch's length.
+		assert_eq!(Turn::of(0, 500, Some(80), 240), Turn::Mine);
+		assert_eq!(Turn::of(2, 500, Some(80), 240), Turn::Others { next_commit_closes: Some(900) });
+		assert_eq!(Turn::of(1, 500, None, 240), Turn::Others { next_commit_closes: None });
+		let saturated = Turn::of(3, u32::MAX - 1, Some(u32::MAX), 1);
+		assert_eq!(saturated, Turn::Others { next_commit_closes: Some(u32::MAX) });
 	}
 
-	/// `validators` validators of equal speed judge `epochs` epochs completed every `period` blocks,
-	/// each in `judge` blocks, oldest first, starting 3 blocks after an epoch completes (the pathway
-	/// log), skipping an epoch whose commit window closed before they reach it (as `tick` does) and
-	/// the ones [`let_go`] lets go, with turns (`turns`) or every epoch their own (`Behind` alone).
-	/// Returns the epochs no validator sent weights for (in their commit windows) and those no
-	/// validator sent verdicts for (before they can be finalized). Windows: the devnet's (90, 30).
-	fn unpaid(period: u32, judge: u32, validators: u8, turns: bool) -> (Vec<u32>, Vec<u32>) {
+	/// `validators` validators of equal speed judge 10 epochs completed every `period` blocks, each in
+	/// `judge` blocks, oldest first, starting 3 blocks after an epoch completes (the pathway log),
+	/// skipping an epoch whose commit window closed before they reach it (as `tick` does) and the ones
+	/// [`let_go`] lets go, with turns (`turns`, the next turn estimated from the last epoch's length as
+	/// `tick` does) or every epoch their own (`Behind` alone). Returns the epochs no validator sent
+	/// weights for (in their commit windows) and those no validator sent verdicts for (before they can
+	/// be finalized), with `windows` = (scoring, reveal) blocks.
+	fn unpaid(
+		period: u32,
+		judge: u32,
+		windows: (u32, u32),
+		validators: u8,
+		turns: bool,
+	) -> (Vec<u32>, Vec<u32>) {
 		let epochs = 10u32;
 		let set: Vec<u8> = (0..validators).collect();
 		let (mut weights, mut verdicts) = (BTreeSet::new(), BTreeSet::new());
@@ -1433,14 +1571,16 @@ mod tests {
 			let (mut t, mut last) = (0u32, None);
 			for e in 0..epochs {
 				let done = e * period;
-				let d = EpochDeadlines::of(done, 90, 30);
+				let d = EpochDeadlines::of(done, windows.0, windows.1);
 				t = t.max(done + 3);
 				if t >= d.commit_closes {
 					continue;
 				}
 				let newer = last.is_some() && done + period <= t;
-				let my_turn = !turns || judging_turn(e, me, &set);
-				if let_go(t, d, last, newer, my_turn).is_some() {
+				let until = if turns { turns_until(e, me, &set) } else { 0 };
+				let epoch_blocks = e.checked_sub(1).map(|_| period);
+				let turn = Turn::of(until, done, epoch_blocks, windows.0);
+				if let_go(t, d, last, newer, turn).is_some() {
 					continue;
 				}
 				t += judge;
@@ -1458,15 +1598,29 @@ mod tests {
 	}
 
 	#[test]
-	fn two_validators_slower_than_the_epochs_leave_fewer_epochs_unpaid() {
-		// (blocks per epoch, blocks to judge one): each validator is slower than the epochs.
-		for (period, judge) in [(65, 75), (60, 80), (50, 70), (45, 60), (40, 70)] {
-			let (no_weights, no_verdicts) = unpaid(period, judge, 2, true);
-			let (alone_no_weights, alone_no_verdicts) = unpaid(period, judge, 2, false);
+	fn validators_slower_than_the_epochs_keep_their_turns_paid() {
+		// (blocks per epoch, blocks to judge one, (scoring, reveal) windows): each validator is slower
+		// than the epochs; the first five with the e2e-like windows, the rest with the devnet's
+		// (whose run of 7 Dec took 143-146 blocks to judge an epoch of about 80).
+		let cases = [
+			(65, 75, (90, 30)),
+			(60, 80, (90, 30)),
+			(50, 70, (90, 30)),
+			(45, 60, (90, 30)),
+			(40, 70, (90, 30)),
+			(80, 146, (240, 30)),
+			(85, 140, (240, 30)),
+			(70, 130, (240, 30)),
+			(100, 180, (240, 30)),
+		];
+		let (mut with_turns, mut alone) = (0, 0);
+		for (period, judge, windows) in cases {
+			let (no_weights, no_verdicts) = unpaid(period, judge, windows, 2, true);
+			let (alone_no_weights, alone_no_verdicts) = unpaid(period, judge, windows, 2, false);
 			println!(
-				"{period} blocks per epoch, {judge} to judge: without weights {no_weights:?} \
-				 (Behind alone: {alone_no_weights:?}), without verdicts {no_verdicts:?} \
-				 (Behind alone: {alone_no_verdicts:?})"
+				"{period} blocks per epoch, {judge} to judge, windows {windows:?}: without weights \
+				 {no_weights:?} (Behind alone: {alone_no_weights:?}), without verdicts \
+				 {no_verdicts:?} (Behind alone: {alone_no_verdicts:?})"
 			);
 			assert!(no_verdicts.is_empty(), "every epoch is judged by someone");
 			assert!(no_weights.len() <= 2, "at most 2 of 10 epochs unpaid: {no_weights:?}");
@@ -1474,9 +1628,15 @@ mod tests {
 				alone_no_weights.len() >= no_weights.len() + 4,
 				"turns pay 4 or more epochs more"
 			);
+			with_turns += no_weights.len();
+			alone += alone_no_weights.len();
 		}
+		println!(
+			"epochs without weights: {with_turns} of 90 with turns, {alone} with Behind alone"
+		);
 		// Validators that keep up judge every epoch, turns or not.
-		assert_eq!(unpaid(70, 60, 2, true), (vec![], vec![]));
+		assert_eq!(unpaid(70, 60, (90, 30), 2, true), (vec![], vec![]));
+		assert_eq!(unpaid(80, 70, (240, 30), 2, true), (vec![], vec![]));
 	}
 
 	#[test]

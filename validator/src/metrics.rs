@@ -7,7 +7,7 @@
 //! | `iota_validator_failures_found_total` | `source` = spot_check, shard_audit, inner_step, refused_vector | failing findings |
 //! | `iota_validator_shards_recomputed_total` | | butterfly shards recomputed |
 //! | `iota_validator_verdicts_submitted_total` | `verdict` = pass, fail | `submit_spot_check` extrinsics included |
-//! | `iota_validator_verdicts_withheld_total` | `reason` = no_work_check, no_conclusive_check, finalized, behind, off_turn | judged miners given no verdict (a `Pass` only from shard audits); epochs let go without weights (no conclusive check of anyone's work by the middle of the scoring window; each earlier retry counts as an `inconclusive` error); epochs finalized while judged (nothing sent); epochs let go unjudged by a validator behind the chain (`behind`), or off its turn with the weights out of reach (`off_turn`; `daemon::let_go`) |
+//! | `iota_validator_verdicts_withheld_total` | `reason` = no_work_check, no_conclusive_check, finalized, behind, off_turn | judged miners given no verdict (a `Pass` only from shard audits); epochs let go without weights (no conclusive check of anyone's work by the middle of the scoring window; each earlier retry counts as an `inconclusive` error); epochs finalized while judged (nothing sent); epochs let go unjudged by a validator behind the chain (`behind`), or off its turn with the weights out of reach or its own next turn at stake (`off_turn`; `daemon::let_go`) |
 //! | `iota_validator_weights_submitted_total` | | `commit_weights` extrinsics included |
 //! | `iota_validator_weights_revealed_total` | | `reveal_weights` extrinsics included |
 //! | `iota_validator_epochs_finalized_total` | | `finalize_epoch` extrinsics this validator got included |

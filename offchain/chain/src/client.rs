@@ -653,11 +653,21 @@ impl IotaClient {
 		if self.finalized_number().await? < at {
 			return Ok(None);
 		}
-		let hash = LegacyRpcMethods::<ChainConfig>::new(self.rpc.clone())
-			.chain_get_block_hash(Some(at.into()))
-			.await
-			.map_err(subxt::Error::from)?;
+		let hash = self.block_hash(at).await?;
 		Ok(hash.map(|h| iota_protocol::selection::challenge_seed(epoch, &h.0)))
+	}
+
+	/// Hash of the block numbered `number` on the node's canonical chain (`chain_getBlockHash`), `None`
+	/// when it has none yet; for a finalized number the hash never changes (read its state with
+	/// [`IotaClient::at_block`]).
+	///
+	/// # Errors
+	/// [`Error`] when the RPC fails.
+	pub async fn block_hash(&self, number: BlockNumber) -> Result<Option<BlockHash>, Error> {
+		Ok(LegacyRpcMethods::<ChainConfig>::new(self.rpc.clone())
+			.chain_get_block_hash(Some(number.into()))
+			.await
+			.map_err(subxt::Error::from)?)
 	}
 
 	/// The next epoch `finalize_epoch` will pay out.
