@@ -220,9 +220,10 @@ pub struct Daemon {
 	inner_done: BTreeMap<(u32, u16, AccountId, u32), StepOutcome>,
 	/// Objects read recently (revealed inner states are read by several checks).
 	cache: ObjectCache,
-	/// Finalized blocks the last epoch judged took, from the start of the call that judged it to its
-	/// end ([`let_go`] skips epochs it would not finish in time).
-	last_judge_blocks: Option<u32>,
+	/// Finalized blocks each of the last [`JUDGE_SAMPLES`] epochs judged took, from the start of the
+	/// call that judged it to its end, oldest first ([`judge_estimate`] for [`let_go`], which skips
+	/// epochs it would not finish in time).
+	judge_blocks: Vec<u32>,
 	/// The last epoch whose turn was read, and its [`turns_until`] ([`Daemon::my_turns_until`]).
 	turn: Option<(u32, u32)>,
 }
@@ -345,9 +346,22 @@ pub fn takes_turns(
 	last_weights_at.is_some_and(|at| now.saturating_sub(at) <= window)
 }
 
+/// How many recently judged epochs' times [`judge_estimate`] looks at.
+pub const JUDGE_SAMPLES: usize = 3;
+
+/// The blocks judging an epoch is expected to take, from the times the last epochs judged took
+/// (`recent`, blocks, up to [`JUDGE_SAMPLES`]): their median, the lower one of two, so that one slow
+/// epoch (a resync, a checker that was just loaded) does not make the validator let epochs go.
+/// `None` before any epoch was judged.
+pub fn judge_estimate(recent: &[u32]) -> Option<u32> {
+	let mut sorted = recent.to_vec();
+	sorted.sort_unstable();
+	sorted.get(sorted.len().saturating_sub(1) / 2).copied()
+}
+
 /// Whether a validator that lags the chain should let an epoch go unjudged, from finalized block
-/// `now`, the epoch's `deadlines`, the blocks the last epoch judged took (`last_judge_blocks` = `J`,
-/// from the start of the call that judged it to its end; no estimate yet: judge it), whether a later
+/// `now`, the epoch's `deadlines`, the blocks judging an epoch takes (`judge_blocks` = `J`,
+/// [`judge_estimate`]; no estimate yet: judge it), whether a later
 /// epoch is complete (`newer_completed`) and whose turn it is (`turn`, [`Turn::of`]).
 ///
 /// - [`LetGo::Behind`]: a later epoch is complete (the newest is never let go for this) and judging
@@ -373,11 +387,11 @@ pub fn takes_turns(
 pub fn let_go(
 	now: u32,
 	deadlines: EpochDeadlines,
-	last_judge_blocks: Option<u32>,
+	judge_blocks: Option<u32>,
 	newer_completed: bool,
 	turn: Turn,
 ) -> Option<LetGo> {
-	let judge = last_judge_blocks?;
+	let judge = judge_blocks?;
 	let end = now.saturating_add(judge);
 	if newer_completed && end >= deadlines.closes {
 		return Some(LetGo::Behind);
@@ -435,7 +449,7 @@ impl Daemon {
 			inner_done: BTreeMap::new(),
 			commits: SharedStore::new(commits),
 			cache,
-			last_judge_blocks: None,
+			judge_blocks: Vec::new(),
 			turn: None,
 		})
 	}
@@ -556,8 +570,9 @@ impl Daemon {
 			// Verdicts (a Fail slashes) count until the epoch can be finalized; weights only in the
 			// commit window, which the check above already asks for at the start.
 			let deadlines = EpochDeadlines::of(done_at, run.scoring_window, run.reveal_window);
-			let newer_completed = self.last_judge_blocks.is_some()
-				&& self.chain.epoch_completed_at(epoch + 1).await?.is_some();
+			let judge = judge_estimate(&self.judge_blocks);
+			let newer_completed =
+				judge.is_some() && self.chain.epoch_completed_at(epoch + 1).await?.is_some();
 			// An epoch begun on an earlier tick (steps judged while reveals were missing) is finished.
 			let begun = self.inner_done.keys().any(|k| k.0 == epoch);
 			let turn = if begun {
@@ -565,29 +580,35 @@ impl Daemon {
 			} else {
 				let until = self.my_turns_until(epoch, done_at, &run).await;
 				// The last epoch's length, for when this validator's next turn completes.
+				// (An estimate only: a failed read leaves it out rather than stop the tick.)
 				let previous = match epoch.checked_sub(1) {
-					Some(p) if until > 0 => self.chain.epoch_completed_at(p).await?,
+					Some(p) if until > 0 => self.chain.epoch_completed_at(p).await.ok().flatten(),
 					_ => None,
 				};
 				let epoch_blocks = previous.map(|p| done_at.saturating_sub(p));
 				Turn::of(until, done_at, epoch_blocks, run.scoring_window)
 			};
-			if let Some(why) = let_go(now, deadlines, self.last_judge_blocks, newer_completed, turn)
-			{
+			if let Some(why) = let_go(now, deadlines, judge, newer_completed, turn) {
 				self.metrics.withheld.with_label_values(&[why.reason()]).inc();
+				let next_commit_closes = match turn {
+					Turn::Others { next_commit_closes } => next_commit_closes,
+					Turn::Mine => None,
+				};
 				tracing::warn!(
 					epoch,
 					now,
 					commit_closes = deadlines.commit_closes,
 					finalizable_at = deadlines.closes,
-					judge_blocks = self.last_judge_blocks,
+					judge_blocks = judge,
+					next_commit_closes,
 					reason = why.reason(),
 					"{}",
 					match why {
 						LetGo::Behind =>
 							"behind: this epoch would be finalized before it is judged; judging the next one",
 						LetGo::OffTurn =>
-							"another validator's turn, and its weights are out of reach; judging the next one",
+							"another validator's turn, and judging it would miss its weights or the commit \
+							 window of this validator's own next turn; judging the next one",
 					}
 				);
 				self.inner_done.retain(|k, _| k.0 > epoch);
@@ -611,7 +632,12 @@ impl Daemon {
 				Ok(summary) => {
 					// Best effort: the epoch is judged and its verdicts sent whatever this read says.
 					match self.chain.finalized_number().await {
-						Ok(end) => self.last_judge_blocks = Some(end.saturating_sub(now)),
+						Ok(end) => {
+							if self.judge_blocks.len() == JUDGE_SAMPLES {
+								self.judge_blocks.remove(0);
+							}
+							self.judge_blocks.push(end.saturating_sub(now));
+						},
 						Err(e) => {
 							tracing::warn!(epoch, error = %e, "cannot read the block the judging ended at")
 						},
@@ -647,9 +673,11 @@ impl Daemon {
 
 	/// How many epochs after `epoch` (completed at block `done_at`, finalized) this validator's next
 	/// turn is ([`turns_until`]), among the active validators that take turns ([`takes_turns`]) as of
-	/// block `done_at`: every validator reads that same block's state, so they agree on the set. When
-	/// that state cannot be read (a node that pruned it, an RPC error) it is this validator's turn
-	/// (`0`): judging is the safe side. Remembered for the epoch being processed.
+	/// block `done_at`. Every validator reads that same block's state, so they agree on the set. A node
+	/// that pruned that state (by default it keeps 256 blocks) or a failed read falls back to the latest
+	/// finalized state, where only a validator whose first commitment in two windows came after
+	/// `done_at` is seen differently; when that fails too it is this validator's turn (`0`, judging
+	/// is the safe side) and the read is tried again on the next tick. Remembered for the epoch.
 	async fn my_turns_until(
 		&mut self,
 		epoch: u32,
@@ -661,39 +689,45 @@ impl Daemon {
 				return until;
 			}
 		}
-		let set = async {
-			let hash = match self.chain.block_hash(done_at).await {
-				Ok(Some(hash)) => hash,
-				Ok(None) => return Err(format!("the node has no block {done_at}")),
-				Err(e) => return Err(e.to_string()),
-			};
-			self.chain.at_block(hash).validators().await.map_err(|e| e.to_string())
+		let pinned = async {
+			match self.chain.block_hash(done_at).await {
+				Ok(Some(hash)) => {
+					self.chain.at_block(hash).validators().await.map_err(|e| e.to_string())
+				},
+				Ok(None) => Err(format!("the node has no block {done_at}")),
+				Err(e) => Err(e.to_string()),
+			}
 		};
-		let turn = match set.await {
-			Ok(validators) => {
-				let in_turn: Vec<_> = validators
-					.into_iter()
-					.filter(|(_, v)| {
-						matches!(v.status, iota_chain::ValidatorStatus::Active)
-							&& takes_turns(
-								v.last_weights_at,
-								done_at,
-								run.scoring_window,
-								run.reveal_window,
-							)
-					})
-					.map(|(a, _)| a)
-					.collect();
-				turns_until(epoch, &self.signer.account_id(), &in_turn)
-			},
+		let validators = match pinned.await {
+			Ok(v) => v,
 			Err(e) => {
-				self.metrics.error("chain");
-				tracing::warn!(epoch, done_at, error = %e, "cannot read who takes turns; judging it");
-				0
+				tracing::debug!(epoch, done_at, error = %e, "validators at the epoch's block; reading the latest");
+				match self.chain.validators().await {
+					Ok(v) => v,
+					Err(e) => {
+						self.metrics.error("chain");
+						tracing::warn!(epoch, error = %e, "cannot read who takes turns; judging it");
+						return 0;
+					},
+				}
 			},
 		};
-		self.turn = Some((epoch, turn));
-		turn
+		let in_turn: Vec<_> = validators
+			.into_iter()
+			.filter(|(_, v)| {
+				matches!(v.status, iota_chain::ValidatorStatus::Active)
+					&& takes_turns(
+						v.last_weights_at,
+						done_at,
+						run.scoring_window,
+						run.reveal_window,
+					)
+			})
+			.map(|(a, _)| a)
+			.collect();
+		let until = turns_until(epoch, &self.signer.account_id(), &in_turn);
+		self.turn = Some((epoch, until));
+		until
 	}
 
 	async fn retry_pending_weights(&mut self, run: &iota_chain::RunConfig, now: u32) {
@@ -1520,6 +1554,15 @@ mod tests {
 	}
 
 	#[test]
+	fn the_judging_time_is_the_median_of_the_last_epochs() {
+		assert_eq!(judge_estimate(&[]), None);
+		assert_eq!(judge_estimate(&[140]), Some(140));
+		assert_eq!(judge_estimate(&[140, 400]), Some(140), "the lower of two");
+		assert_eq!(judge_estimate(&[400, 140, 146]), Some(146), "one slow epoch does not count");
+		assert_eq!(judge_estimate(&[30, 140, 146]), Some(140), "nor one fast one");
+	}
+
+	#[test]
 	fn the_validators_that_take_turns_take_the_epochs_in_turn() {
 		let set = [7u8, 3, 5];
 		// Sorted: 3, 5, 7 have ranks 0, 1, 2.
@@ -1550,13 +1593,29 @@ mod tests {
 		assert_eq!(saturated, Turn::Others { next_commit_closes: Some(u32::MAX) });
 	}
 
+	/// One validator in the [`unpaid`] model.
+	#[derive(Default)]
+	struct Modelled {
+		/// Its block: where it is free to look at its next epoch.
+		at: u32,
+		/// The next epoch it looks at.
+		next: u32,
+		/// Blocks its last judged epochs took ([`judge_estimate`]).
+		recent: Vec<u32>,
+		/// Blocks its weights were committed at.
+		commits: Vec<u32>,
+	}
+
 	/// `validators` validators of equal speed judge 10 epochs completed every `period` blocks, each in
 	/// `judge` blocks, oldest first, starting 3 blocks after an epoch completes (the pathway log),
 	/// skipping an epoch whose commit window closed before they reach it (as `tick` does) and the ones
-	/// [`let_go`] lets go, with turns (`turns`, the next turn estimated from the last epoch's length as
-	/// `tick` does) or every epoch their own (`Behind` alone). Returns the epochs no validator sent
-	/// weights for (in their commit windows) and those no validator sent verdicts for (before they can
-	/// be finalized), with `windows` = (scoring, reveal) blocks.
+	/// [`let_go`] lets go: with turns (`turns`), where the set of each epoch is formed as
+	/// [`takes_turns`] forms it from the weights committed by then (so there is none until the first
+	/// commitments land) and the next turn is estimated from the last epoch's length as `tick` does;
+	/// or every epoch their own (`Behind` alone). The validators act in the order of their blocks, so
+	/// a set is formed from every commitment made before its epoch completed. Returns the epochs no
+	/// validator sent weights for (in their commit windows) and those no validator sent verdicts for
+	/// (before they can be finalized), with `windows` = (scoring, reveal) blocks.
 	fn unpaid(
 		period: u32,
 		judge: u32,
@@ -1565,32 +1624,47 @@ mod tests {
 		turns: bool,
 	) -> (Vec<u32>, Vec<u32>) {
 		let epochs = 10u32;
-		let set: Vec<u8> = (0..validators).collect();
+		let mut state: Vec<Modelled> = (0..validators).map(|_| Modelled::default()).collect();
 		let (mut weights, mut verdicts) = (BTreeSet::new(), BTreeSet::new());
-		for me in &set {
-			let (mut t, mut last) = (0u32, None);
-			for e in 0..epochs {
-				let done = e * period;
-				let d = EpochDeadlines::of(done, windows.0, windows.1);
-				t = t.max(done + 3);
-				if t >= d.commit_closes {
-					continue;
-				}
-				let newer = last.is_some() && done + period <= t;
-				let until = if turns { turns_until(e, me, &set) } else { 0 };
-				let epoch_blocks = e.checked_sub(1).map(|_| period);
-				let turn = Turn::of(until, done, epoch_blocks, windows.0);
-				if let_go(t, d, last, newer, turn).is_some() {
-					continue;
-				}
-				t += judge;
-				last = Some(judge);
-				if t < d.commit_closes {
-					weights.insert(e);
-				}
-				if t < d.closes {
-					verdicts.insert(e);
-				}
+		let starts = |v: &Modelled| v.at.max(v.next * period + 3);
+		while let Some(me) = (0..state.len())
+			.filter(|&i| state[i].next < epochs)
+			.min_by_key(|&i| (starts(&state[i]), i))
+		{
+			let done = state[me].next * period;
+			let in_turn: Vec<usize> = (0..state.len())
+				.filter(|&j| {
+					let last = state[j].commits.iter().copied().filter(|&c| c <= done).max();
+					takes_turns(last, done, windows.0, windows.1)
+				})
+				.collect();
+			let v = &mut state[me];
+			let (e, t) = (v.next, starts(v));
+			v.next += 1;
+			v.at = t;
+			let d = EpochDeadlines::of(done, windows.0, windows.1);
+			if t >= d.commit_closes {
+				continue;
+			}
+			let estimate = judge_estimate(&v.recent);
+			let newer = estimate.is_some() && done + period <= t;
+			let until = if turns { turns_until(e, &me, &in_turn) } else { 0 };
+			let epoch_blocks = e.checked_sub(1).map(|_| period);
+			let turn = Turn::of(until, done, epoch_blocks, windows.0);
+			if let_go(t, d, estimate, newer, turn).is_some() {
+				continue;
+			}
+			v.at = t + judge;
+			if v.recent.len() == JUDGE_SAMPLES {
+				v.recent.remove(0);
+			}
+			v.recent.push(judge);
+			if v.at < d.commit_closes {
+				weights.insert(e);
+				v.commits.push(v.at);
+			}
+			if v.at < d.closes {
+				verdicts.insert(e);
 			}
 		}
 		let missing = |got: &BTreeSet<u32>| (0..epochs).filter(|e| !got.contains(e)).collect();
@@ -1622,11 +1696,15 @@ mod tests {
 				 {no_weights:?} (Behind alone: {alone_no_weights:?}), without verdicts \
 				 {no_verdicts:?} (Behind alone: {alone_no_verdicts:?})"
 			);
-			assert!(no_verdicts.is_empty(), "every epoch is judged by someone");
-			assert!(no_weights.len() <= 2, "at most 2 of 10 epochs unpaid: {no_weights:?}");
+			// Turns form once the first commitments land: until then the validators lag alike.
 			assert!(
-				alone_no_weights.len() >= no_weights.len() + 4,
-				"turns pay 4 or more epochs more"
+				no_verdicts.iter().all(|&e| e <= 2),
+				"later epochs all judged: {no_verdicts:?}"
+			);
+			assert!(no_weights.len() <= 3, "at most 3 of 10 epochs unpaid: {no_weights:?}");
+			assert!(
+				alone_no_weights.len() >= no_weights.len() + 3,
+				"turns pay 3 or more epochs more"
 			);
 			with_turns += no_weights.len();
 			alone += alone_no_weights.len();
