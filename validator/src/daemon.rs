@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use iota_chain::{calls, IotaClient, Signer, Wait};
-use iota_primitives::{finalizable_at, ContentHash, Verdict, WeightsWindow};
+use iota_primitives::{commit_window_end, finalizable_at, ContentHash, Verdict, WeightsWindow};
 use iota_rpc::{AccountId, PathwayLog, RunSpec, SignedClient};
 use iota_storage::keys::{self, Id};
 use iota_storage::{PresignedHttp, RetryPolicy};
@@ -224,8 +224,8 @@ pub struct Daemon {
 	/// call that judged it to its end, oldest first ([`judge_estimate`] for [`let_go`], which skips
 	/// epochs it would not finish in time).
 	judge_blocks: Vec<u32>,
-	/// The last epoch whose turn was read, and its [`turns_until`] ([`Daemon::my_turns_until`]).
-	turn: Option<(u32, u32)>,
+	/// The last epoch whose turn was read, and that turn ([`Daemon::my_turn`]).
+	turn: Option<(u32, Turn)>,
 }
 
 /// Why a validator lets an epoch go unjudged ([`let_go`]); the `reason` label of
@@ -266,11 +266,14 @@ impl EpochDeadlines {
 	/// The deadlines of an epoch completed at block `completed_at`, with the run's windows (blocks);
 	/// saturating at `u32::MAX`.
 	pub fn of(completed_at: u32, scoring_window: u32, reveal_window: u32) -> Self {
-		let closes =
-			finalizable_at(completed_at.into(), scoring_window.into(), reveal_window.into());
+		let to_u32 = |b: u64| u32::try_from(b).unwrap_or(u32::MAX);
 		Self {
-			commit_closes: completed_at.saturating_add(scoring_window),
-			closes: u32::try_from(closes).unwrap_or(u32::MAX),
+			commit_closes: to_u32(commit_window_end(completed_at.into(), scoring_window.into())),
+			closes: to_u32(finalizable_at(
+				completed_at.into(),
+				scoring_window.into(),
+				reveal_window.into(),
+			)),
 		}
 	}
 }
@@ -321,9 +324,9 @@ impl Turn {
 		}
 		Turn::Others {
 			next_commit_closes: epoch_blocks.map(|t| {
-				done_at
-					.saturating_add(turns_until.saturating_mul(t))
-					.saturating_add(scoring_window)
+				let completes = done_at.saturating_add(turns_until.saturating_mul(t));
+				u32::try_from(commit_window_end(completes.into(), scoring_window.into()))
+					.unwrap_or(u32::MAX)
 			}),
 		}
 	}
@@ -575,19 +578,7 @@ impl Daemon {
 				judge.is_some() && self.chain.epoch_completed_at(epoch + 1).await?.is_some();
 			// An epoch begun on an earlier tick (steps judged while reveals were missing) is finished.
 			let begun = self.inner_done.keys().any(|k| k.0 == epoch);
-			let turn = if begun {
-				Turn::Mine
-			} else {
-				let until = self.my_turns_until(epoch, done_at, &run).await;
-				// The last epoch's length, for when this validator's next turn completes.
-				// (An estimate only: a failed read leaves it out rather than stop the tick.)
-				let previous = match epoch.checked_sub(1) {
-					Some(p) if until > 0 => self.chain.epoch_completed_at(p).await.ok().flatten(),
-					_ => None,
-				};
-				let epoch_blocks = previous.map(|p| done_at.saturating_sub(p));
-				Turn::of(until, done_at, epoch_blocks, run.scoring_window)
-			};
+			let turn = if begun { Turn::Mine } else { self.my_turn(epoch, done_at, &run).await };
 			if let Some(why) = let_go(now, deadlines, judge, newer_completed, turn) {
 				self.metrics.withheld.with_label_values(&[why.reason()]).inc();
 				let next_commit_closes = match turn {
@@ -671,24 +662,51 @@ impl Daemon {
 		Ok(())
 	}
 
+	/// Whose turn `epoch` (completed at block `done_at`, finalized) is ([`Turn::of`]): this validator's
+	/// next turn ([`Daemon::my_turns_until`]) and, when that is another epoch, the last epoch's length
+	/// for when it completes. Remembered for the epoch once every read worked, so an epoch let go
+	/// or judged over several ticks reads the chain once; a failed read of the previous epoch's
+	/// completion leaves the estimate out (the tick goes on) and is tried again on the next tick.
+	async fn my_turn(&mut self, epoch: u32, done_at: u32, run: &iota_chain::RunConfig) -> Turn {
+		if let Some((e, turn)) = self.turn {
+			if e == epoch {
+				return turn;
+			}
+		}
+		let Some(until) = self.my_turns_until(epoch, done_at, run).await else {
+			return Turn::Mine;
+		};
+		let previous = match epoch.checked_sub(1) {
+			Some(p) if until > 0 => match self.chain.epoch_completed_at(p).await {
+				Ok(at) => Ok(at),
+				Err(e) => {
+					tracing::debug!(epoch, error = %e, "the previous epoch's completion; no estimate this tick");
+					Err(())
+				},
+			},
+			_ => Ok(None),
+		};
+		let epoch_blocks = previous.ok().flatten().map(|p| done_at.saturating_sub(p));
+		let turn = Turn::of(until, done_at, epoch_blocks, run.scoring_window);
+		if previous.is_ok() {
+			self.turn = Some((epoch, turn));
+		}
+		turn
+	}
+
 	/// How many epochs after `epoch` (completed at block `done_at`, finalized) this validator's next
 	/// turn is ([`turns_until`]), among the active validators that take turns ([`takes_turns`]) as of
 	/// block `done_at`. Every validator reads that same block's state, so they agree on the set. A node
 	/// that pruned that state (by default it keeps 256 blocks) or a failed read falls back to the latest
 	/// finalized state, where only a validator whose first commitment in two windows came after
-	/// `done_at` is seen differently; when that fails too it is this validator's turn (`0`, judging
-	/// is the safe side) and the read is tried again on the next tick. Remembered for the epoch.
+	/// `done_at` is seen differently; `None` when that fails too (the caller judges the epoch: the safe
+	/// side, and reads again on the next tick).
 	async fn my_turns_until(
-		&mut self,
+		&self,
 		epoch: u32,
 		done_at: u32,
 		run: &iota_chain::RunConfig,
-	) -> u32 {
-		if let Some((e, until)) = self.turn {
-			if e == epoch {
-				return until;
-			}
-		}
+	) -> Option<u32> {
 		let pinned = async {
 			match self.chain.block_hash(done_at).await {
 				Ok(Some(hash)) => {
@@ -707,7 +725,7 @@ impl Daemon {
 					Err(e) => {
 						self.metrics.error("chain");
 						tracing::warn!(epoch, error = %e, "cannot read who takes turns; judging it");
-						return 0;
+						return None;
 					},
 				}
 			},
@@ -725,9 +743,7 @@ impl Daemon {
 			})
 			.map(|(a, _)| a)
 			.collect();
-		let until = turns_until(epoch, &self.signer.account_id(), &in_turn);
-		self.turn = Some((epoch, until));
-		until
+		Some(turns_until(epoch, &self.signer.account_id(), &in_turn))
 	}
 
 	async fn retry_pending_weights(&mut self, run: &iota_chain::RunConfig, now: u32) {

@@ -44,4 +44,6 @@ pub use phase::{
 pub use seed::{derive_seed, Seed, SeededRng};
 pub use stage_assignment::{assign_stage, AssignError};
 pub use types::*;
-pub use weights::{finalizable_at, weights_commitment, weights_window, WeightsWindow};
+pub use weights::{
+	commit_window_end, finalizable_at, weights_commitment, weights_window, WeightsWindow,
+};

@@ -40,7 +40,7 @@ pub fn weights_window(
 	reveal_window: u64,
 	now: u64,
 ) -> WeightsWindow {
-	let reveal_from = completed_at.saturating_add(scoring_window);
+	let reveal_from = commit_window_end(completed_at, scoring_window);
 	if now < reveal_from {
 		WeightsWindow::Commit
 	} else if now < reveal_from.saturating_add(reveal_window) {
@@ -50,10 +50,17 @@ pub fn weights_window(
 	}
 }
 
+/// First block outside the commit window of an epoch completed at `completed_at` (its reveal window's
+/// first block): `completed_at + scoring_window` (blocks; saturating). Weights committed at or after it
+/// are refused, so a validator that cannot judge an epoch before it earns only verdicts.
+pub fn commit_window_end(completed_at: u64, scoring_window: u64) -> u64 {
+	completed_at.saturating_add(scoring_window)
+}
+
 /// First block at which an epoch completed at `completed_at` can be finalized: after its commit and
 /// reveal windows (blocks; saturating).
 pub fn finalizable_at(completed_at: u64, scoring_window: u64, reveal_window: u64) -> u64 {
-	completed_at.saturating_add(scoring_window).saturating_add(reveal_window)
+	commit_window_end(completed_at, scoring_window).saturating_add(reveal_window)
 }
 
 /// The commitment to a weight vector: BLAKE3 of the SCALE encoding of `(epoch, validator, weights,
@@ -82,6 +89,10 @@ mod tests {
 		assert_eq!(w(139), WeightsWindow::Reveal);
 		assert_eq!(w(140), WeightsWindow::Closed);
 		assert_eq!(finalizable_at(100, 30, 10), 140);
+		// The commit window ends where the reveal window starts.
+		assert_eq!(commit_window_end(100, 30), 130);
+		assert_eq!(w(commit_window_end(100, 30) - 1), WeightsWindow::Commit);
+		assert_eq!(commit_window_end(u64::MAX - 1, 30), u64::MAX);
 		assert_eq!(weights_window(u64::MAX - 1, 30, 10, u64::MAX - 1), WeightsWindow::Commit);
 		assert_eq!(finalizable_at(u64::MAX - 1, 30, 10), u64::MAX);
 	}
