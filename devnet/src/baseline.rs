@@ -202,7 +202,9 @@ pub fn train(
 		let mut sum = 0.0f64;
 		for (i, (x, y)) in epoch.iter().enumerate() {
 			ensure!(!stop(), "interrupted in epoch {e}");
-			sum += f64::from(p.forward_backward(x, y)?);
+			let loss = p.forward_backward(x, y)?;
+			tracing::debug!(epoch = e, sample = e * quota + i, loss, "baseline sample");
+			sum += f64::from(loss);
 			if (i + 1) % every == 0 || i + 1 == epoch.len() {
 				p.step(&spec.step_options(e as u32))?;
 				out.steps += 1;

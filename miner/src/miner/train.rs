@@ -218,6 +218,7 @@ impl Miner {
 			let (g, n) = self.stage.take_gradient()?;
 			self.check_deadline(f.lease, f.expires_at_ms)?;
 			self.orch.report_loss(f.lease, loss).await?;
+			tracing::debug!(epoch = f.epoch, sample = f.sample, loss, "tail loss");
 			let out = self.upload_tensor(&grad_in, Kind::Gradient, &f.output).await?;
 			self.report_inner_states().await?;
 			self.check_deadline(f.lease, f.expires_at_ms)?;

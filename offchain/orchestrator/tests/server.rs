@@ -119,6 +119,7 @@ async fn world() -> World {
 		param_counts: (0..3).map(|s| spec.model.stage_param_count(s).unwrap() as u64).collect(),
 		merge_codec: spec.merge_codec,
 		accumulate: spec.training.accumulate(),
+		max_in_flight: None,
 	});
 	let db = Db::open(&dir.path().join("o.db"), "srv").unwrap();
 	let json = String::from_utf8(spec.to_bytes()).unwrap();

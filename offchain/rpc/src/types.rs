@@ -148,7 +148,9 @@ pub struct BackwardWork {
 pub enum IdleReason {
 	/// Nothing queued for the stage.
 	QueueEmpty,
-	/// The miner holds as many leases as it may.
+	/// The miner holds as many leases as it may, or (head) has as many samples in the pipeline as it
+	/// may: started by its forward and not yet through the head's backward (the orchestrator's
+	/// `--max-in-flight`).
 	InFlightLimit,
 	/// The head has issued its epoch's quota.
 	QuotaIssued,

@@ -130,6 +130,7 @@ fn orchestrator(set: &Setup, name: &str, prefill: u64) -> Result<Arc<Orchestrato
 			.collect::<Result<_, _>>()?,
 		merge_codec: spec.merge_codec,
 		accumulate: spec.training.accumulate(),
+		max_in_flight: None,
 	});
 	let db = Db::open(&set.dir.join(format!("{name}.db")), run)?;
 	let orch = Orchestrator::new(

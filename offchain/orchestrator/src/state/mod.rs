@@ -94,6 +94,28 @@ pub struct StateConfig {
 	/// Local mode: backward passes per inner step (the spec's `accumulate`); `None` in sync mode.
 	#[serde(default)]
 	pub accumulate: Option<u32>,
+	/// Most samples one head miner may have in the pipeline at once: started by its forward (leased
+	/// or accepted) and not yet through the head's backward. `None`: unbounded. See
+	/// [`default_max_in_flight`].
+	#[serde(default)]
+	pub max_in_flight: Option<u32>,
+}
+
+/// The default bound on a head miner's samples in flight ([`StateConfig::max_in_flight`]): one more
+/// than the stage count in local mode, none in sync mode.
+///
+/// In local mode every replica steps its weights every `accumulate` backward passes, so a sample
+/// started `k` samples before its backward ran its forward about `k / accumulate` inner steps
+/// earlier: the backward goes through weights that stale (docs/design.md §3). Unbounded, a fast head
+/// runs its whole quota ahead. Measured with `bench-pipeline` (3 × 1, quota 64, accumulate 2, int8
+/// merges): unbounded, the head's backward passes ran up to 12 inner steps after their forwards and
+/// the tail, trained on codes of such old weights, lost ~1 nat at every epoch start, when it first saw
+/// the current ones (last-epoch loss 1.106 of the single-process baseline's); a bound of 6 gave 1.084,
+/// 4 gave 1.058 (at most 2 steps stale) and 3 gave 1.057, but with 57 % of stage time idle, against
+/// 46 % at 4. `S + 1`: a sample per stage and one crossing a cut. In sync mode the weights do not move
+/// within an epoch, so nothing goes stale and the head is not held back.
+pub fn default_max_in_flight(stages: u16, local: bool) -> Option<u32> {
+	local.then_some(u32::from(stages.max(1)) + 1)
 }
 
 mod audit;

@@ -22,6 +22,7 @@ fn cfg(quota: u32, max_leases: u32) -> StateConfig {
 		param_counts: vec![10, 20, 30],
 		merge_codec: Default::default(),
 		accumulate: None,
+		max_in_flight: None,
 	}
 }
 
@@ -153,6 +154,45 @@ fn head_issues_its_epoch_quota_then_idles() {
 	assert_eq!(samples, vec![0, 1, 2]);
 	assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::QuotaIssued));
 	assert_eq!(w.work(2, 1, 0), WorkPlan::Idle(IdleReason::QueueEmpty));
+}
+
+#[test]
+fn a_head_miner_starts_no_sample_past_its_bound_until_one_is_through_the_heads_backward() {
+	let mut w = World {
+		st: State::new(StateConfig { max_in_flight: Some(2), ..cfg(10, 8) }),
+		log: Vec::new(),
+	};
+	for (s, m) in [&[1u8, 4][..], &[2], &[3]].iter().enumerate() {
+		w.chain(s as u16, 0, Phase::Training, 0, m, 0);
+	}
+	// One leased (not yet accepted) and one accepted forward: both count.
+	let a = w.lease(1, 0, 0);
+	w.submit(&a, 0);
+	let b = w.lease(1, 0, 0);
+	assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::InFlightLimit));
+	// Per head miner: another one starts its own samples.
+	assert_eq!(w.lease(4, 0, 0).sample, 2);
+	// Sample `a` goes through the middle and the tail; its head backward frees a place, and that
+	// backward is handed out first.
+	w.submit(&b, 0);
+	let f1 = w.lease(2, 1, 0);
+	assert_eq!(f1.sample, a.sample);
+	w.submit(&f1, 0);
+	let t = w.lease(3, 2, 0);
+	w.loss(&t, 2.5, 0);
+	w.submit(&t, 0);
+	let b1 = w.lease(2, 1, 0);
+	w.submit(&b1, 0);
+	// At the bound, the head's backward is still handed out (it is what frees a place).
+	let b0 = w.lease(1, 0, 0);
+	assert_eq!((b0.kind, b0.sample), (WorkKind::Backward, a.sample));
+	w.submit(&b0, 0);
+	let c = w.lease(1, 0, 0);
+	assert_eq!((c.kind, c.sample), (WorkKind::Forward, 3), "a place freed");
+	assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::InFlightLimit));
+	// The bound's default: local mode only, one more than the stages.
+	assert_eq!(default_max_in_flight(3, true), Some(4));
+	assert_eq!(default_max_in_flight(3, false), None);
 }
 
 #[test]

@@ -99,6 +99,13 @@ impl State {
 		}
 		if stage == 0 {
 			let issued = if self.head_issued.0 == epoch { self.head_issued.1 } else { 0 };
+			if self
+				.cfg
+				.max_in_flight
+				.is_some_and(|max| self.head_in_flight(miner, epoch) >= max)
+			{
+				return Ok(WorkPlan::Idle(IdleReason::InFlightLimit));
+			}
 			if issued < self.cfg.backward_quota {
 				return Ok(lease(
 					u64::from(epoch) * q + u64::from(issued),
@@ -110,6 +117,26 @@ impl State {
 			return Ok(WorkPlan::Idle(IdleReason::QuotaIssued));
 		}
 		Ok(WorkPlan::Idle(IdleReason::QueueEmpty))
+	}
+
+	/// Samples of `epoch` that `miner` started at the head (its forward lease there, live or
+	/// accepted) and whose head backward is not done: what [`StateConfig::max_in_flight`] bounds.
+	fn head_in_flight(&self, miner: &AccountId, epoch: u32) -> u32 {
+		let q = u64::from(self.cfg.backward_quota);
+		let first = u64::from(epoch) * q;
+		let leased: std::collections::BTreeSet<u64> = self
+			.leases
+			.values()
+			.filter(|l| l.stage == 0 && l.kind == WorkKind::Forward && &l.miner == miner)
+			.map(|l| l.sample)
+			.collect();
+		let by_miner = |s: &SampleState| {
+			s.forward.first().and_then(Option::as_ref).is_some_and(|(m, _)| m == miner)
+		};
+		self.samples
+			.range(first..first.saturating_add(q))
+			.filter(|(n, s)| !s.complete() && (leased.contains(n) || by_miner(s)))
+			.count() as u32
 	}
 
 	/// The lease `id` if `miner` holds it and it is live at `now_ms`.
