@@ -42,6 +42,24 @@
 //! Example: `cargo run -p iota-devnet --bin bench-pipeline -- --ffn-dim 1536` (4 epochs: about 11 minutes
 //! on 2 shared cores; each epoch adds ~2 minutes). Not a test: it asserts nothing about speed.
 //!
+//! ## Measured again, local mode (2 cores, debug build, 7 Dec 2026, a head miner's samples in flight bounded)
+//! The same command, with the orchestrator's default `--max-in-flight` of stages + 1 (4): baseline 652
+//! tokens/s; pipeline 3 × 1 486 (**0.745**), 3 × 2 506 (**0.776**); stage-time training 51.0 % /
+//! 72.1 %, idle 45.8 / 23.9 %. Loss at equal tokens 1.030, 1.071, **1.089** per epoch for 3 × 1 (1.073
+//! against `baseline+cut`), 1.085 for 3 × 2. Why the bound: the tail's loss per sample (a debug line of
+//! the miner) jumped from ~6.5 to ~7.5 at the first samples of every epoch after the first, and took ~20
+//! samples to come back, while the baseline's on the same samples did not move (6.30 → 5.88), nor did the
+//! weights at the merge (with one replica, outer lr 1 and no momentum the merged weights were 2e-7 from
+//! the replica's own, L2). Unbounded, the head ran its forwards far ahead of its backward passes (sample
+//! 32's backward 12 inner steps after its forward), so the tail was trained on codes of weights a dozen
+//! steps old and met the current ones only when the next epoch started. Single 3 × 1 runs of
+//! `--miners 1` with the bound set through `IOTA_MAX_IN_FLIGHT` (last-epoch loss ratio, tokens/s ratio):
+//! none 1.106 / 0.813 (1.122 / 0.795 and 1.104 with f32 merges), 6: 1.084 / 0.843, 4: 1.058 / 0.841, 3:
+//! 1.057 / 0.721 (idle 57 %). The runs spread by ~0.03 in loss and ~0.05 in tokens/s from one to the
+//! next on the same settings (this table's 1.089 / 0.745 against 1.058 / 0.841 for the bound of 4), so
+//! the choice of S + 1 rests on the staleness it guarantees (at most 2 inner steps at the head) more
+//! than on these differences.
+//!
 //! ## Measured again, local mode (2 cores, debug build, 6 Dec 2026, reveals uploaded in a task of their own)
 //! The same command, with each challenged state's PUT no longer awaited in the miner's loop: baseline
 //! 541 tokens/s; pipeline 3 × 1 375 (**0.693**), 3 × 2 362 (**0.669**); stage-time training 58.8 % /
