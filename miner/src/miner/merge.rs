@@ -482,26 +482,7 @@ impl Miner {
 				if let Some(start) = &l.outer_start {
 					self.stage.restore_outer_state(start.clone())?;
 				}
-				// Debug: how far the outer step moved the weights from the replica's own (with one replica,
-				// outer lr 1 and no momentum, rounding only).
-				let local = tracing::enabled!(tracing::Level::DEBUG)
-					.then(|| self.stage.flat_params())
-					.transpose()?;
 				self.stage.apply_outer(&l.global, &mean, &l.outer)?;
-				if let Some(local) = local {
-					let merged = self.stage.flat_params()?;
-					let dist = |a: &[f32], b: &[f32]| {
-						a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>().sqrt()
-					};
-					tracing::debug!(
-						stage = self.index,
-						epoch,
-						merged_to_local = dist(&merged, &local),
-						merged_to_global = dist(&merged, &l.global),
-						local_to_global = dist(&local, &l.global),
-						"outer step: distances (L2) between the merged, local and global weights"
-					);
-				}
 				let state = ContentHash(self.stage.state_hash()?);
 				let norm = iota_model::optim::l2_norm(&mean);
 				tracing::info!(stage = self.index, epoch, samples, inner_steps = l.steps, pseudo_gradient_norm = norm, state = %state, "outer step applied");

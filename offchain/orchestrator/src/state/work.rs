@@ -99,14 +99,14 @@ impl State {
 		}
 		if stage == 0 {
 			let issued = if self.head_issued.0 == epoch { self.head_issued.1 } else { 0 };
-			if self
-				.cfg
-				.max_in_flight
-				.is_some_and(|max| self.head_in_flight(miner, epoch) >= max)
-			{
-				return Ok(WorkPlan::Idle(IdleReason::InFlightLimit));
-			}
 			if issued < self.cfg.backward_quota {
+				if self
+					.cfg
+					.max_in_flight
+					.is_some_and(|max| self.head_in_flight(miner, epoch) >= max)
+				{
+					return Ok(WorkPlan::Idle(IdleReason::InFlightLimit));
+				}
 				return Ok(lease(
 					u64::from(epoch) * q + u64::from(issued),
 					WorkKind::Forward,
