@@ -232,6 +232,11 @@ struct RunArgs {
 	/// Accepted request clock skew in ms.
 	#[arg(long, env = "IOTA_WINDOW_MS", default_value_t = 30_000)]
 	window_ms: u64,
+	/// Longest an idle `iota_getWork` is held open, ms (a long poll: the answer goes out the moment
+	/// the miner has work); `0` answers at once with a retry hint of 250 ms. Keep it well below the
+	/// miners' request timeout (30 s).
+	#[arg(long, env = "IOTA_WORK_WAIT_MS", default_value_t = 1_000)]
+	work_wait_ms: u64,
 	/// Delete each finalized epoch's activations, gradient submissions, reduced shards and revealed
 	/// inner states from the bucket (checkpoints, pathway logs and evidence stay): a long local-mode
 	/// run's reveals otherwise fill the bucket.
@@ -459,6 +464,7 @@ async fn run(a: RunArgs) -> Result<()> {
 	let metrics = Metrics::new()?;
 	let server_cfg = ServerConfig {
 		window_ms: a.window_ms,
+		work_wait_ms: a.work_wait_ms,
 		presign_secs: (lease_ms / 1000 + 60).min(900),
 		..ServerConfig::default()
 	};

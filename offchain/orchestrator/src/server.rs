@@ -42,8 +42,15 @@ pub struct ServerConfig {
 	pub presign_secs: u64,
 	/// Largest checkpoint or gradient object fetched for verification, bytes.
 	pub max_object_bytes: u64,
-	/// Idle retry hint, ms.
+	/// Idle retry hint, ms: the `retry_after_ms` of an idle `iota_getWork` answer that was not held.
 	pub retry_ms: u64,
+	/// Longest an idle `iota_getWork` is held open, ms (a long poll): while the answer would be
+	/// [`IdleReason::QueueEmpty`], [`IdleReason::InFlightLimit`] or [`IdleReason::QuotaIssued`],
+	/// which any newly applied event can turn into work, the request waits for the state to change and
+	/// plans again, and answers the moment there is work. A miner that polled instead would wait half
+	/// of `retry_ms` on average at every hop of a sample through the pipeline. `0`: never held. Must
+	/// stay well below the miners' request timeout (30 s by default).
+	pub work_wait_ms: u64,
 	/// Maximum connections.
 	pub max_connections: u32,
 }
@@ -56,6 +63,7 @@ impl Default for ServerConfig {
 			presign_secs: 300,
 			max_object_bytes: 2 * 1024 * 1024 * 1024,
 			retry_ms: 250,
+			work_wait_ms: 1_000,
 			max_connections: 1024,
 		}
 	}
@@ -82,6 +90,9 @@ pub struct Orchestrator {
 	finalized: std::sync::atomic::AtomicU32,
 	/// Woken when a stage's call becomes due ([`State::transition_due`]), for the chain driver.
 	due: tokio::sync::Notify,
+	/// Woken (every waiter) whenever events are applied to the state: the held `iota_getWork`
+	/// requests plan again ([`ServerConfig::work_wait_ms`]).
+	changed: tokio::sync::Notify,
 	/// Per stage: when its call became due (ms), until the driver takes it.
 	due_since: Mutex<HashMap<u16, u64>>,
 	/// When this process built its state (ms): liveness counts from here ([`State::gone_miners`]).
@@ -92,6 +103,33 @@ pub struct Orchestrator {
 	/// 4 096 signatures per round without it). A GET URL reads whatever the key holds, and every reader
 	/// checks the content hash it is given beside it.
 	gets: Mutex<HashMap<String, PresignedRequest>>,
+}
+
+/// `iota_getWork`'s plan for `miner` at `stage` at `now` (ms), with the lease event to record when it
+/// grants one. The first plan of a request and every plan of a held one ([`Orchestrator::hold_idle`]).
+fn plan_decision(
+	st: &State,
+	miner: &AccountId,
+	stage: u16,
+	now: u64,
+) -> Result<(Vec<Event>, WorkPlan), Refusal> {
+	let plan = st.plan_work(miner, stage, now)?;
+	Ok(match &plan {
+		WorkPlan::Lease(e) => (vec![e.clone()], plan),
+		_ => (vec![], plan),
+	})
+}
+
+/// Whether an idle plan is one that any applied event may turn into work (a sample's activation or
+/// gradient accepted, a lease released or expired, an epoch begun), so `iota_getWork` holds it
+/// ([`ServerConfig::work_wait_ms`]). Merging, a restart's wait and a forfeit need the miner to act.
+fn waits_for_state(plan: &WorkPlan) -> bool {
+	matches!(
+		plan,
+		WorkPlan::Idle(
+			IdleReason::QueueEmpty | IdleReason::InFlightLimit | IdleReason::QuotaIssued
+		)
+	)
 }
 
 /// Most presigned GETs kept for reuse; past it, those past reuse are dropped (all, if none is).
@@ -145,6 +183,7 @@ impl Orchestrator {
 			phases,
 			refused: Mutex::new(HashMap::new()),
 			due: tokio::sync::Notify::new(),
+			changed: tokio::sync::Notify::new(),
 			due_since: Mutex::new(HashMap::new()),
 			started_ms: now,
 			gets: Mutex::new(HashMap::new()),
@@ -237,7 +276,7 @@ impl Orchestrator {
 				}
 				inner.state.apply(e);
 			}
-			self.wake_if_due(&inner.state, due_before);
+			self.applied(&inner.state, due_before, true);
 		}
 		for c in changes {
 			let _ = self.phases.send(c);
@@ -310,7 +349,7 @@ impl Orchestrator {
 		nonce: NonceRec,
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
-		self.commit_after(nonce, None, |_| Vec::new(), decide)
+		self.commit_after(Some(nonce), None, |_| Vec::new(), decide)
 	}
 
 	/// [`commit`](Self::commit) of a request that shows its miner live: `(miner, stage, now)` is
@@ -324,22 +363,25 @@ impl Orchestrator {
 		live: (&AccountId, u16, u64),
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
-		self.commit_after(nonce, Some(live), |_| Vec::new(), decide)
+		self.commit_after(Some(nonce), Some(live), |_| Vec::new(), decide)
 	}
 
 	/// [`commit`](Self::commit), with the request's liveness recorded as in
 	/// [`commit_live`](Self::commit_live) when `live` is given, then the events `first` returns
 	/// recorded and applied before `decide` sees the state (under the same lock, after the nonce
-	/// check); they stay when `decide` refuses.
+	/// check); they stay when `decide` refuses. Without a nonce (a held request planning again, its
+	/// nonce already recorded) nothing is checked or recorded for it.
 	fn commit_after<R>(
 		&self,
-		nonce: NonceRec,
+		nonce: Option<NonceRec>,
 		live: Option<(&AccountId, u16, u64)>,
 		first: impl FnOnce(&State) -> Vec<Event>,
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
 		let mut inner = self.lock();
-		inner.nonces.check(&AccountId::from(nonce.0), nonce.1)?;
+		if let Some(nonce) = &nonce {
+			inner.nonces.check(&AccountId::from(nonce.0), nonce.1)?;
+		}
 		if let Some((miner, stage, now)) = live {
 			inner.state.touch(miner, stage, now);
 		}
@@ -353,19 +395,23 @@ impl Orchestrator {
 			for e in &pre {
 				inner.state.apply(e);
 			}
-			self.wake_if_due(&inner.state, due_before);
+			self.applied(&inner.state, due_before, true);
 		}
 		let (events, out) = decide(&inner.state)?;
-		inner
-			.db
-			.record(Some(nonce), &events)
-			.map_err(|e| Refusal::new(ErrorCode::Unavailable, format!("database: {e}")))?;
-		inner.nonces.insert(nonce.0, nonce.1, nonce.2, now_ms());
+		if nonce.is_some() || !events.is_empty() {
+			inner
+				.db
+				.record(nonce, &events)
+				.map_err(|e| Refusal::new(ErrorCode::Unavailable, format!("database: {e}")))?;
+		}
+		if let Some(nonce) = nonce {
+			inner.nonces.insert(nonce.0, nonce.1, nonce.2, now_ms());
+		}
 		let due_before = due_stages(&inner.state, &events);
 		for e in &events {
 			inner.state.apply(e);
 		}
-		self.wake_if_due(&inner.state, due_before);
+		self.applied(&inner.state, due_before, !events.is_empty());
 		Ok(out)
 	}
 
@@ -386,7 +432,13 @@ impl Orchestrator {
 		self.due.notify_one();
 	}
 
-	fn wake_if_due(&self, state: &State, before: Option<Vec<bool>>) {
+	/// After events were applied to `state` (`any`: at least one): held `iota_getWork` requests plan
+	/// again, and the chain driver is woken for a stage whose call turned due (`before`: which were
+	/// due before, [`due_stages`]).
+	fn applied(&self, state: &State, before: Option<Vec<bool>>, any: bool) {
+		if any {
+			self.changed.notify_waiters();
+		}
 		let Some(before) = before else { return };
 		let now = (0..before.len() as u16).map(|s| state.transition_due(s));
 		let turned: Vec<u16> = now
@@ -629,7 +681,7 @@ impl Orchestrator {
 		// The miner's restarts before a new session of it is applied (only then read again).
 		let restarts = std::cell::Cell::new(None);
 		let plan = self.commit_after(
-			nonce,
+			Some(nonce),
 			Some((&req.account, stage, now)),
 			// A new session of the miner's process goes in first: a restart frees what the earlier
 			// process held before this request is planned.
@@ -641,14 +693,9 @@ impl Orchestrator {
 				}
 				ev.into_iter().collect()
 			},
-			|st| {
-				let plan = st.plan_work(&req.account, stage, now)?;
-				Ok(match &plan {
-					WorkPlan::Lease(e) => (vec![e.clone()], plan),
-					_ => (vec![], plan),
-				})
-			},
+			|st| plan_decision(st, &req.account, stage, now),
 		)?;
+		let (plan, held) = self.hold_idle(&req.account, stage, plan).await?;
 		if restarts
 			.get()
 			.is_some_and(|r| self.with_state(|s| s.restarts(&req.account)) > r)
@@ -667,7 +714,50 @@ impl Orchestrator {
 				let key = self.with_state(|s| s.gradient_key(stage, epoch, &req.account));
 				Ok(Work::UploadGradient { epoch, output: self.put_of(&key).await? })
 			},
-			WorkPlan::Idle(reason) => Ok(Work::Idle { reason, retry_after_ms: self.cfg.retry_ms }),
+			WorkPlan::Idle(reason) => Ok(Work::Idle {
+				reason,
+				// A held request's miner asks again at once: the next request is held in turn.
+				retry_after_ms: if held { 0 } else { self.cfg.retry_ms },
+			}),
+		}
+	}
+
+	/// The long poll of `iota_getWork` ([`ServerConfig::work_wait_ms`]): while `plan` is an idle answer
+	/// that new state can turn into work ([`waits_for_state`]), wait until events are applied (or the
+	/// hold ends) and plan again for `miner` at `stage`, as a live request of it. Returns the last plan
+	/// and whether the request was held.
+	///
+	/// # Errors
+	/// A refusal of a later plan (the miner's stage moved, …), as the first plan would have given.
+	async fn hold_idle(
+		&self,
+		miner: &AccountId,
+		stage: u16,
+		mut plan: WorkPlan,
+	) -> Result<(WorkPlan, bool), Refusal> {
+		if self.cfg.work_wait_ms == 0 || !waits_for_state(&plan) {
+			return Ok((plan, false));
+		}
+		let until = tokio::time::Instant::now() + Duration::from_millis(self.cfg.work_wait_ms);
+		loop {
+			// Registered before planning again, so no event applied in between is missed.
+			let changed = self.changed.notified();
+			tokio::pin!(changed);
+			changed.as_mut().enable();
+			let now = now_ms();
+			plan = self.commit_after(
+				None,
+				Some((miner, stage, now)),
+				|_| Vec::new(),
+				|st| plan_decision(st, miner, stage, now),
+			)?;
+			if !waits_for_state(&plan) {
+				return Ok((plan, true));
+			}
+			tokio::select! {
+				() = &mut changed => {},
+				() = tokio::time::sleep_until(until) => return Ok((plan, true)),
+			}
 		}
 	}
 

@@ -80,6 +80,11 @@ struct World {
 }
 
 async fn world() -> World {
+	world_holding(ServerConfig::default().work_wait_ms).await
+}
+
+/// [`world`] with an idle `iota_getWork` held up to `work_wait_ms`.
+async fn world_holding(work_wait_ms: u64) -> World {
 	let dir = tempfile::tempdir().unwrap();
 	let s3 = EmbeddedS3::start(EmbeddedConfig::new(dir.path().join("s3"))).await.unwrap();
 	let store = ObjectStore::connect(s3.store_config()).await.unwrap();
@@ -123,7 +128,8 @@ async fn world() -> World {
 	});
 	let db = Db::open(&dir.path().join("o.db"), "srv").unwrap();
 	let json = String::from_utf8(spec.to_bytes()).unwrap();
-	let cfg = ServerConfig { max_request_bytes: 64 * 1024, ..ServerConfig::default() };
+	let cfg =
+		ServerConfig { max_request_bytes: 64 * 1024, work_wait_ms, ..ServerConfig::default() };
 	let orch = Orchestrator::new(
 		state,
 		db,
@@ -717,4 +723,52 @@ async fn sixty_four_members_stampeding_the_merge_endpoints_are_each_served_once(
 		assert!(matches!(r, Ok(MergeView::Reducing { present: 0, .. })), "{r:?}");
 	}
 	report("getManifest", views.iter().map(|(_, t)| *t).collect(), spread);
+}
+
+/// The long poll of `iota_getWork` (`ServerConfig::work_wait_ms`): a miner with nothing to do is held
+/// and handed its work the moment the sample it waits for is accepted, not at its next poll; with
+/// nothing coming the hold ends at `work_wait_ms` with a retry hint of 0 (ask again at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_get_work_is_held_until_its_stage_has_work() {
+	// Long enough that the head's forward below is accepted while the middle stage is held.
+	let wait = Duration::from_secs(4);
+	let w = world_holding(wait.as_millis() as u64).await;
+	let (dave, eve) = (client(&w, "//Dave").await, client(&w, "//Eve").await);
+
+	// Nothing queued for stage 1: held for the whole wait, then idle with a wait of 0.
+	let t0 = std::time::Instant::now();
+	match eve.get_work(1).await.unwrap() {
+		Work::Idle { reason: IdleReason::QueueEmpty, retry_after_ms: 0 } => {},
+		other => panic!("expected a held QueueEmpty, got {other:?}"),
+	}
+	assert!(t0.elapsed() >= wait, "answered after {:?}, before the hold's end", t0.elapsed());
+
+	// Held again while the head's forward is accepted: answered with the forward of that sample (a
+	// hold that ran out would answer idle: it plans again only when woken).
+	let held = tokio::spawn(async move { eve.get_work(1).await.unwrap() });
+	let Work::Forward(f) = dave.get_work(0).await.unwrap() else { panic!("forward") };
+	let [b, t, width] = w.spec.boundary_shape().map(|x| x as usize);
+	let good = tensor(&w.spec, Kind::Activation, (b, t, width));
+	let hash = w.http.put(&f.output.put, good.clone()).await.unwrap();
+	let tref = TensorRef {
+		key: f.output.key.clone(),
+		hash,
+		size: good.len() as u64,
+		shape: vec![b as u64, t as u64, width as u64],
+	};
+	dave.submit_activation(f.lease, Some(tref)).await.unwrap();
+	match held.await.unwrap() {
+		Work::Forward(g) => assert_eq!((g.stage, g.sample), (1, f.sample)),
+		other => panic!("expected the middle stage's forward, got {other:?}"),
+	}
+
+	// Not held at all with a wait of 0: the old poll, with its retry hint.
+	let w = world_holding(0).await;
+	let eve = client(&w, "//Eve").await;
+	match eve.get_work(1).await.unwrap() {
+		Work::Idle { reason: IdleReason::QueueEmpty, retry_after_ms } => {
+			assert_eq!(retry_after_ms, ServerConfig::default().retry_ms)
+		},
+		other => panic!("expected QueueEmpty, got {other:?}"),
+	}
 }

@@ -184,11 +184,14 @@ pub enum Work {
 		/// Where to write it.
 		output: ObjectPut,
 	},
-	/// Nothing to do; ask again after `retry_after_ms`.
+	/// Nothing to do; ask again after `retry_after_ms`. The orchestrator may hold the request open
+	/// first (a long poll, up to its `--work-wait-ms`) while the reason is one new state can end
+	/// (`QueueEmpty`, `InFlightLimit`, `QuotaIssued`): it then answers with the work as soon as there
+	/// is some, or with this and a wait of 0 when the hold ends.
 	Idle {
 		/// Why.
 		reason: IdleReason,
-		/// Suggested wait.
+		/// Suggested wait, ms (0 after a held request: ask again at once).
 		retry_after_ms: u64,
 	},
 }
