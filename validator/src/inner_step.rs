@@ -10,11 +10,12 @@
 //! ([`iota_protocol::optim::InnerState::step`], the one step function the miner applies) and compares.
 //!
 //! ## Tolerance
-//! The replay is bit-identical when the miner's passes ran at state `k` on the same kind of CPU
-//! (the recomputation is bit-identical across thread counts, `crate::tolerance`). Two honest
-//! sources of difference remain: another implementation's rounding (a GPU), and a backward through a
-//! forward kept from an earlier inner step (bounded staleness, docs/design.md §3), whose activations
-//! saw older weights. The check therefore compares the *updates*: `Δ = W_{k+1} − W_k` as revealed with
+//! The replay is bit-identical when the miner's passes ran on the same kind of CPU (the
+//! recomputation is bit-identical across thread counts, `crate::tolerance`), a backward through a
+//! forward kept from an earlier inner step included: the miner runs it whole at that forward's
+//! state (weight stashing, docs/design.md §3) and the replay recomputes it there. The honest source
+//! of difference that remains is another implementation's rounding (a GPU). The check therefore
+//! compares the *updates*: `Δ = W_{k+1} − W_k` as revealed with
 //! `Δ' = replay − W_k`, and passes iff `‖Δ − Δ'‖₂ ≤ STEP_RTOL · ‖Δ'‖₂ + STEP_ATOL · ‖W_k‖₂ / √P`, and
 //! the same for each AdamW moment. `STEP_RTOL` = 5 % is a first setting, not yet calibrated against
 //! measured staleness; a state perturbed by more than that share of one step is caught.
@@ -715,8 +716,8 @@ pub fn step_gradient(
 /// [`step_gradient`] where some passes' backward ran through a forward kept from an earlier inner step
 /// (docs/design.md §3): `kept[i]` is the weights pass `i`'s forward ran at (`None`: at the step's own
 /// state), `weights` the step's state `k` (which the stage must hold). Each kept pass is recomputed as
-/// the miner ran it ([`crate::recompute::kept_backward`]: the forward at the earlier weights, the
-/// backward at `weights`). `kept` may be shorter than `passes` (the rest ran at state `k`). The stage
+/// the miner ran it ([`crate::recompute::kept_backward`]: forward and backward at the earlier weights,
+/// which the miner stashed). `kept` may be shorter than `passes` (the rest ran at state `k`). The stage
 /// holds `weights` after.
 ///
 /// # Errors

@@ -175,10 +175,10 @@ pub fn backward(
 }
 
 /// The input gradient `[B, T, w]` of a body stage's backward that ran through a forward **kept from an
-/// earlier inner step** (local mode's bounded staleness, docs/design.md §3): the forward's activations
-/// at `forward_weights` (the state the forward ran at), the backward reading `weights` (the state the
-/// backward ran at), exactly as the miner's kept graph does (its weights are updated in place between
-/// the two). The stage is left holding `weights` and a cleared accumulator.
+/// earlier inner step** (local mode's bounded staleness, docs/design.md §3): forward and backward at
+/// `forward_weights` (the state the forward ran at), exactly as the miner runs it with the weights it
+/// stashed before the step ([`Stage::backward_at`]). The stage is left holding `weights` (the state the
+/// backward's step ran at) and a cleared accumulator.
 ///
 /// # Errors
 /// As [`backward`]; weight vectors of another length.
@@ -227,8 +227,10 @@ fn body_backward(
 	flat3(&grad)
 }
 
-/// Forward at `forward_weights`, then the backward of that graph at `weights` (parameter gradients
-/// added to the accumulator); the stage holds `weights` afterwards, also on error.
+/// A backward through a forward kept from an earlier inner step, as the miner runs it
+/// ([`Stage::backward_at`], weight stashing): forward and backward both at `forward_weights` (the state
+/// the forward ran at; parameter gradients added to the accumulator). The stage holds `weights` (the
+/// backward's own state) afterwards, also on error.
 pub(crate) fn kept_backward(
 	stage: &mut Stage,
 	x: &Tensor,
@@ -236,17 +238,11 @@ pub(crate) fn kept_backward(
 	forward_weights: &[f32],
 	weights: &[f32],
 ) -> Result<Option<Tensor>, RecomputeError> {
-	let run = |stage: &mut Stage| -> Result<Option<Tensor>, RecomputeError> {
-		stage.set_flat_params(forward_weights)?;
-		let fwd = stage.forward(x)?;
-		stage.set_flat_params(weights)?;
-		Ok(stage.backward(fwd, g)?)
-	};
-	let r = run(stage);
-	if r.is_err() {
-		stage.set_flat_params(weights)?;
-	}
-	r
+	let r = stage
+		.set_flat_params(forward_weights)
+		.and_then(|()| stage.backward_from_input(x, g));
+	stage.set_flat_params(weights)?;
+	Ok(r?)
 }
 
 #[cfg(test)]
@@ -314,22 +310,30 @@ mod tests {
 			.map(|(i, v)| v + 1e-2 * ((i % 7) as f32 - 3.0))
 			.collect();
 		// The miner: forward at the earlier state, an inner step in between, the backward of the
-		// kept graph at the later state.
+		// kept graph at the stashed earlier state.
 		let xt = to_tensor(&x, DType::F32, &Device::Cpu).unwrap();
 		let gt = to_tensor(&g, DType::F32, &Device::Cpu).unwrap();
 		let fwd = miner.forward(&xt).unwrap();
+		let at = miner.stash().unwrap();
 		miner.set_flat_params(&later).unwrap();
-		let ran = flat3(&miner.backward(fwd, &gt).unwrap().unwrap()).unwrap();
+		let ran = flat3(&miner.backward_at(fwd, &gt, &at).unwrap().unwrap()).unwrap();
+		assert_eq!(miner.flat_params().unwrap(), later, "the miner's weights are back after");
+		let (miner_grad, _) = miner.take_gradient().unwrap();
 
 		let mut v = Stage::new(&cfg, 1, 7, DType::F32, &Device::Cpu).unwrap();
 		let kept = backward_through_kept(&mut v, &x, &g, &earlier, &later).unwrap();
 		assert_eq!(kept, ran, "bit for bit");
 		assert_eq!(v.flat_params().unwrap(), later, "the stage holds the backward's state after");
 		assert_eq!(v.accumulated(), 0);
-		// Neither state alone gives it.
+		// It is the pass at the earlier state; the later state gives another one.
+		v.set_flat_params(&earlier).unwrap();
+		assert_eq!(backward(&mut v, &x, &g).unwrap(), ran);
 		v.set_flat_params(&later).unwrap();
 		assert_ne!(backward(&mut v, &x, &g).unwrap(), ran);
-		v.set_flat_params(&earlier).unwrap();
-		assert_ne!(backward(&mut v, &x, &g).unwrap(), ran);
+		// And so are its parameter gradients (what the inner step's replay recomputes).
+		v.set_flat_params(&later).unwrap();
+		kept_backward(&mut v, &xt, &gt, &earlier, &later).unwrap();
+		assert_eq!(v.take_gradient().unwrap().0, miner_grad);
+		assert_eq!(v.flat_params().unwrap(), later);
 	}
 }

@@ -177,7 +177,7 @@ pub enum WeightsRef {
 		/// The inner step `k` whose state it is.
 		step: u32,
 		/// A backward that ran through a forward kept from an earlier inner step: that forward's
-		/// revealed state (the recomputation takes its activations there, the weights here).
+		/// revealed state, where the whole pass ran (the miner's weight stashing) and is recomputed.
 		#[serde(default, skip_serializing_if = "Option::is_none")]
 		kept_forward: Option<KeptForward>,
 	},

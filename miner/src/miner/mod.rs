@@ -292,8 +292,9 @@ pub struct Miner {
 	me: AccountId,
 	run_id: keys::Id,
 	phase: Phase,
-	/// Kept forward graphs: (epoch, sample, inner step of the forward, graph).
-	kept: VecDeque<(u32, u64, u32, Forward)>,
+	/// Kept forward graphs: (epoch, sample, inner step of the forward, graph, the weights it ran at
+	/// once an inner step has moved them: [`Stage::stash`], taken by [`inner_step`](Self::inner_step)).
+	kept: VecDeque<(u32, u64, u32, Forward, Option<iota_model::Stash>)>,
 	data: DataCache,
 	acc: Accumulator,
 	/// Local mode's inner steps (`None` in sync mode).

@@ -404,6 +404,15 @@ impl Miner {
 				tracing::warn!(epoch = self.epoch, step = l.steps, "fault: inner step perturbed");
 			}
 		}
+		// Forwards kept at the weights this step moves keep a copy of them for their backward
+		// (weight stashing, `Stage::backward_at`); one copy serves them all.
+		let current = l.steps;
+		if self.kept.iter().any(|k| k.2 == current && k.4.is_none()) {
+			let at = self.stage.stash()?;
+			for k in self.kept.iter_mut().filter(|k| k.2 == current) {
+				k.4 = Some(at.clone());
+			}
+		}
 		let report =
 			self.stage
 				.apply_gradient(&mean, &self.spec.step_options(self.epoch), n as usize)?;

@@ -237,7 +237,7 @@ impl Miner {
 			self.check_deadline(f.lease, f.expires_at_ms)?;
 			let step = self.state_step();
 			self.orch.submit_activation(f.lease, Some(r), step).await?;
-			self.kept.push_back((f.epoch, f.sample, step, fwd));
+			self.kept.push_back((f.epoch, f.sample, step, fwd, None));
 			while self.kept.len() > self.cfg.max_kept {
 				self.kept.pop_front();
 			}
@@ -277,17 +277,17 @@ impl Miner {
 		let kept = if b.forward_by == self.me {
 			self.kept
 				.iter()
-				.position(|(e, s, _, _)| *e == b.epoch && *s == b.sample)
+				.position(|(e, s, ..)| *e == b.epoch && *s == b.sample)
 				.and_then(|i| self.kept.remove(i))
 		} else {
 			None
 		};
 		let grad_in = match kept {
-			Some((_, _, step, fwd)) => {
+			Some((_, _, step, fwd, stash)) => {
 				if let Some(l) = &mut self.local {
 					if l.steps != step {
 						// Bounded staleness (docs/design.md §3): the graph holds activations of the weights
-						// at inner step `step`; the backward reads the current ones.
+						// at inner step `step`; the backward runs at those weights too (weight stashing).
 						l.stale += 1;
 						self.metrics.stale_backwards.inc();
 						tracing::debug!(
@@ -299,7 +299,10 @@ impl Miner {
 						);
 					}
 				}
-				self.stage.backward(fwd, &grad_out)?
+				match &stash {
+					Some(at) => self.stage.backward_at(fwd, &grad_out, at)?,
+					None => self.stage.backward(fwd, &grad_out)?,
+				}
 			},
 			None => {
 				let input = self.stage_input(b.sample, b.input.as_ref(), b.data.as_ref()).await?;

@@ -114,5 +114,5 @@ pub use device::{DeviceError, DeviceSpec};
 pub use error::{Error, Result};
 pub use optim::AdamW;
 pub use pipeline::Pipeline;
-pub use stage::{Forward, LossForward, Stage, StepOptions, StepReport};
+pub use stage::{Forward, LossForward, Stage, Stash, StepOptions, StepReport};
 pub use wire::Encoding;

@@ -53,6 +53,11 @@ impl Forward {
 	}
 }
 
+/// A copy of a stage's weights as its passes read them ([`Stage::stash`]), for a backward through a
+/// forward made at them after an inner step moved them ([`Stage::backward_at`]). Cloning shares it.
+#[derive(Clone, Debug)]
+pub struct Stash(std::sync::Arc<Vec<Tensor>>);
+
 /// The tail's forward pass: the loss and the graph kept for [`Stage::backward_loss`].
 #[derive(Debug)]
 pub struct LossForward {
@@ -482,6 +487,62 @@ impl Stage {
 		let grads = proxy.backward()?;
 		self.accumulate(&grads)?;
 		self.input_grad(&grads, fwd.input.as_ref())
+	}
+
+	/// The weights the stage's passes read now (its vars, in the stage dtype), copied: what a backward
+	/// through a forward of these weights runs at once an inner step has moved them
+	/// ([`backward_at`](Self::backward_at)). About `P` values of the stage dtype.
+	///
+	/// # Errors
+	/// Candle errors copying a tensor.
+	pub fn stash(&self) -> Result<Stash> {
+		let vars = self
+			.vars
+			.iter()
+			.map(|v| v.as_tensor().copy())
+			.collect::<candle_core::Result<_>>()?;
+		Ok(Stash(std::sync::Arc::new(vars)))
+	}
+
+	/// Backward of a forward kept from before an inner step, **at the weights it ran at** (weight
+	/// stashing, PipeDream, Narayanan et al. 2019 §3.3): the vars hold `at` (the [`stash`](Self::stash)
+	/// taken before the step) for the backward, and their own weights again after, also on error. The
+	/// input gradient and the parameter gradients are then those of one forward and backward at `at`,
+	/// which a validator recomputes from the state the forward ran at alone; a backward through the
+	/// kept graph at the moved weights would mix the two states (activations of one, weights of the
+	/// other). Otherwise as [`backward`](Self::backward).
+	///
+	/// # Errors
+	/// As [`backward`](Self::backward); [`Error::Shape`] for a stash of another stage.
+	pub fn backward_at(
+		&mut self,
+		fwd: Forward,
+		grad_output: &Tensor,
+		at: &Stash,
+	) -> Result<Option<Tensor>> {
+		if at.0.len() != self.vars.len()
+			|| at.0.iter().zip(&self.vars).any(|(t, v)| t.dims() != v.dims())
+		{
+			return Err(Error::shape(
+				"weight stash",
+				"this stage's parameter shapes",
+				&[at.0.len()],
+			));
+		}
+		let now = self.stash()?;
+		let r = self.set_vars(at).and_then(|()| self.backward(fwd, grad_output));
+		let restored = self.set_vars(&now);
+		let out = r?;
+		restored?;
+		Ok(out)
+	}
+
+	/// Writes `s` into the vars (in place: graphs of earlier forwards read it too).
+	fn set_vars(&self, s: &Stash) -> Result<()> {
+		for (v, t) in self.vars.iter().zip(s.0.iter()) {
+			v.set(t)?;
+		}
+		Ok(())
 	}
 
 	/// Backward without a kept graph: recompute the forward from `input`, then as

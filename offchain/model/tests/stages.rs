@@ -80,6 +80,38 @@ fn f32_wire_is_exact_and_backward_from_input_equals_kept_graph() {
 	assert_eq!(a.take_gradient().unwrap(), b.take_gradient().unwrap());
 }
 
+/// Weight stashing: a backward through a forward kept from before an inner step, run with the weights
+/// stashed before the step (`Stage::backward_at`), equals a fresh forward and backward at those
+/// weights, parameter gradients included, and leaves the moved weights in place; a stash of another
+/// stage is a typed error that changes nothing.
+#[test]
+fn a_stashed_backward_is_the_pass_at_the_weights_its_forward_ran_at() {
+	let cfg = ModelConfig::tiny();
+	let dev = Device::Cpu;
+	let input = Tensor::randn(0f32, 1.0, (2, 12, cfg.wire_width()), &dev).unwrap();
+	let g = Tensor::randn(0f32, 1.0, (2, 12, cfg.wire_width()), &dev).unwrap();
+	let mut a = Stage::new(&cfg, 1, 5, DType::F32, &dev).unwrap();
+	let mut b = Stage::new(&cfg, 1, 5, DType::F32, &dev).unwrap();
+	let moved: Vec<f32> = a.flat_params().unwrap().iter().map(|w| w * 0.9 + 1e-3).collect();
+
+	let fwd = a.forward(&input).unwrap();
+	let at = a.stash().unwrap();
+	a.set_flat_params(&moved).unwrap();
+	let gi_a = a.backward_at(fwd, &g, &at).unwrap().unwrap();
+	assert_eq!(a.flat_params().unwrap(), moved, "the moved weights are back after the backward");
+	let gi_b = b.backward_from_input(&input, &g).unwrap().unwrap();
+	let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+	assert_eq!(flat(&gi_a), flat(&gi_b));
+	assert_eq!(a.take_gradient().unwrap(), b.take_gradient().unwrap());
+
+	// Another stage's stash: refused, the weights and the accumulator untouched.
+	let other = Stage::new(&cfg, 0, 5, DType::F32, &dev).unwrap().stash().unwrap();
+	let fwd = a.forward(&input).unwrap();
+	assert!(matches!(a.backward_at(fwd, &g, &other), Err(Error::Shape { .. })));
+	assert_eq!(a.flat_params().unwrap(), moved);
+	assert_eq!(a.accumulated(), 0);
+}
+
 /// Central finite differences on the tiny preset in f64: for every parameter tensor, the
 /// directional derivative along a random direction matches the autograd gradient.
 #[test]
