@@ -244,7 +244,7 @@ impl InnerLog {
 			return Ok(());
 		}
 		let path = self.dir.join(format!("e{epoch}-g{step}.f32"));
-		if let Err(e) = Self::write_whole(&path, &iota_protocol::f32le::to_bytes(mean_grad)) {
+		if let Err(e) = Self::write_whole(&path, &iota_protocol::f32le::as_bytes(mean_grad)) {
 			t.truncated = true;
 			return Err(io_err("writing", &path, e));
 		}

@@ -9,19 +9,32 @@ pub struct NotF32 {
 	pub len: usize,
 }
 
+/// `values` as little-endian f32 bytes (`4 · values.len()` bytes), borrowed where the machine is
+/// little-endian (x86-64, aarch64: its f32s already are these bytes) and copied otherwise. Hashing a
+/// replica state (`12·P` bytes after every inner step) or writing a gradient then needs no copy.
+pub fn as_bytes(values: &[f32]) -> std::borrow::Cow<'_, [u8]> {
+	#[cfg(target_endian = "little")]
+	{
+		std::borrow::Cow::Borrowed(bytemuck::cast_slice(values))
+	}
+	#[cfg(not(target_endian = "little"))]
+	{
+		let mut out = Vec::with_capacity(values.len() * 4);
+		for v in values {
+			out.extend_from_slice(&v.to_le_bytes());
+		}
+		std::borrow::Cow::Owned(out)
+	}
+}
+
 /// `values` as little-endian f32 bytes (`4 · values.len()` bytes).
 pub fn to_bytes(values: &[f32]) -> Vec<u8> {
-	let mut out = Vec::new();
-	extend(&mut out, values);
-	out
+	as_bytes(values).into_owned()
 }
 
 /// Appends `values` to `out` as little-endian f32 bytes.
 pub fn extend(out: &mut Vec<u8>, values: &[f32]) {
-	out.reserve(values.len() * 4);
-	for v in values {
-		out.extend_from_slice(&v.to_le_bytes());
-	}
+	out.extend_from_slice(&as_bytes(values));
 }
 
 /// Element `i` of a little-endian f32 buffer.
@@ -68,5 +81,11 @@ mod tests {
 		assert_eq!(from_bytes(&[0; 7]), Err(NotF32 { len: 7 }));
 		assert_eq!(first_non_finite(&b), None);
 		assert_eq!(first_non_finite(&to_bytes(&[0.0, 1.0, f32::NEG_INFINITY])), Some(2));
+		// Borrowed or copied, the bytes are each value's little-endian encoding in order.
+		let le: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+		assert_eq!(&*as_bytes(&v), &le[..]);
+		let mut out = vec![9u8];
+		extend(&mut out, &v);
+		assert_eq!((out[0], &out[1..]), (9, &le[..]));
 	}
 }

@@ -81,13 +81,8 @@ impl AdamState {
 /// validator checking a revealed state compute it the same way.
 pub fn state_hash(params: &[f32], state: &[&[f32]], step: u64) -> [u8; 32] {
 	let mut h = blake3::Hasher::new();
-	let mut buf = Vec::with_capacity(4 * 16_384);
 	for v in std::iter::once(params).chain(state.iter().copied()) {
-		for chunk in v.chunks(16_384) {
-			buf.clear();
-			crate::f32le::extend(&mut buf, chunk);
-			h.update(&buf);
-		}
+		h.update(&crate::f32le::as_bytes(v));
 	}
 	h.update(&step.to_le_bytes());
 	*h.finalize().as_bytes()
