@@ -46,7 +46,7 @@ pub fn config(local: bool) -> StateConfig {
 		param_counts: vec![12, 16, 20],
 		merge_codec: Default::default(),
 		accumulate: local.then_some(2),
-		max_in_flight: iota_orchestrator::state::default_max_in_flight(STAGES, local),
+		max_in_flight: iota_orchestrator::state::default_max_in_flight(local.then_some(2)),
 	}
 }
 

@@ -216,8 +216,8 @@ struct RunArgs {
 	#[arg(long, env = "IOTA_MAX_LEASES", default_value_t = 4)]
 	max_leases: u32,
 	/// Most samples one head miner may have in the pipeline at once (started by its forward, not yet
-	/// through the head's backward); `0` for no bound. Default: the stage count + 1 in local mode
-	/// (a bound on how stale a backward's weights get), none in sync mode.
+	/// through the head's backward); `0` for no bound. Default: the run's `accumulate` (at least 2) in
+	/// local mode, so a head backward comes at most one inner step late; none in sync mode.
 	#[arg(long, env = "IOTA_MAX_IN_FLIGHT")]
 	max_in_flight: Option<u32>,
 	/// Lease duration in ms (default: the chain's `lease_timeout_secs`).
@@ -454,10 +454,7 @@ async fn run(a: RunArgs) -> Result<()> {
 		max_in_flight: match a.max_in_flight {
 			Some(0) => None,
 			Some(n) => Some(n),
-			None => iota_orchestrator::state::default_max_in_flight(
-				cfg.stages,
-				spec.training.accumulate().is_some(),
-			),
+			None => iota_orchestrator::state::default_max_in_flight(spec.training.accumulate()),
 		},
 	});
 	let db = Db::open(&a.db, &a.run)?;

@@ -101,21 +101,24 @@ pub struct StateConfig {
 	pub max_in_flight: Option<u32>,
 }
 
-/// The default bound on a head miner's samples in flight ([`StateConfig::max_in_flight`]): one more
-/// than the stage count in local mode, none in sync mode.
+/// The default bound on a head miner's samples in flight ([`StateConfig::max_in_flight`]): in local
+/// mode the inner step's micro-batches `accumulate`, at least 2; none in sync mode (`accumulate` is
+/// `None`).
 ///
 /// In local mode every replica steps its weights every `accumulate` backward passes, so a sample
 /// started `k` samples before its backward ran its forward about `k / accumulate` inner steps
-/// earlier: the backward goes through weights that stale (docs/design.md §3). Unbounded, a fast head
-/// runs its whole quota ahead. Measured with `bench-pipeline` (3 × 1, quota 64, accumulate 2, int8
-/// merges): unbounded, the head's backward passes ran up to 12 inner steps after their forwards and
-/// the tail, trained on codes of such old weights, lost ~1 nat at every epoch start, when it first saw
-/// the current ones (last-epoch loss 1.106 of the single-process baseline's); a bound of 6 gave 1.084,
-/// 4 gave 1.058 (at most 2 steps stale) and 3 gave 1.057, but with 57 % of stage time idle, against
-/// 46 % at 4. `S + 1`: a sample per stage and one crossing a cut. In sync mode the weights do not move
+/// earlier: its backward comes that many steps late (docs/design.md §3; the pass itself runs at its
+/// forward's weights, which the miner stashes). With at most `accumulate` samples in flight the head's
+/// backward passes are at most one inner step late. Unbounded, a fast head ran its whole quota ahead.
+/// Measured with `bench-pipeline` (3 × 1, quota 64, accumulate 2, int8 merges; last-epoch loss against
+/// the single-process baseline's, tokens/s ratio): unbounded 1.106 / 0.813 (backward passes up to 12
+/// inner steps late; the tail lost ~1 nat at every epoch start), a bound of 4 1.058 / 0.841; once idle
+/// requests were held (long poll) and stale passes ran at their stashed weights, 4: 1.058 / 0.849,
+/// 3: 1.057 / 0.863, **2: 1.021 / 0.805**. A bound of 1 runs one sample at a time (1.015 / 0.301, the
+/// same loss as the baseline with the network's bottleneck). In sync mode the weights do not move
 /// within an epoch, so nothing goes stale and the head is not held back.
-pub fn default_max_in_flight(stages: u16, local: bool) -> Option<u32> {
-	local.then_some(u32::from(stages.max(1)) + 1)
+pub fn default_max_in_flight(accumulate: Option<u32>) -> Option<u32> {
+	accumulate.map(|a| a.max(2))
 }
 
 mod audit;

@@ -190,9 +190,11 @@ fn a_head_miner_starts_no_sample_past_its_bound_until_one_is_through_the_heads_b
 	let c = w.lease(1, 0, 0);
 	assert_eq!((c.kind, c.sample), (WorkKind::Forward, 3), "a place freed");
 	assert_eq!(w.work(1, 0, 0), WorkPlan::Idle(IdleReason::InFlightLimit));
-	// The bound's default: local mode only, one more than the stages.
-	assert_eq!(default_max_in_flight(3, true), Some(4));
-	assert_eq!(default_max_in_flight(3, false), None);
+	// The bound's default: local mode only, the inner step's micro-batches, at least 2.
+	assert_eq!(default_max_in_flight(Some(2)), Some(2));
+	assert_eq!(default_max_in_flight(Some(1)), Some(2));
+	assert_eq!(default_max_in_flight(Some(8)), Some(8));
+	assert_eq!(default_max_in_flight(None), None);
 }
 
 #[test]
