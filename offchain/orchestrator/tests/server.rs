@@ -188,6 +188,20 @@ fn tensor(spec: &RunSpec, kind: Kind, shape: (usize, usize, usize)) -> Bytes {
 	Bytes::from(wire::encode(&x, kind, spec.wire_encoding().unwrap()).unwrap())
 }
 
+/// A well-formed activation of the run's boundary shape, uploaded through a forward's `output` PUT:
+/// the reference its submission carries.
+async fn upload_activation(w: &World, output: &ObjectPut) -> TensorRef {
+	let [b, t, width] = w.spec.boundary_shape().map(|x| x as usize);
+	let good = tensor(&w.spec, Kind::Activation, (b, t, width));
+	let hash = w.http.put(&output.put, good.clone()).await.unwrap();
+	TensorRef {
+		key: output.key.clone(),
+		hash,
+		size: good.len() as u64,
+		shape: vec![b as u64, t as u64, width as u64],
+	}
+}
+
 fn fingerprint(w: &World) -> String {
 	let s = w.orch.status();
 	format!("{:?}{:?}{:?}", s.stages, s.tokens_trained, s.wire_bytes)
@@ -244,14 +258,7 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 	expect(dave.submit_activation(f.lease + 100, None).await, ErrorCode::Unknown);
 	expect(client(&w, "//Eve").await.submit_activation(f.lease, None).await, ErrorCode::Invalid);
 	expect(dave.report_loss(f.lease, 1.0).await, ErrorCode::WrongStage);
-	let good = tensor(&w.spec, Kind::Activation, (b, t, width));
-	let hash = w.http.put(&f.output.put, good.clone()).await.unwrap();
-	let tref = TensorRef {
-		key: f.output.key.clone(),
-		hash,
-		size: good.len() as u64,
-		shape: vec![b as u64, t as u64, width as u64],
-	};
+	let tref = upload_activation(&w, &f.output).await;
 	expect(
 		dave.submit_activation(
 			f.lease,
@@ -379,7 +386,7 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 	}
 
 	// The good submission still goes through, once; its replay is refused.
-	w.http.put(&f.output.put, good.clone()).await.unwrap();
+	assert_eq!(upload_activation(&w, &f.output).await, tref);
 	let ok = sign(
 		&key("//Dave"),
 		methods::SUBMIT_ACTIVATION,
@@ -394,11 +401,11 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 		raw.request::<Ack, _>(methods::SUBMIT_ACTIVATION, rpc_params![ok]).await,
 		ErrorCode::NonceReused,
 	);
-	expect(dave.submit_activation(f.lease, Some(tref)).await, ErrorCode::Unknown);
+	expect(dave.submit_activation(f.lease, Some(tref.clone())).await, ErrorCode::Unknown);
 	assert_eq!(w.orch.status().stages[1].forward_queue, 1, "the activation is queued for stage 1");
 	let eve = client(&w, "//Eve").await;
 	let Work::Forward(f1) = eve.get_work(1).await.unwrap() else { panic!("stage 1 forward") };
-	assert_eq!(f1.input.as_ref().map(|i| i.hash), Some(hash));
+	assert_eq!(f1.input.as_ref().map(|i| i.hash), Some(tref.hash));
 	// In-flight limit (2 per miner) and release.
 	dave.get_work(0).await.unwrap();
 	let Work::Forward(f2) = dave.get_work(0).await.unwrap() else { panic!("forward") };
@@ -747,15 +754,7 @@ async fn an_idle_get_work_is_held_until_its_stage_has_work() {
 	// hold that ran out would answer idle: it plans again only when woken).
 	let held = tokio::spawn(async move { eve.get_work(1).await.unwrap() });
 	let Work::Forward(f) = dave.get_work(0).await.unwrap() else { panic!("forward") };
-	let [b, t, width] = w.spec.boundary_shape().map(|x| x as usize);
-	let good = tensor(&w.spec, Kind::Activation, (b, t, width));
-	let hash = w.http.put(&f.output.put, good.clone()).await.unwrap();
-	let tref = TensorRef {
-		key: f.output.key.clone(),
-		hash,
-		size: good.len() as u64,
-		shape: vec![b as u64, t as u64, width as u64],
-	};
+	let tref = upload_activation(&w, &f.output).await;
 	dave.submit_activation(f.lease, Some(tref)).await.unwrap();
 	match held.await.unwrap() {
 		Work::Forward(g) => assert_eq!((g.stage, g.sample), (1, f.sample)),
