@@ -42,6 +42,24 @@
 //! Example: `cargo run -p iota-devnet --bin bench-pipeline -- --ffn-dim 1536` (4 epochs: about 11 minutes
 //! on 2 shared cores; each epoch adds ~2 minutes). Not a test: it asserts nothing about speed.
 //!
+//! ## Measured again, local mode (2 cores, debug build, 7 Dec 2026: held getWork, weight stashing, bound 2)
+//! The same command, after three changes: an idle `iota_getWork` is held until the miner has work (it
+//! had been told to come back in 250 ms, at every hop of every sample); a backward through a forward
+//! kept from before an inner step runs at that forward's weights (stashed), not at the moved ones; and
+//! the head's default bound is the run's `accumulate` (2), so a head backward comes at most one inner
+//! step late. Baseline 626 tokens/s; pipeline 3 × 1 525 (**0.839**), 3 × 2 512 (**0.818**); loss at
+//! equal tokens 1.021, 1.021, **1.022** per epoch for 3 × 1 (1.007 against `baseline+cut`), **1.073** for
+//! 3 × 2 (1.057); stage-time training 47.0 % / 67.5 %, idle 49.4 / 28.4 %. Single 3 × 1 runs
+//! (`--miners 1 --no-cut-baseline`, last-epoch loss ratio / tokens/s ratio), to tell the changes
+//! apart: before them 1.070 / 0.844 (1.070 / 0.864 with no reveals at all: the 2.2 GB of reveal traffic
+//! costs no measurable throughput here); the held request and the stash at the old bound of 4: 1.058
+//! / 0.849; bound 3: 1.057 / 0.863; bound 2: 1.021 / 0.805; bound 1 (one sample at a time, before the
+//! changes): 1.015 / 0.301, exactly `baseline+cut`'s loss in every epoch, which shows what is left at 2
+//! is the one step of lateness. Before the held request a bound of 3 had cost throughput (0.721); with
+//! it the pipeline fills at small bounds. 3 × 2 stays above the 5 % goal: its two replicas per stage
+//! each take half the inner steps and are averaged at the merge, while the baseline steps every
+//! `accumulate` samples of the whole stream (the baseline matches 3 × 1's optimizer steps per token).
+//!
 //! ## Measured again, local mode (2 cores, debug build, 7 Dec 2026, a head miner's samples in flight bounded)
 //! The same command, with the orchestrator's default `--max-in-flight` of stages + 1 (4): baseline 652
 //! tokens/s; pipeline 3 × 1 486 (**0.745**), 3 × 2 506 (**0.776**); stage-time training 51.0 % /
