@@ -180,7 +180,8 @@ async fn signed_flow_expiry_refusals_and_a_full_epoch() {
 	assert_eq!(seen, vec![0, 1], "the re-listed sample 0 comes first");
 	assert_eq!(
 		head.work().await,
-		Work::Idle { reason: IdleReason::QuotaIssued, retry_after_ms: 250 }
+		// Held for the orchestrator's --work-wait-ms, then answered with a wait of 0.
+		Work::Idle { reason: IdleReason::QuotaIssued, retry_after_ms: 0 }
 	);
 	for _ in 0..2 {
 		let Work::Forward(f) = miners[1].next_work(T).await else { panic!("forward at stage 1") };

@@ -158,8 +158,8 @@ pub type RevealedStates = BTreeMap<(u16, AccountId), BTreeMap<u32, ObjectEntry>>
 /// stage's forward at a revealed state (`forward_steps[s]`) and, at body stages, those where it ran
 /// the backward with an output at a revealed state (`backward_steps[s]`): a backward rerouted from
 /// another miner's forward is recomputed there; one through the miner's own forward kept from an
-/// earlier state needs that state revealed too, and is recomputed with its activations and the
-/// backward's weights, as the miner's kept graph ran it. Up to `forward_checks` and
+/// earlier state needs that state revealed too, and is recomputed wholly there, as the miner ran it
+/// with the weights it stashed for it. Up to `forward_checks` and
 /// `backward_checks` are drawn per (stage, miner, kind) with [`spot_checks`] from the
 /// **challenge** seed (the passes' states were unknown before it). Each target comes with the
 /// revealed state it is recomputed at.
@@ -278,7 +278,7 @@ pub struct InnerStepEvidence {
 	/// Passes the pathway log puts at state `k` (backward passes; the tail's forward items).
 	pub passes: u32,
 	/// Of them, passes whose forward ran at an earlier state: the miner ran the backward through that
-	/// forward's kept graph (activations of the earlier state, weights of state `k`).
+	/// forward's kept graph at the earlier state's weights (stashed).
 	pub stale_passes: u32,
 	/// Of those, passes recomputed exactly so, the earlier state being revealed too (another
 	/// challenged step's). A replay that is off while some stale pass could not be recomputed so is

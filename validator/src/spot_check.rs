@@ -895,7 +895,7 @@ impl Checker {
 		};
 
 		let encoding = self.encoding;
-		// A backward through a kept forward: the forward's state, whose activations it used.
+		// A backward through a kept forward: the forward's state, where the whole pass ran.
 		let kept = match &w {
 			WeightsRef::Revealed { kept_forward: Some(k), .. }
 				if target.kind == ItemKind::Backward =>

@@ -696,6 +696,8 @@ impl Orchestrator {
 			|st| plan_decision(st, &req.account, stage, now),
 		)?;
 		let (plan, held) = self.hold_idle(&req.account, stage, plan).await?;
+		// A hold can end in an answer that is never held (`Merging`, say): that one gets the usual hint.
+		let held = held && waits_for_state(&plan);
 		if restarts
 			.get()
 			.is_some_and(|r| self.with_state(|s| s.restarts(&req.account)) > r)
