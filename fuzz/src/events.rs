@@ -35,6 +35,7 @@ const LEASE_MS: u64 = 1_000;
 /// The run's state configuration, as the orchestrator builds it from the chain's run config and the
 /// spec (`main.rs`), for a run this small; `local`: local mode (`accumulate` 2), else sync mode.
 pub fn config(local: bool) -> StateConfig {
+	let accumulate = local.then_some(2);
 	StateConfig {
 		run: Id::new("fuzz").expect("id"),
 		stages: STAGES,
@@ -45,8 +46,8 @@ pub fn config(local: bool) -> StateConfig {
 		boundary_shape: [2, 4, 8],
 		param_counts: vec![12, 16, 20],
 		merge_codec: Default::default(),
-		accumulate: local.then_some(2),
-		max_in_flight: iota_orchestrator::state::default_max_in_flight(local.then_some(2)),
+		accumulate,
+		max_in_flight: iota_orchestrator::state::default_max_in_flight(accumulate),
 	}
 }
 

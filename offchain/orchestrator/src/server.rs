@@ -696,8 +696,6 @@ impl Orchestrator {
 			|st| plan_decision(st, &req.account, stage, now),
 		)?;
 		let (plan, held) = self.hold_idle(&req.account, stage, plan).await?;
-		// A hold can end in an answer that is never held (`Merging`, say): that one gets the usual hint.
-		let held = held && waits_for_state(&plan);
 		if restarts
 			.get()
 			.is_some_and(|r| self.with_state(|s| s.restarts(&req.account)) > r)
@@ -727,7 +725,8 @@ impl Orchestrator {
 	/// The long poll of `iota_getWork` ([`ServerConfig::work_wait_ms`]): while `plan` is an idle answer
 	/// that new state can turn into work ([`waits_for_state`]), wait until events are applied (or the
 	/// hold ends) and plan again for `miner` at `stage`, as a live request of it. Returns the last plan
-	/// and whether the request was held.
+	/// and whether it is an idle answer the request was held for (its retry hint is then 0; a hold can
+	/// also end in work, or in an idle answer never held, `Merging` say, which gets the usual hint).
 	///
 	/// # Errors
 	/// A refusal of a later plan (the miner's stage moved, …), as the first plan would have given.
@@ -754,7 +753,7 @@ impl Orchestrator {
 				|st| plan_decision(st, miner, stage, now),
 			)?;
 			if !waits_for_state(&plan) {
-				return Ok((plan, true));
+				return Ok((plan, false));
 			}
 			tokio::select! {
 				() = &mut changed => {},
