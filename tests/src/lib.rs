@@ -125,7 +125,10 @@ where
 	}
 }
 
-/// A running `iota-node --dev`, killed on drop.
+/// A running `iota-node`, killed on drop.
+///
+/// Its RPC and p2p ports are chosen by the kernel (`--rpc-port 0`, `--port 0`) and the RPC address read back
+/// from the node's log, so parallel test lanes cannot race for a port picked before the node binds it.
 pub struct DevNode {
 	child: Child,
 	log: tempfile::NamedTempFile,
@@ -134,19 +137,46 @@ pub struct DevNode {
 }
 
 impl DevNode {
-	/// Starts the node on free ports with a temporary database.
+	/// Starts `iota-node --dev` with a temporary database; see [`DevNode::start_with`].
 	pub fn start() -> Self {
+		Self::start_with(&["--dev"])
+	}
+
+	/// Starts the node with `args` (e.g. `--dev`, or `--chain dev --tmp --bootnodes …` for a non-authoring
+	/// node) plus `--rpc-port 0` and, unless `args` names one, `--port 0`; blocks until its log names the
+	/// bound RPC address. Panics if the node exits first or does not bind within [`NODE_STARTUP`].
+	pub fn start_with(args: &[&str]) -> Self {
 		let bin = binary("IOTA_NODE_BIN", "iota-node", "cargo build -p iota-node");
 		let log = tempfile::NamedTempFile::new().unwrap();
-		let rpc_port = free_port();
-		let child = Command::new(&bin)
-			.args(["--dev", "--no-telemetry", "--no-mdns", "--no-prometheus"])
-			.args(["--rpc-port", &rpc_port.to_string(), "--port", &free_port().to_string()])
+		let mut cmd = Command::new(&bin);
+		cmd.args(args)
+			.args(["--no-telemetry", "--no-mdns", "--no-prometheus", "--rpc-port", "0"]);
+		if !args.iter().any(|a| a.starts_with("--port")) {
+			cmd.args(["--port", "0"]);
+		}
+		let child = cmd
 			.stdout(Stdio::null())
 			.stderr(log.reopen().unwrap())
 			.spawn()
 			.unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-		Self { child, log, rpc_url: format!("ws://127.0.0.1:{rpc_port}") }
+		let mut node = Self { child, log, rpc_url: String::new() };
+		let start = Instant::now();
+		node.rpc_url = loop {
+			let mut text = String::new();
+			let _ = node.log.reopen().and_then(|mut f| f.read_to_string(&mut text));
+			if let Some(addr) = text.lines().find_map(|l| rpc_addr_in_log_line(&strip_ansi(l))) {
+				break format!("ws://{addr}");
+			}
+			if let Some(status) = node.child.try_wait().unwrap() {
+				panic!("iota-node exited early with {status}");
+			}
+			assert!(
+				start.elapsed() < NODE_STARTUP,
+				"iota-node did not bind RPC within {NODE_STARTUP:?}"
+			);
+			std::thread::sleep(Duration::from_millis(100));
+		};
+		node
 	}
 
 	/// A client, once the node answers.
@@ -165,12 +195,25 @@ impl DevNode {
 			}
 		}
 	}
+
+	/// Kills the node now (SIGKILL) and waits for it; dropping it later does nothing more.
+	pub fn kill(&mut self) {
+		let _ = self.child.kill();
+		let _ = self.child.wait();
+	}
+}
+
+/// The IPv4 `HOST:PORT` a node's log line `Running JSON-RPC server: addr=127.0.0.1:PORT,[::1]:PORT` names,
+/// if it is that line.
+fn rpc_addr_in_log_line(line: &str) -> Option<String> {
+	let rest = line.split_once("Running JSON-RPC server: addr=")?.1;
+	let addr = rest.split([',', ' ']).next()?.trim();
+	(!addr.is_empty()).then(|| addr.to_string())
 }
 
 impl Drop for DevNode {
 	fn drop(&mut self) {
-		let _ = self.child.kill();
-		let _ = self.child.wait();
+		self.kill();
 		if std::thread::panicking() {
 			print_tail("iota-node", self.log.path(), 30);
 		}
@@ -1583,6 +1626,15 @@ mod strip_tests {
 			"2026-12-05T13:37:01Z  INFO iota_orchestrator::chain: advance_phase stage=0 timed_out=false"
 		);
 		assert_eq!(strip_ansi("plain"), "plain");
+	}
+
+	#[test]
+	fn the_rpc_address_is_read_from_the_node_log() {
+		let line =
+			"2026-12-07 16:09:26 Running JSON-RPC server: addr=127.0.0.1:37671,[::1]:35747    ";
+		assert_eq!(super::rpc_addr_in_log_line(line).as_deref(), Some("127.0.0.1:37671"));
+		assert_eq!(super::rpc_addr_in_log_line("2026-12-07 16:09:26 Idle (0 peers)"), None);
+		assert_eq!(super::rpc_addr_in_log_line("Running JSON-RPC server: addr="), None);
 	}
 }
 

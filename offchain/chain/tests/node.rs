@@ -10,104 +10,16 @@
 //! cargo test -p iota-chain --test node -- --ignored
 //! ```
 //!
-//! The binary is `$IOTA_NODE_BIN`, or `iota-node` in the target directory this test was built into.
+//! The binary is `$IOTA_NODE_BIN`, or `iota-node` in the target directory this test was built into
+//! (`iota_e2e::DevNode` starts it).
 
 use futures_util::StreamExt;
 use iota_chain::{Error, IotaClient, IotaEvent, Signer};
-use std::{
-	io::Read,
-	net::TcpListener,
-	path::PathBuf,
-	process::{Child, Command, Stdio},
-	time::{Duration, Instant},
-};
+use iota_e2e::{free_port, DevNode};
+use std::time::{Duration, Instant};
 
 /// How long the debug node may take to start answering RPC.
-const STARTUP: Duration = Duration::from_secs(180);
-
-fn free_port() -> u16 {
-	TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn node_binary() -> PathBuf {
-	if let Some(p) = std::env::var_os("IOTA_NODE_BIN") {
-		return PathBuf::from(p);
-	}
-	// <target>/debug/deps/node-<hash> -> <target>/debug/iota-node
-	let exe = std::env::current_exe().unwrap();
-	exe.parent().and_then(|d| d.parent()).unwrap().join("iota-node")
-}
-
-/// A running `iota-node --dev`, killed on drop (also when the test fails); its log is printed on failure.
-struct DevNode {
-	child: Child,
-	log: tempfile::NamedTempFile,
-	rpc_url: String,
-}
-
-impl DevNode {
-	fn start() -> Self {
-		Self::start_with(&["--dev"])
-	}
-
-	/// A node of the dev chain started with `args` (e.g. `--dev`, or a non-authoring full node).
-	fn start_with(args: &[&str]) -> Self {
-		let bin = node_binary();
-		assert!(
-			bin.exists(),
-			"{} not found: build it with `cargo build -p iota-node` first",
-			bin.display()
-		);
-		let log = tempfile::NamedTempFile::new().unwrap();
-		let rpc_port = free_port();
-		let child = Command::new(&bin)
-			.args(args)
-			.args(["--no-telemetry", "--no-mdns", "--no-prometheus"])
-			.args(["--rpc-port", &rpc_port.to_string()])
-			.args(if args.iter().any(|a| a.starts_with("--port")) {
-				vec![]
-			} else {
-				vec!["--port".to_string(), free_port().to_string()]
-			})
-			.stdout(Stdio::null())
-			.stderr(log.reopen().unwrap())
-			.spawn()
-			.unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-		Self { child, log, rpc_url: format!("ws://127.0.0.1:{rpc_port}") }
-	}
-
-	async fn client(&mut self) -> IotaClient {
-		let start = Instant::now();
-		loop {
-			if let Some(status) = self.child.try_wait().unwrap() {
-				panic!("iota-node exited early with {status}");
-			}
-			match IotaClient::connect(&self.rpc_url).await {
-				Ok(c) => return c,
-				Err(e) if start.elapsed() > STARTUP => {
-					panic!("node did not answer within {STARTUP:?}: {e}")
-				},
-				Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-			}
-		}
-	}
-}
-
-impl Drop for DevNode {
-	fn drop(&mut self) {
-		let _ = self.child.kill();
-		let _ = self.child.wait();
-		if std::thread::panicking() {
-			let mut text = String::new();
-			let _ = self.log.reopen().and_then(|mut f| f.read_to_string(&mut text));
-			let tail: Vec<&str> = text.lines().rev().take(40).collect();
-			eprintln!("--- iota-node log (last 40 lines) ---");
-			for line in tail.into_iter().rev() {
-				eprintln!("{line}");
-			}
-		}
-	}
-}
+const STARTUP: Duration = iota_e2e::NODE_STARTUP;
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the iota-node binary built with its WASM runtime (see the file's docs)"]
@@ -313,8 +225,7 @@ async fn a_client_of_two_nodes_reads_through_the_second_when_the_first_dies() {
 	};
 	let cfg = both.run_config().await.unwrap();
 	assert!(cfg.is_some(), "the dev chain has a run config");
-	let _ = first.child.kill();
-	let _ = first.child.wait();
+	first.kill();
 	// The client's next calls fail over to the second node: the same chain, the same state.
 	let (after, _) = both.best_block().await.expect("a read after the first node died");
 	assert!(after >= synced, "best block {after} went back from {synced}");
