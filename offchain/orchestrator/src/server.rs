@@ -695,7 +695,7 @@ impl Orchestrator {
 			},
 			|st| plan_decision(st, &req.account, stage, now),
 		)?;
-		let (plan, held) = self.hold_idle(&req.account, stage, plan).await?;
+		let (plan, held) = self.hold_idle(&req.account, stage, req.body.session, plan).await?;
 		if restarts
 			.get()
 			.is_some_and(|r| self.with_state(|s| s.restarts(&req.account)) > r)
@@ -728,12 +728,17 @@ impl Orchestrator {
 	/// and whether it is an idle answer the request was held for (its retry hint is then 0; a hold can
 	/// also end in work, or in an idle answer never held, `Merging` say, which gets the usual hint).
 	///
+	/// A request of process `session` ([`GetWork::session`]) stops planning once another session of the
+	/// miner has been applied (its process restarted while this request was held): it answers the idle
+	/// plan it held, so no lease goes to a process that is gone and the new one's leases are its own.
+	///
 	/// # Errors
 	/// A refusal of a later plan (the miner's stage moved, …), as the first plan would have given.
 	async fn hold_idle(
 		&self,
 		miner: &AccountId,
 		stage: u16,
+		session: Option<u64>,
 		mut plan: WorkPlan,
 	) -> Result<(WorkPlan, bool), Refusal> {
 		if self.cfg.work_wait_ms == 0 || !waits_for_state(&plan) {
@@ -746,12 +751,22 @@ impl Orchestrator {
 			tokio::pin!(changed);
 			changed.as_mut().enable();
 			let now = now_ms();
-			plan = self.commit_after(
+			let superseded = |st: &State| {
+				session.is_some_and(|s| st.check_session(miner, stage, s, now).is_some())
+			};
+			let next = self.commit_after(
 				None,
 				Some((miner, stage, now)),
 				|_| Vec::new(),
-				|st| plan_decision(st, miner, stage, now),
+				|st| {
+					if superseded(st) {
+						return Ok((Vec::new(), None));
+					}
+					plan_decision(st, miner, stage, now).map(|(e, p)| (e, Some(p)))
+				},
 			)?;
+			let Some(next) = next else { return Ok((plan, true)) };
+			plan = next;
 			if !waits_for_state(&plan) {
 				return Ok((plan, false));
 			}

@@ -735,7 +735,8 @@ async fn sixty_four_members_stampeding_the_merge_endpoints_are_each_served_once(
 
 /// The long poll of `iota_getWork` (`ServerConfig::work_wait_ms`): a miner with nothing to do is held
 /// and handed its work the moment the sample it waits for is accepted, not at its next poll; with
-/// nothing coming the hold ends at `work_wait_ms` with a retry hint of 0 (ask again at once).
+/// nothing coming the hold ends at `work_wait_ms` with a retry hint of 0 (ask again at once); a hold
+/// whose miner process restarts meanwhile ends at once, without a lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_get_work_is_held_until_its_stage_has_work() {
 	// Long enough that the head's forward below is accepted while the middle stage is held.
@@ -761,6 +762,28 @@ async fn an_idle_get_work_is_held_until_its_stage_has_work() {
 		Work::Forward(g) => assert_eq!((g.stage, g.sample), (1, f.sample)),
 		other => panic!("expected the middle stage's forward, got {other:?}"),
 	}
+
+	// A request held while its miner's process restarts is answered idle once the new session is
+	// applied, and is never granted a lease. The restart releases what the earlier process held (the
+	// forward above), and the new process is handed it.
+	let eve = std::sync::Arc::new(client(&w, "//Eve").await);
+	let old = eve.get_work_in(1, 7).await.unwrap();
+	assert!(matches!(old, Work::Idle { reason: IdleReason::QueueEmpty, .. }), "{old:?}");
+	let t0 = std::time::Instant::now();
+	let old = tokio::spawn({
+		let eve = eve.clone();
+		async move { eve.get_work_in(1, 7).await.unwrap() }
+	});
+	tokio::time::sleep(Duration::from_millis(300)).await;
+	match eve.get_work_in(1, 8).await.unwrap() {
+		Work::Forward(g) => assert_eq!((g.stage, g.sample), (1, f.sample)),
+		other => panic!("expected the new process to get the released forward, got {other:?}"),
+	}
+	match old.await.unwrap() {
+		Work::Idle { reason: IdleReason::QueueEmpty, retry_after_ms: 0 } => {},
+		other => panic!("expected the superseded hold to end idle, got {other:?}"),
+	}
+	assert!(t0.elapsed() < wait, "the superseded hold ran to its end ({:?})", t0.elapsed());
 
 	// Not held at all with a wait of 0: the old poll, with its retry hint.
 	let w = world_holding(0).await;
