@@ -693,6 +693,31 @@ impl Network {
 		Ok(IotaClient::connect(&self.chain_url).await?)
 	}
 
+	/// CPU seconds (user + system, from `/proc/<pid>/stat`) each running process of the network has
+	/// used since it started, with its role: `(role, name, seconds)`, roles `node`, `orchestrator` (the
+	/// embedded S3 server included), `miner`, `validator`. A process that exited (or, under test hosts,
+	/// one whose pid is not the program's) is left out.
+	pub fn cpu_seconds(&self) -> Vec<(&'static str, String, f64)> {
+		let tps = procfs::ticks_per_second() as f64;
+		let of = |p: &Supervised| -> Option<f64> {
+			let st =
+				procfs::process::Process::new(i32::try_from(p.pid()).ok()?).ok()?.stat().ok()?;
+			Some((st.utime + st.stime) as f64 / tps)
+		};
+		let roles = [
+			("node", self.nodes.iter().collect::<Vec<_>>()),
+			("orchestrator", vec![&self.orchestrator]),
+			("miner", self.miners.iter().collect()),
+			("validator", self.validators.iter().collect()),
+		];
+		roles
+			.into_iter()
+			.flat_map(|(role, ps)| {
+				ps.into_iter().filter_map(move |p| Some((role, p.name().to_owned(), of(p)?)))
+			})
+			.collect()
+	}
+
 	/// How many miner and validator processes are running, and the names of those that exited.
 	pub fn liveness(&mut self) -> (usize, usize, Vec<String>) {
 		let mut dead = Vec::new();

@@ -100,6 +100,60 @@ pub struct ReportData {
 	pub baseline: Option<Result<Baseline, String>>,
 	/// Traffic through the test hosts' links ([`crate::hosts`]), when the run had them.
 	pub hosts: Option<HostsTraffic>,
+	/// Where the machine's CPU went while training ([`CpuUse::between`]).
+	pub cpu: Option<CpuUse>,
+}
+
+/// The CPU the network's processes used while training, by role (node, orchestrator, miner,
+/// validator), against what the machine had: `cores × seconds`. On one shared machine this is what
+/// the stage-time split cannot say: how much of the compute went to the miners' training.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuUse {
+	/// Cores the machine offers (`std::thread::available_parallelism`).
+	pub cores: usize,
+	/// Wall-clock seconds between the two readings.
+	pub secs: f64,
+	/// CPU seconds (user + system) per role, in the order roles first appear.
+	pub by_role: Vec<(String, f64)>,
+}
+
+impl CpuUse {
+	/// The CPU used between two readings of [`crate::Network::cpu_seconds`] (`(role, name, seconds)`),
+	/// `secs` apart on `cores` cores: per process its end reading minus its start reading (the whole end
+	/// reading for a process that started, or restarted, in between: its counter began at 0), summed by
+	/// role. A process gone at the end is not counted.
+	pub fn between(
+		start: &[(&str, String, f64)],
+		end: &[(&str, String, f64)],
+		secs: f64,
+		cores: usize,
+	) -> Self {
+		let mut by_role: Vec<(String, f64)> = Vec::new();
+		for (role, name, e) in end {
+			let before = start.iter().find(|(_, n, _)| n == name).map_or(0.0, |(_, _, b)| *b);
+			let used = if *e >= before { e - before } else { *e };
+			match by_role.iter_mut().find(|(r, _)| r == role) {
+				Some((_, t)) => *t += used,
+				None => by_role.push(((*role).to_owned(), used)),
+			}
+		}
+		Self { cores, secs, by_role }
+	}
+
+	/// The machine's CPU seconds over the span: `cores × secs`.
+	pub fn available(&self) -> f64 {
+		self.cores as f64 * self.secs
+	}
+
+	/// `role`'s share of [`CpuUse::available`] (0 when the span is empty).
+	pub fn share(&self, role: &str) -> f64 {
+		let used = self.by_role.iter().filter(|(r, _)| r == role).map(|(_, t)| t).sum::<f64>();
+		if self.available() > 0.0 {
+			used / self.available()
+		} else {
+			0.0
+		}
+	}
 }
 
 /// What went through each test host's link over a run (read when training ended).
@@ -727,6 +781,25 @@ pub fn render_markdown(d: &ReportData) -> String {
 			t.shares()
 		);
 	}
+	if let Some(c) = &d.cpu {
+		let parts: Vec<String> = c
+			.by_role
+			.iter()
+			.map(|(r, t)| format!("{r} {t:.0} s ({:.1} %)", c.share(r) * 100.0))
+			.collect();
+		let used: f64 = c.by_role.iter().map(|(_, t)| t).sum();
+		let _ = writeln!(
+			s,
+			"Where the machine's CPU went while training ({} cores × {:.0} s = {:.0} CPU-seconds, from \
+			 /proc): **{}**, unused {:.1} %. The orchestrator's share includes its embedded S3 server, \
+			 which stores and serves every object (activations, reveals, merge vectors).\n",
+			c.cores,
+			c.secs,
+			c.available(),
+			parts.join(", "),
+			(1.0 - used / c.available().max(f64::MIN_POSITIVE)).max(0.0) * 100.0
+		);
+	}
 	if let Some((mean, max)) = quota_to_start_secs(&d.epochs) {
 		let _ = writeln!(
 			s,
@@ -966,7 +1039,42 @@ mod tests {
 			export: None,
 			baseline: None,
 			hosts: None,
+			cpu: Some(CpuUse {
+				cores: 2,
+				secs: 100.0,
+				by_role: vec![("miner".into(), 150.0), ("validator".into(), 30.0)],
+			}),
 		}
+	}
+
+	#[test]
+	fn the_cpu_split_is_what_each_role_used_between_the_readings() {
+		let start = [
+			("miner", "miner-dave".to_owned(), 10.0),
+			("miner", "miner-eve".to_owned(), 12.0),
+			("validator", "validator-bob".to_owned(), 5.0),
+			("node", "node".to_owned(), 30.0),
+		];
+		// Eve restarted (her counter began again at 0); the node is gone; the orchestrator is new.
+		let end = [
+			("miner", "miner-dave".to_owned(), 70.0),
+			("miner", "miner-eve".to_owned(), 8.0),
+			("validator", "validator-bob".to_owned(), 25.0),
+			("orchestrator", "orchestrator".to_owned(), 4.0),
+		];
+		let c = CpuUse::between(&start, &end, 50.0, 2);
+		assert_eq!(
+			c.by_role,
+			vec![("miner".into(), 68.0), ("validator".into(), 20.0), ("orchestrator".into(), 4.0)]
+		);
+		assert_eq!(c.available(), 100.0);
+		assert!((c.share("miner") - 0.68).abs() < 1e-12);
+		assert_eq!(c.share("node"), 0.0);
+		let md = render_markdown(&data(vec![epoch(0, 5.0)]));
+		assert!(
+			md.contains("(2 cores × 100 s = 200 CPU-seconds, from /proc): **miner 150 s (75.0 %), validator 30 s (15.0 %)**, unused 10.0 %"),
+			"{md}"
+		);
 	}
 
 	#[test]

@@ -363,6 +363,9 @@ struct RunResult {
 	/// 1-minute load average before and after the run.
 	load_before: f64,
 	load_after: f64,
+	/// Pipelines: the machine's CPU by role from the network's start-up to its last epoch
+	/// ([`report::CpuUse`]).
+	cpu: Option<report::CpuUse>,
 }
 
 impl RunResult {
@@ -377,6 +380,9 @@ impl RunResult {
 			"quota_to_start_secs": self.quota_to_start.map(|(mean, max)| serde_json::json!({"mean": mean, "max": max})),
 			"extrinsics": self.extrinsics, "optimizer_steps": self.optimizer_steps,
 			"load_before": self.load_before, "load_after": self.load_after,
+			"cpu_secs_by_role": self.cpu.as_ref().map(|c| serde_json::json!({
+				"cores": c.cores, "secs": c.secs, "by_role": c.by_role,
+			})),
 		})
 	}
 
@@ -460,6 +466,7 @@ fn run_baseline(
 		miners: None,
 		load_before,
 		load_after: load_avg(),
+		cpu: None,
 	})
 }
 
@@ -553,6 +560,7 @@ async fn run_pipeline(
 		n = Network::start(opts) => n.with_context(|| format!("starting the network of {name}"))?,
 		_ = interrupted() => bail!("interrupted while starting the network of {name} (its processes are stopped)"),
 	};
+	let cpu_start = (Instant::now(), net.cpu_seconds());
 	let deadline = started + Duration::from_secs(cli.timeout_mins * 60);
 	let mut printed = 0usize;
 	let epochs = loop {
@@ -599,6 +607,12 @@ async fn run_pipeline(
 			);
 		}
 	};
+	let cpu = report::CpuUse::between(
+		&cpu_start.1,
+		&net.cpu_seconds(),
+		cpu_start.0.elapsed().as_secs_f64(),
+		std::thread::available_parallelism().map_or(1, |n| n.get()),
+	);
 	let spec = net.prepared.spec.clone();
 	net.stop();
 	let bucket_dir = run_dir.join("s3").join(EmbeddedConfig::new(".").bucket);
@@ -640,6 +654,7 @@ async fn run_pipeline(
 		miners: Some(miners),
 		load_before,
 		load_after,
+		cpu: Some(cpu),
 	};
 	Ok((result, spec, bucket_dir))
 }
@@ -982,6 +997,19 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 				t.shares(),
 				t.share(t.chain_wait_ms) * 100.0,
 				if t.share(t.chain_wait_ms) <= 0.05 { "met" } else { "missed" }
+			);
+		}
+		if let Some(c) = &r.cpu {
+			let parts: Vec<String> = c
+				.by_role
+				.iter()
+				.map(|(role, _)| format!("{role} {:.1} %", c.share(role) * 100.0))
+				.collect();
+			println!(
+				"  CPU of the machine ({} cores × {:.0} s, from /proc): {} (the orchestrator's with its embedded S3 server)",
+				c.cores,
+				c.secs,
+				parts.join(", ")
 			);
 		}
 		if let Some((mean, max)) = r.quota_to_start {
