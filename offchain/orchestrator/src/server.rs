@@ -132,6 +132,17 @@ fn waits_for_state(plan: &WorkPlan) -> bool {
 	)
 }
 
+/// Whether applying `e` may turn a held idle plan into work, so held `iota_getWork` requests plan again.
+/// A grant only takes work, and a loss or an inner-step report changes nothing [`State::plan_work`]
+/// reads; those are about half of a sample's events. Every other event wakes them (the safe default
+/// for one added later).
+fn may_make_work(e: &Event) -> bool {
+	!matches!(
+		e,
+		Event::LeaseGranted { .. } | Event::LossReported { .. } | Event::InnerStepReported { .. }
+	)
+}
+
 /// Most presigned GETs kept for reuse; past it, those past reuse are dropped (all, if none is).
 const MAX_CACHED_GETS: usize = 65_536;
 
@@ -276,7 +287,7 @@ impl Orchestrator {
 				}
 				inner.state.apply(e);
 			}
-			self.applied(&inner.state, due_before, true);
+			self.applied(&inner.state, due_before, &events);
 		}
 		for c in changes {
 			let _ = self.phases.send(c);
@@ -395,7 +406,7 @@ impl Orchestrator {
 			for e in &pre {
 				inner.state.apply(e);
 			}
-			self.applied(&inner.state, due_before, true);
+			self.applied(&inner.state, due_before, &pre);
 		}
 		let (events, out) = decide(&inner.state)?;
 		if nonce.is_some() || !events.is_empty() {
@@ -411,7 +422,7 @@ impl Orchestrator {
 		for e in &events {
 			inner.state.apply(e);
 		}
-		self.applied(&inner.state, due_before, !events.is_empty());
+		self.applied(&inner.state, due_before, &events);
 		Ok(out)
 	}
 
@@ -432,11 +443,11 @@ impl Orchestrator {
 		self.due.notify_one();
 	}
 
-	/// After events were applied to `state` (`any`: at least one): held `iota_getWork` requests plan
-	/// again, and the chain driver is woken for a stage whose call turned due (`before`: which were
-	/// due before, [`due_stages`]).
-	fn applied(&self, state: &State, before: Option<Vec<bool>>, any: bool) {
-		if any {
+	/// After `events` were applied to `state`: held `iota_getWork` requests plan again when one of them
+	/// may have made work ([`may_make_work`]), and the chain driver is woken for a stage whose call
+	/// turned due (`before`: which were due before, [`due_stages`]).
+	fn applied(&self, state: &State, before: Option<Vec<bool>>, events: &[Event]) {
+		if events.iter().any(may_make_work) {
 			self.changed.notify_waiters();
 		}
 		let Some(before) = before else { return };
