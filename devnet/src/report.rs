@@ -145,6 +145,20 @@ impl CpuUse {
 		self.cores as f64 * self.secs
 	}
 
+	/// One line: each role's CPU seconds and share, then the unused share, e.g. `miner 814 s (50.6 %),
+	/// validator 418 s (26.0 %), unused 2.8 %`.
+	pub fn summary(&self) -> String {
+		let mut parts: Vec<String> = self
+			.by_role
+			.iter()
+			.map(|(r, t)| format!("{r} {t:.0} s ({:.1} %)", self.share(r) * 100.0))
+			.collect();
+		let used: f64 = self.by_role.iter().map(|(_, t)| t).sum();
+		let unused = (1.0 - used / self.available().max(f64::MIN_POSITIVE)).max(0.0);
+		parts.push(format!("unused {:.1} %", unused * 100.0));
+		parts.join(", ")
+	}
+
 	/// `role`'s share of [`CpuUse::available`] (0 when the span is empty).
 	pub fn share(&self, role: &str) -> f64 {
 		let used = self.by_role.iter().filter(|(r, _)| r == role).map(|(_, t)| t).sum::<f64>();
@@ -782,22 +796,15 @@ pub fn render_markdown(d: &ReportData) -> String {
 		);
 	}
 	if let Some(c) = &d.cpu {
-		let parts: Vec<String> = c
-			.by_role
-			.iter()
-			.map(|(r, t)| format!("{r} {t:.0} s ({:.1} %)", c.share(r) * 100.0))
-			.collect();
-		let used: f64 = c.by_role.iter().map(|(_, t)| t).sum();
 		let _ = writeln!(
 			s,
 			"Where the machine's CPU went while training ({} cores × {:.0} s = {:.0} CPU-seconds, from \
-			 /proc): **{}**, unused {:.1} %. The orchestrator's share includes its embedded S3 server, \
-			 which stores and serves every object (activations, reveals, merge vectors).\n",
+			 /proc): **{}**. The orchestrator's share includes its embedded S3 server, which stores and \
+			 serves every object (activations, reveals, merge vectors).\n",
 			c.cores,
 			c.secs,
 			c.available(),
-			parts.join(", "),
-			(1.0 - used / c.available().max(f64::MIN_POSITIVE)).max(0.0) * 100.0
+			c.summary(),
 		);
 	}
 	if let Some((mean, max)) = quota_to_start_secs(&d.epochs) {
@@ -1072,7 +1079,7 @@ mod tests {
 		assert_eq!(c.share("node"), 0.0);
 		let md = render_markdown(&data(vec![epoch(0, 5.0)]));
 		assert!(
-			md.contains("(2 cores × 100 s = 200 CPU-seconds, from /proc): **miner 150 s (75.0 %), validator 30 s (15.0 %)**, unused 10.0 %"),
+			md.contains("(2 cores × 100 s = 200 CPU-seconds, from /proc): **miner 150 s (75.0 %), validator 30 s (15.0 %), unused 10.0 %**"),
 			"{md}"
 		);
 	}

@@ -42,6 +42,17 @@
 //! Example: `cargo run -p iota-devnet --bin bench-pipeline -- --ffn-dim 1536` (4 epochs: about 11 minutes
 //! on 2 shared cores; each epoch adds ~2 minutes). Not a test: it asserts nothing about speed.
 //!
+//! ## Measured again, 3 × 2 only (2 cores, debug build, 7 Dec 2026: the CPU split, an outer lr of 2)
+//! `--miners 2 --no-cut-baseline` with the command below, once per `--training`, and the machine's CPU
+//! split by role now printed (from `/proc`, start-up excluded). `local:2:1:0` (averaging): baseline 626
+//! tokens/s, pipeline 545 (**0.871**), last-epoch loss **1.060** (1.063, 1.055, 1.060 per epoch; 1.073
+//! in the run below: the spread between runs); CPU miners 73.9 %, orchestrator with its embedded S3
+//! server 14.6 %, node 3.6 %, unused ~8 %; stage-time training 66.9 %, idle 28.7 %. `local:2:2:0` (the
+//! two replicas' deltas summed rather than averaged, as if taken one after the other): 0.838 and loss
+//! **1.118** (1.066, 1.123, 1.118): worse, so averaging stays the default. So with no validators the
+//! miners get about three quarters of the 2 cores, and the stage-time idle share is mostly time a stage
+//! waits for a core, not for work.
+//!
 //! ## Measured again, local mode (2 cores, debug build, 7 Dec 2026: held getWork, weight stashing, bound 2)
 //! The same command, after three changes: an idle `iota_getWork` is held until the miner has work (it
 //! had been told to come back in 250 ms, at every hop of every sample); a backward through a forward
@@ -1000,16 +1011,11 @@ async fn bench(cli: Cli, threads: usize) -> anyhow::Result<()> {
 			);
 		}
 		if let Some(c) = &r.cpu {
-			let parts: Vec<String> = c
-				.by_role
-				.iter()
-				.map(|(role, _)| format!("{role} {:.1} %", c.share(role) * 100.0))
-				.collect();
 			println!(
 				"  CPU of the machine ({} cores × {:.0} s, from /proc): {} (the orchestrator's with its embedded S3 server)",
 				c.cores,
 				c.secs,
-				parts.join(", ")
+				c.summary()
 			);
 		}
 		if let Some((mean, max)) = r.quota_to_start {
