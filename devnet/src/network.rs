@@ -287,6 +287,20 @@ pub struct Network {
 	rpc: WsClient,
 }
 
+/// One reading of a network process's CPU time ([`Network::cpu_seconds`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessCpu {
+	/// `node`, `orchestrator`, `miner` or `validator`.
+	pub role: &'static str,
+	/// The process's name (`miner-dave`, …).
+	pub name: String,
+	/// Which process: its pid and its start time (clock ticks after boot), so a restart under the
+	/// same name is a new process.
+	pub process: (u32, u64),
+	/// CPU seconds it has used since it started.
+	pub secs: f64,
+}
+
 /// Whether `url`'s host is a loopback address (`127.0.0.0/8`, `::1`, `localhost`).
 fn loopback_url(url: &str) -> bool {
 	let rest = url.split_once("://").map_or(url, |(_, r)| r);
@@ -693,16 +707,21 @@ impl Network {
 		Ok(IotaClient::connect(&self.chain_url).await?)
 	}
 
-	/// CPU seconds (user + system, from `/proc/<pid>/stat`) each running process of the network has
-	/// used since it started, with its role: `(role, name, seconds)`, roles `node`, `orchestrator` (the
-	/// embedded S3 server included), `miner`, `validator`. A process that exited (or, under test hosts,
-	/// one whose pid is not the program's) is left out.
-	pub fn cpu_seconds(&self) -> Vec<(&'static str, String, f64)> {
+	/// CPU seconds (user + system, from `/proc/<pid>/stat`, all of its threads) each running process of
+	/// the network has used since it started: roles `node`, `orchestrator` (the embedded S3 server
+	/// included), `miner`, `validator`. A process that exited is left out (its CPU is lost to the
+	/// split).
+	pub fn cpu_seconds(&self) -> Vec<ProcessCpu> {
 		let tps = procfs::ticks_per_second() as f64;
-		let of = |p: &Supervised| -> Option<f64> {
+		let of = |role: &'static str, p: &Supervised| -> Option<ProcessCpu> {
 			let st =
 				procfs::process::Process::new(i32::try_from(p.pid()).ok()?).ok()?.stat().ok()?;
-			Some((st.utime + st.stime) as f64 / tps)
+			Some(ProcessCpu {
+				role,
+				name: p.name().to_owned(),
+				process: (p.pid(), st.starttime),
+				secs: (st.utime + st.stime) as f64 / tps,
+			})
 		};
 		let roles = [
 			("node", self.nodes.iter().collect::<Vec<_>>()),
@@ -712,9 +731,7 @@ impl Network {
 		];
 		roles
 			.into_iter()
-			.flat_map(|(role, ps)| {
-				ps.into_iter().filter_map(move |p| Some((role, p.name().to_owned(), of(p)?)))
-			})
+			.flat_map(|(role, ps)| ps.into_iter().filter_map(move |p| of(role, p)))
 			.collect()
 	}
 

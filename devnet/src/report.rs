@@ -118,23 +118,23 @@ pub struct CpuUse {
 }
 
 impl CpuUse {
-	/// The CPU used between two readings of [`crate::Network::cpu_seconds`] (`(role, name, seconds)`),
-	/// `secs` apart on `cores` cores: per process its end reading minus its start reading (the whole end
-	/// reading for a process that started, or restarted, in between: its counter began at 0), summed by
-	/// role. A process gone at the end is not counted.
+	/// The CPU used between two readings of [`crate::Network::cpu_seconds`], `secs` apart on `cores`
+	/// cores: per process its end reading minus its start reading, or the whole end reading for a
+	/// process that started (or restarted: another pid or start time) in between, summed by role. A
+	/// process gone at the end is not counted.
 	pub fn between(
-		start: &[(&str, String, f64)],
-		end: &[(&str, String, f64)],
+		start: &[crate::network::ProcessCpu],
+		end: &[crate::network::ProcessCpu],
 		secs: f64,
 		cores: usize,
 	) -> Self {
 		let mut by_role: Vec<(String, f64)> = Vec::new();
-		for (role, name, e) in end {
-			let before = start.iter().find(|(_, n, _)| n == name).map_or(0.0, |(_, _, b)| *b);
-			let used = if *e >= before { e - before } else { *e };
-			match by_role.iter_mut().find(|(r, _)| r == role) {
+		for e in end {
+			let before = start.iter().find(|b| b.process == e.process).map_or(0.0, |b| b.secs);
+			let used = (e.secs - before).max(0.0);
+			match by_role.iter_mut().find(|(r, _)| r == e.role) {
 				Some((_, t)) => *t += used,
-				None => by_role.push(((*role).to_owned(), used)),
+				None => by_role.push((e.role.to_owned(), used)),
 			}
 		}
 		Self { cores, secs, by_role }
@@ -145,8 +145,9 @@ impl CpuUse {
 		self.cores as f64 * self.secs
 	}
 
-	/// One line: each role's CPU seconds and share, then the unused share, e.g. `miner 814 s (50.6 %),
-	/// validator 418 s (26.0 %), unused 2.8 %`.
+	/// One line: each role's CPU seconds and share, then the rest, e.g. `miner 814 s (50.6 %),
+	/// validator 418 s (26.0 %), idle or other 2.8 %` (the rest is idle time, the harness itself, the
+	/// kernel and any other load on the machine).
 	pub fn summary(&self) -> String {
 		let mut parts: Vec<String> = self
 			.by_role
@@ -154,8 +155,8 @@ impl CpuUse {
 			.map(|(r, t)| format!("{r} {t:.0} s ({:.1} %)", self.share(r) * 100.0))
 			.collect();
 		let used: f64 = self.by_role.iter().map(|(_, t)| t).sum();
-		let unused = (1.0 - used / self.available().max(f64::MIN_POSITIVE)).max(0.0);
-		parts.push(format!("unused {:.1} %", unused * 100.0));
+		let rest = (1.0 - used / self.available().max(f64::MIN_POSITIVE)).max(0.0);
+		parts.push(format!("idle or other {:.1} %", rest * 100.0));
 		parts.join(", ")
 	}
 
@@ -1056,30 +1057,34 @@ mod tests {
 
 	#[test]
 	fn the_cpu_split_is_what_each_role_used_between_the_readings() {
+		let p = |role: &'static str, name: &str, process: (u32, u64), secs: f64| {
+			crate::network::ProcessCpu { role, name: name.into(), process, secs }
+		};
 		let start = [
-			("miner", "miner-dave".to_owned(), 10.0),
-			("miner", "miner-eve".to_owned(), 12.0),
-			("validator", "validator-bob".to_owned(), 5.0),
-			("node", "node".to_owned(), 30.0),
+			p("miner", "miner-dave", (10, 100), 10.0),
+			p("miner", "miner-eve", (11, 100), 12.0),
+			p("validator", "validator-bob", (12, 100), 5.0),
+			p("node", "node", (13, 90), 30.0),
 		];
-		// Eve restarted (her counter began again at 0); the node is gone; the orchestrator is new.
+		// Eve restarted (another process: its counter began again at 0, and has passed her old reading);
+		// the node is gone; the orchestrator is new.
 		let end = [
-			("miner", "miner-dave".to_owned(), 70.0),
-			("miner", "miner-eve".to_owned(), 8.0),
-			("validator", "validator-bob".to_owned(), 25.0),
-			("orchestrator", "orchestrator".to_owned(), 4.0),
+			p("miner", "miner-dave", (10, 100), 70.0),
+			p("miner", "miner-eve", (20, 400), 15.0),
+			p("validator", "validator-bob", (12, 100), 25.0),
+			p("orchestrator", "orchestrator", (21, 400), 4.0),
 		];
 		let c = CpuUse::between(&start, &end, 50.0, 2);
 		assert_eq!(
 			c.by_role,
-			vec![("miner".into(), 68.0), ("validator".into(), 20.0), ("orchestrator".into(), 4.0)]
+			vec![("miner".into(), 75.0), ("validator".into(), 20.0), ("orchestrator".into(), 4.0)]
 		);
 		assert_eq!(c.available(), 100.0);
-		assert!((c.share("miner") - 0.68).abs() < 1e-12);
+		assert!((c.share("miner") - 0.75).abs() < 1e-12);
 		assert_eq!(c.share("node"), 0.0);
 		let md = render_markdown(&data(vec![epoch(0, 5.0)]));
 		assert!(
-			md.contains("(2 cores × 100 s = 200 CPU-seconds, from /proc): **miner 150 s (75.0 %), validator 30 s (15.0 %), unused 10.0 %**"),
+			md.contains("(2 cores × 100 s = 200 CPU-seconds, from /proc): **miner 150 s (75.0 %), validator 30 s (15.0 %), idle or other 10.0 %**"),
 			"{md}"
 		);
 	}

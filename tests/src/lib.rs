@@ -203,11 +203,12 @@ impl DevNode {
 	}
 }
 
-/// The IPv4 `HOST:PORT` a node's log line `Running JSON-RPC server: addr=127.0.0.1:PORT,[::1]:PORT` names,
-/// if it is that line.
+/// The IPv4 `HOST:PORT` a node's log line `Running JSON-RPC server: addr=127.0.0.1:PORT,[::1]:PORT,` names,
+/// if it is that line, written whole (the address followed by its comma).
 fn rpc_addr_in_log_line(line: &str) -> Option<String> {
 	let rest = line.split_once("Running JSON-RPC server: addr=")?.1;
-	let addr = rest.split([',', ' ']).next()?.trim();
+	// The node ends every address with a comma: a line read while it is being written has none yet.
+	let addr = rest.split_once(',')?.0.trim();
 	(!addr.is_empty()).then(|| addr.to_string())
 }
 
@@ -1635,6 +1636,11 @@ mod strip_tests {
 		assert_eq!(super::rpc_addr_in_log_line(line).as_deref(), Some("127.0.0.1:37671"));
 		assert_eq!(super::rpc_addr_in_log_line("2026-12-07 16:09:26 Idle (0 peers)"), None);
 		assert_eq!(super::rpc_addr_in_log_line("Running JSON-RPC server: addr="), None);
+		// Half-written: the port may be cut short.
+		assert_eq!(
+			super::rpc_addr_in_log_line("Running JSON-RPC server: addr=127.0.0.1:376"),
+			None
+		);
 	}
 }
 

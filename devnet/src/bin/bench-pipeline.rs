@@ -47,7 +47,7 @@
 //! split by role now printed (from `/proc`, start-up excluded). `local:2:1:0` (averaging): baseline 626
 //! tokens/s, pipeline 545 (**0.871**), last-epoch loss **1.060** (1.063, 1.055, 1.060 per epoch; 1.073
 //! in the run below: the spread between runs); CPU miners 73.9 %, orchestrator with its embedded S3
-//! server 14.6 %, node 3.6 %, unused ~8 %; stage-time training 66.9 %, idle 28.7 %. `local:2:2:0` (the
+//! server 14.6 %, node 3.6 %, the rest (~8 %) idle or other processes; stage-time training 66.9 %, idle 28.7 %. `local:2:2:0` (the
 //! two replicas' deltas summed rather than averaged, as if taken one after the other): 0.838 and loss
 //! **1.118** (1.066, 1.123, 1.118): worse, so averaging stays the default. So with no validators the
 //! miners get about three quarters of the 2 cores, and the stage-time idle share is mostly time a stage
@@ -374,7 +374,7 @@ struct RunResult {
 	/// 1-minute load average before and after the run.
 	load_before: f64,
 	load_after: f64,
-	/// Pipelines: the machine's CPU by role from the network's start-up to its last epoch
+	/// Pipelines: the machine's CPU by role from the end of the network's start-up to its last epoch
 	/// ([`report::CpuUse`]).
 	cpu: Option<report::CpuUse>,
 }

@@ -774,7 +774,9 @@ async fn an_idle_get_work_is_held_until_its_stage_has_work() {
 		let eve = eve.clone();
 		async move { eve.get_work_in(1, 7).await.unwrap() }
 	});
-	tokio::time::sleep(Duration::from_millis(300)).await;
+	// Sessions are random ids, not ordered: the old request must be held before the new one arrives
+	// (arriving after it, it would be a restart back to session 7).
+	tokio::time::sleep(Duration::from_secs(1)).await;
 	match eve.get_work_in(1, 8).await.unwrap() {
 		Work::Forward(g) => assert_eq!((g.stage, g.sample), (1, f.sample)),
 		other => panic!("expected the new process to get the released forward, got {other:?}"),
