@@ -22,8 +22,8 @@ pub mod report;
 
 pub use hosts::{Host, Hosts, HostsError, LinkBytes};
 pub use network::{
-	assign_accounts, ChainTarget, HostLinks, Network, NetworkError, NetworkOptions, ProcessCpu,
-	StoreTarget, DEV_ACCOUNTS, GENESIS_VALIDATORS,
+	assign_accounts, ChainTarget, CpuReading, HostLinks, Network, NetworkError, NetworkOptions,
+	ProcessCpu, StoreTarget, DEV_ACCOUNTS, GENESIS_VALIDATORS,
 };
 pub use process::{free_port, ProcessError, Supervised};
 

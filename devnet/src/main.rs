@@ -220,7 +220,7 @@ async fn main() -> anyhow::Result<()> {
 	let mut net = Network::start(opts).await.context("starting the network")?;
 	let startup_secs = started.elapsed().as_secs_f64();
 	// CPU readings at the start and the end of training, for the report's CPU split.
-	let cpu_start = (Instant::now(), net.cpu_seconds());
+	let cpu_start = net.cpu_reading();
 	println!(
 		"  up in {startup_secs:.0} s: chain {}, orchestrator {}, dashboard http://{}/",
 		net.chain_url, net.orchestrator_url, cli.dashboard_addr
@@ -299,12 +299,7 @@ async fn main() -> anyhow::Result<()> {
 		}
 	};
 	let wall_secs = started.elapsed().as_secs_f64();
-	let cpu = Some(report::CpuUse::between(
-		&cpu_start.1,
-		&net.cpu_seconds(),
-		cpu_start.0.elapsed().as_secs_f64(),
-		std::thread::available_parallelism().map_or(1, |n| n.get()),
-	));
+	let cpu = Some(report::CpuUse::between(&cpu_start, &net.cpu_reading()));
 	let completed = status.as_ref().map(|s| s.epochs.len() as u32).unwrap_or(0);
 	// Traffic through the test hosts' links up to the end of training.
 	let hosts = net.hosts.as_ref().map(|h| report::HostsTraffic {

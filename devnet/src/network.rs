@@ -287,18 +287,28 @@ pub struct Network {
 	rpc: WsClient,
 }
 
-/// One reading of a network process's CPU time ([`Network::cpu_seconds`]).
+/// One process's CPU time in a [`CpuReading`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProcessCpu {
 	/// `node`, `orchestrator`, `miner` or `validator`.
 	pub role: &'static str,
-	/// The process's name (`miner-dave`, …).
-	pub name: String,
 	/// Which process: its pid and its start time (clock ticks after boot), so a restart under the
 	/// same name is a new process.
 	pub process: (u32, u64),
 	/// CPU seconds it has used since it started.
 	pub secs: f64,
+}
+
+/// The CPU time of every running process of a network at one moment ([`Network::cpu_reading`]); two
+/// of them give [`crate::report::CpuUse::between`].
+#[derive(Clone, Debug)]
+pub struct CpuReading {
+	/// When it was read.
+	pub at: std::time::Instant,
+	/// Cores the machine offers (`std::thread::available_parallelism`).
+	pub cores: usize,
+	/// Per running process.
+	pub processes: Vec<ProcessCpu>,
 }
 
 /// Whether `url`'s host is a loopback address (`127.0.0.0/8`, `::1`, `localhost`).
@@ -707,18 +717,17 @@ impl Network {
 		Ok(IotaClient::connect(&self.chain_url).await?)
 	}
 
-	/// CPU seconds (user + system, from `/proc/<pid>/stat`, all of its threads) each running process of
-	/// the network has used since it started: roles `node`, `orchestrator` (the embedded S3 server
-	/// included), `miner`, `validator`. A process that exited is left out (its CPU is lost to the
-	/// split).
-	pub fn cpu_seconds(&self) -> Vec<ProcessCpu> {
+	/// The CPU seconds (user + system, from `/proc/<pid>/stat`, all of its threads) each running process
+	/// of the network has used since it started, now: roles `node`, `orchestrator` (the embedded S3
+	/// server included), `miner`, `validator`. A process that exited is left out (its CPU is lost to
+	/// the split).
+	pub fn cpu_reading(&self) -> CpuReading {
 		let tps = procfs::ticks_per_second() as f64;
 		let of = |role: &'static str, p: &Supervised| -> Option<ProcessCpu> {
 			let st =
 				procfs::process::Process::new(i32::try_from(p.pid()).ok()?).ok()?.stat().ok()?;
 			Some(ProcessCpu {
 				role,
-				name: p.name().to_owned(),
 				process: (p.pid(), st.starttime),
 				secs: (st.utime + st.stime) as f64 / tps,
 			})
@@ -729,10 +738,14 @@ impl Network {
 			("miner", self.miners.iter().collect()),
 			("validator", self.validators.iter().collect()),
 		];
-		roles
-			.into_iter()
-			.flat_map(|(role, ps)| ps.into_iter().filter_map(move |p| of(role, p)))
-			.collect()
+		CpuReading {
+			at: std::time::Instant::now(),
+			cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+			processes: roles
+				.into_iter()
+				.flat_map(|(role, ps)| ps.into_iter().filter_map(move |p| of(role, p)))
+				.collect(),
+		}
 	}
 
 	/// How many miner and validator processes are running, and the names of those that exited.

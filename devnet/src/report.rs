@@ -118,26 +118,23 @@ pub struct CpuUse {
 }
 
 impl CpuUse {
-	/// The CPU used between two readings of [`crate::Network::cpu_seconds`], `secs` apart on `cores`
-	/// cores: per process its end reading minus its start reading, or the whole end reading for a
-	/// process that started (or restarted: another pid or start time) in between, summed by role. A
-	/// process gone at the end is not counted.
-	pub fn between(
-		start: &[crate::network::ProcessCpu],
-		end: &[crate::network::ProcessCpu],
-		secs: f64,
-		cores: usize,
-	) -> Self {
+	/// The CPU used between two readings of a network ([`crate::Network::cpu_reading`]), over the
+	/// wall-clock time between them on the end reading's cores: per process its end reading minus its
+	/// start reading, or the whole end reading for a process that started (or restarted: another pid or
+	/// start time) in between, summed by role. A process gone at the end is not counted.
+	pub fn between(start: &crate::CpuReading, end: &crate::CpuReading) -> Self {
 		let mut by_role: Vec<(String, f64)> = Vec::new();
-		for e in end {
-			let before = start.iter().find(|b| b.process == e.process).map_or(0.0, |b| b.secs);
+		for e in &end.processes {
+			let before =
+				start.processes.iter().find(|b| b.process == e.process).map_or(0.0, |b| b.secs);
 			let used = (e.secs - before).max(0.0);
 			match by_role.iter_mut().find(|(r, _)| r == e.role) {
 				Some((_, t)) => *t += used,
 				None => by_role.push((e.role.to_owned(), used)),
 			}
 		}
-		Self { cores, secs, by_role }
+		let secs = end.at.saturating_duration_since(start.at).as_secs_f64();
+		Self { cores: end.cores, secs, by_role }
 	}
 
 	/// The machine's CPU seconds over the span: `cores × secs`.
@@ -1057,24 +1054,35 @@ mod tests {
 
 	#[test]
 	fn the_cpu_split_is_what_each_role_used_between_the_readings() {
-		let p = |role: &'static str, name: &str, process: (u32, u64), secs: f64| {
-			crate::network::ProcessCpu { role, name: name.into(), process, secs }
+		let p = |role: &'static str, process: (u32, u64), secs: f64| crate::ProcessCpu {
+			role,
+			process,
+			secs,
 		};
-		let start = [
-			p("miner", "miner-dave", (10, 100), 10.0),
-			p("miner", "miner-eve", (11, 100), 12.0),
-			p("validator", "validator-bob", (12, 100), 5.0),
-			p("node", "node", (13, 90), 30.0),
-		];
-		// Eve restarted (another process: its counter began again at 0, and has passed her old reading);
-		// the node is gone; the orchestrator is new.
-		let end = [
-			p("miner", "miner-dave", (10, 100), 70.0),
-			p("miner", "miner-eve", (20, 400), 15.0),
-			p("validator", "validator-bob", (12, 100), 25.0),
-			p("orchestrator", "orchestrator", (21, 400), 4.0),
-		];
-		let c = CpuUse::between(&start, &end, 50.0, 2);
+		let t0 = std::time::Instant::now();
+		let start = crate::CpuReading {
+			at: t0,
+			cores: 2,
+			processes: vec![
+				p("miner", (10, 100), 10.0),
+				p("miner", (11, 100), 12.0),
+				p("validator", (12, 100), 5.0),
+				p("node", (13, 90), 30.0),
+			],
+		};
+		// The second miner restarted (another process: its counter began again at 0, and has passed
+		// its old reading); the node is gone; the orchestrator is new.
+		let end = crate::CpuReading {
+			at: t0 + std::time::Duration::from_secs(50),
+			cores: 2,
+			processes: vec![
+				p("miner", (10, 100), 70.0),
+				p("miner", (20, 400), 15.0),
+				p("validator", (12, 100), 25.0),
+				p("orchestrator", (21, 400), 4.0),
+			],
+		};
+		let c = CpuUse::between(&start, &end);
 		assert_eq!(
 			c.by_role,
 			vec![("miner".into(), 75.0), ("validator".into(), 20.0), ("orchestrator".into(), 4.0)]

@@ -571,7 +571,7 @@ async fn run_pipeline(
 		n = Network::start(opts) => n.with_context(|| format!("starting the network of {name}"))?,
 		_ = interrupted() => bail!("interrupted while starting the network of {name} (its processes are stopped)"),
 	};
-	let cpu_start = (Instant::now(), net.cpu_seconds());
+	let cpu_start = net.cpu_reading();
 	let deadline = started + Duration::from_secs(cli.timeout_mins * 60);
 	let mut printed = 0usize;
 	let epochs = loop {
@@ -618,12 +618,7 @@ async fn run_pipeline(
 			);
 		}
 	};
-	let cpu = report::CpuUse::between(
-		&cpu_start.1,
-		&net.cpu_seconds(),
-		cpu_start.0.elapsed().as_secs_f64(),
-		std::thread::available_parallelism().map_or(1, |n| n.get()),
-	);
+	let cpu = report::CpuUse::between(&cpu_start, &net.cpu_reading());
 	let spec = net.prepared.spec.clone();
 	net.stop();
 	let bucket_dir = run_dir.join("s3").join(EmbeddedConfig::new(".").bucket);

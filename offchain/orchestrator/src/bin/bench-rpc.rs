@@ -61,13 +61,12 @@ struct Args {
 	dir: Option<std::path::PathBuf>,
 }
 
+/// CPU seconds (user + system, all threads) this process has used, from `/proc/self/stat`; 0 where it
+/// cannot be read.
 fn cpu_seconds() -> f64 {
-	// utime + stime of this process, in clock ticks (fields 14 and 15 of /proc/self/stat).
-	let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-	let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-	let f: Vec<&str> = after.split_whitespace().collect();
-	let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-	(ticks(11) + ticks(12)) / 100.0
+	procfs::process::Process::myself()
+		.and_then(|p| p.stat())
+		.map_or(0.0, |st| (st.utime + st.stime) as f64 / procfs::ticks_per_second() as f64)
 }
 
 async fn spec(store: &ObjectStore, run: &str) -> Result<(RunSpec, String)> {
