@@ -118,6 +118,11 @@ struct Cli {
 	/// Each test host's link rate in Mbit/s, both ways (a `tc` token bucket); implies `--hosts`.
 	#[arg(long, env = "IOTA_LINK_MBIT", value_parser = clap::value_parser!(u32).range(1..))]
 	link_mbit: Option<u32>,
+	/// Run the validators at this niceness (`nice -n`; 0: the miners' priority). Their checks are off
+	/// the training's critical path and have the scoring window to finish, so on one shared machine
+	/// they take the CPU the miners leave, as validators on machines of their own would.
+	#[arg(long, env = "IOTA_VALIDATOR_NICE", default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=19))]
+	validator_nice: u8,
 }
 
 fn stage_line(st: &iota_rpc::types::Status, quota: u32) -> String {
@@ -177,6 +182,7 @@ async fn main() -> anyhow::Result<()> {
 	opts.data.lr.warmup_epochs = (cli.epochs / 10).clamp(1, 5);
 	opts.scoring_window = cli.scoring_window;
 	opts.reveal_window = cli.reveal_window;
+	opts.validator_nice = (cli.validator_nice > 0).then_some(cli.validator_nice);
 	opts.dashboard_addr = Some(cli.dashboard_addr.clone());
 	// Finalized epochs' check objects leave the bucket as the run goes (local mode's revealed states
 	// filled 19 GB in 6 epochs without it), unless the bucket is to be kept whole.
@@ -217,6 +223,7 @@ async fn main() -> anyhow::Result<()> {
 		"  starting node, data, orchestrator, miners, validators (logs in {}/logs) ...",
 		run_dir.display()
 	);
+	let validator_nice = opts.validator_nice;
 	let mut net = Network::start(opts).await.context("starting the network")?;
 	let startup_secs = started.elapsed().as_secs_f64();
 	// CPU readings at the start and the end of training, for the report's CPU split.
@@ -441,9 +448,10 @@ async fn main() -> anyhow::Result<()> {
 		baseline,
 		hosts,
 		cpu,
+		validator_nice,
 		command: format!(
-			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {} --reveal-window {}{}",
-			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window, cli.reveal_window,
+			"./scripts/devnet.sh --epochs {} --miners-per-stage {} --validators {} --preset {} --stages {} --quota {} --seq-len {} --batch-rows {} --lr {} --encoding {} --merge-codec {} --training {} --scoring-window {} --reveal-window {} --validator-nice {}{}",
+			cli.epochs, cli.miners_per_stage, cli.validators, cli.preset, cli.stages, cli.quota, cli.seq_len, cli.batch_rows, cli.lr, cli.encoding, cli.merge_codec, cli.training, cli.scoring_window, cli.reveal_window, cli.validator_nice,
 			match (cli.link_mbit, cli.hosts) {
 				(Some(m), _) => format!(" --link-mbit {m}"),
 				(None, true) => " --hosts".to_owned(),

@@ -142,6 +142,10 @@ pub struct NetworkOptions {
 	pub validator_args: Vec<String>,
 	/// Compute threads per miner (`RAYON_NUM_THREADS`).
 	pub miner_threads: usize,
+	/// Run the validators at this niceness (`nice -n`, 1-19; `None`: the miners' priority). On one
+	/// machine shared by every role, a niced validator takes the CPU the miners leave, as if it ran on
+	/// a machine of its own; its checks still have the scoring window (blocks) to finish.
+	pub validator_nice: Option<u8>,
 	/// Extra `RUST_LOG` for every child (default `info`).
 	pub log_filter: String,
 	/// Put every miner and validator on a test host of its own ([`crate::hosts`]: a network namespace
@@ -188,6 +192,7 @@ impl NetworkOptions {
 			orchestrator_args: Vec::new(),
 			validator_args: Vec::new(),
 			miner_threads: 1,
+			validator_nice: None,
 			log_filter: "info".into(),
 			hosts: None,
 		}
@@ -657,9 +662,13 @@ impl Network {
 				options.run_dir.join("validator-state").to_string_lossy().into_owned(),
 			];
 			args.extend(options.validator_args.iter().cloned());
+			let mut wrapper = under(name)?;
+			if let Some(n) = options.validator_nice {
+				wrapper.extend(["nice".to_owned(), "-n".to_owned(), n.to_string()]);
+			}
 			validators.push(Supervised::spawn_under(
 				name,
-				&under(name)?,
+				&wrapper,
 				&bin("iota-validator"),
 				&args,
 				&miner_env,

@@ -102,6 +102,8 @@ pub struct ReportData {
 	pub hosts: Option<HostsTraffic>,
 	/// Where the machine's CPU went while training ([`CpuUse::between`]).
 	pub cpu: Option<CpuUse>,
+	/// The validators' niceness ([`crate::NetworkOptions::validator_nice`]), if they were niced.
+	pub validator_nice: Option<u8>,
 }
 
 /// The CPU the network's processes used while training, by role (node, orchestrator, miner,
@@ -798,11 +800,18 @@ pub fn render_markdown(d: &ReportData) -> String {
 			s,
 			"Where the machine's CPU went while training ({} cores × {:.0} s = {:.0} CPU-seconds, from \
 			 /proc): **{}**. The orchestrator's share includes its embedded S3 server, which stores and \
-			 serves every object (activations, reveals, merge vectors).\n",
+			 serves every object (activations, reveals, merge vectors).{}\n",
 			c.cores,
 			c.secs,
 			c.available(),
 			c.summary(),
+			match d.validator_nice {
+				Some(n) => format!(
+					" The validators ran at nice {n}: they took the CPU the other roles left, as on \
+					 machines of their own."
+				),
+				None => String::new(),
+			},
 		);
 	}
 	if let Some((mean, max)) = quota_to_start_secs(&d.epochs) {
@@ -1049,6 +1058,7 @@ mod tests {
 				secs: 100.0,
 				by_role: vec![("miner".into(), 150.0), ("validator".into(), 30.0)],
 			}),
+			validator_nice: Some(10),
 		}
 	}
 
@@ -1095,6 +1105,7 @@ mod tests {
 			md.contains("(2 cores × 100 s = 200 CPU-seconds, from /proc): **miner 150 s (75.0 %), validator 30 s (15.0 %), idle or other 10.0 %**"),
 			"{md}"
 		);
+		assert!(md.contains("The validators ran at nice 10"), "{md}");
 	}
 
 	#[test]
