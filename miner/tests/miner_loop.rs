@@ -1044,3 +1044,92 @@ async fn a_run_that_continues_a_model_starts_from_its_initial_weights_only_when_
 	assert!(matches!(err, MinerError::Storage { .. }), "{err}");
 	assert_ne!(m.phase(), &Phase::Training);
 }
+
+/// Local mode, weight stashing past its bounds: a forward whose graph was dropped (beyond
+/// `max_kept`) and one whose weights' stash was dropped (beyond `max_stashes`) still have their
+/// backward run at the weights the forward ran at (the forward recomputed from its input, the weights
+/// rebuilt from the inner-step log), so the input gradient each uploads is the pass at that inner
+/// step's state: the one a validator recomputes. At the weights of the later steps it would differ.
+#[tokio::test]
+async fn local_mode_backwards_run_at_their_forwards_weights_past_the_kept_bounds() {
+	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
+	let world = Arc::new(World { training, ..World::default() });
+	let me = account(1);
+	let mut spec = common::spec(&world.io);
+	spec.training = training;
+	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
+	let cfg = MinerConfig { max_kept: 2, max_stashes: 1, ..MinerConfig::default() };
+	let chain = Arc::new(FakeChain::default());
+	let mut m =
+		Miner::new(orch, world.io.clone(), chain, spec.clone(), 1, cfg, Metrics::new().unwrap())
+			.unwrap();
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert_eq!(m.phase(), &Phase::Training);
+
+	let inputs: std::collections::HashMap<u64, ObjectGet> = [1u64, 2, 4]
+		.into_iter()
+		.map(|s| (s, store_tensor(&world.io, &format!("in{s}"), &boundary(s), Kind::Activation)))
+		.collect();
+	let forward = |s: u64| {
+		forward_item(
+			s,
+			1,
+			s,
+			Some(inputs[&s].clone()),
+			None,
+			act_key(1, s, Direction::Forward, &me),
+		)
+	};
+	let own_backward = |s: u64| {
+		let g = store_tensor(&world.io, &format!("g{s}"), &boundary(100 + s), Kind::Gradient);
+		Work::Backward(BackwardWork {
+			lease: 10 + s,
+			epoch: 0,
+			stage: 1,
+			sample: s,
+			forward_by: me.clone(),
+			input: Some(inputs[&s].clone()),
+			data: None,
+			grad_output: g,
+			output: Some(put(act_key(1, s, Direction::Backward, &me))),
+			expires_at_ms: far(),
+		})
+	};
+	// Forwards 1 and 2 at state 0; an inner step (another miner's forward, sample 3); forward 4 at
+	// state 1, which drops forward 1's graph; an inner step (sample 5), which drops state 0's stash.
+	world.push_work(&me, forward(1));
+	world.push_work(&me, forward(2));
+	push_backward(&world, &me, 3);
+	world.push_work(&me, forward(4));
+	push_backward(&world, &me, 5);
+	for _ in 0..5 {
+		assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	}
+	assert_eq!(m.inner_steps(), Some(2));
+	let states = m.inner_states_at(0, &[0, 1].into()).unwrap();
+	for s in [1u64, 2, 4] {
+		world.push_work(&me, own_backward(s));
+		assert_eq!(m.step().await.unwrap(), Outcome::Worked, "backward {s}");
+	}
+	assert!(m.metrics.render().contains("iota_miner_stale_backwards_total 3"));
+	// The input gradient of each: the pass at its forward's state, recomputed by a fresh stage.
+	let model = &spec.model;
+	for (s, state) in [(1u64, 0u32), (2, 0), (4, 1)] {
+		let mut at = Stage::new(model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+		at.set_flat_params(&states[&state].weights).unwrap();
+		let want = at.backward_from_input(&boundary(s), &boundary(100 + s)).unwrap().unwrap();
+		let got = wire::decode(
+			&world.io.get_obj(&act_key(1, s, Direction::Backward, &me)).unwrap(),
+			&Expect::btw(Kind::Gradient, 8, 1 << 20),
+			DType::F32,
+			&Device::Cpu,
+		)
+		.unwrap();
+		let flat = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+		assert_eq!(flat(&got), flat(&want), "sample {s}: the pass at state {state}");
+		let mut now = Stage::new(model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+		now.set_flat_params(&m.stage().flat_params().unwrap()).unwrap();
+		let moved = now.backward_from_input(&boundary(s), &boundary(100 + s)).unwrap().unwrap();
+		assert_ne!(flat(&got), flat(&moved), "sample {s}: not the pass at the current weights");
+	}
+}

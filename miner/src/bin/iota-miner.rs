@@ -169,7 +169,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 		tracing::info!("shutting down: handing back the lease held");
 		let _ = tx.send(true);
 	});
-	miner.run(rx).await;
+	let run = miner.run(rx).await;
 	tracing::info!(stage, epoch = miner.epoch(), "stopped");
-	Ok(())
+	Ok(run?)
 }

@@ -130,8 +130,14 @@ pub struct MinerConfig {
 	pub device: Device,
 	/// Where data shards are cached on disk (`None`: memory only).
 	pub cache_dir: Option<PathBuf>,
-	/// Kept forward graphs (for backward without recomputation), oldest dropped first.
+	/// Kept forward graphs (for backward without recomputation). Beyond it the oldest graph is dropped
+	/// and its backward recomputes the forward from its input, at the weights the forward ran at.
 	pub max_kept: usize,
+	/// Local mode: most weight stashes held at once (one per inner step that kept forwards have seen
+	/// pass, `P` values of the stage dtype each: [`iota_model::Stash`]). Beyond it the oldest step's
+	/// stash is dropped and a backward that needs those weights rebuilds them from the inner-step log
+	/// ([`crate::reveal`]), which replays the epoch's steps up to it.
+	pub max_stashes: usize,
 	/// A result is dropped if less than this is left of its lease when it is ready to submit, in ms.
 	pub lease_margin_ms: u64,
 	/// How often the merge polls the orchestrator.
@@ -157,6 +163,7 @@ impl Default for MinerConfig {
 			device: Device::Cpu,
 			cache_dir: None,
 			max_kept: 32,
+			max_stashes: 8,
 			lease_margin_ms: 250,
 			merge_poll: Duration::from_millis(300),
 			resync_wait: Duration::from_secs(3),
@@ -165,6 +172,23 @@ impl Default for MinerConfig {
 			reveal_max_bytes: 2 << 30,
 		}
 	}
+}
+
+/// A forward the miner ran whose backward may still come to it ([`Miner::kept`]): what the backward
+/// needs to be the pass at the weights the forward ran at (weight stashing, docs/design.md §3), which is
+/// the pass a validator recomputes at that inner step's state (§10).
+pub(super) struct Kept {
+	pub(super) epoch: u32,
+	pub(super) sample: u64,
+	/// Inner steps the replica had taken when the forward ran (local mode; sync mode's `state_step`).
+	pub(super) step: u32,
+	/// The graph, while it is one of the newest [`MinerConfig::max_kept`]; without it the backward
+	/// recomputes the forward from its input.
+	pub(super) graph: Option<Forward>,
+	/// The weights of `step` once an inner step has moved them ([`Stage::stash`], taken by
+	/// [`inner_step`](Miner::inner_step)). `None` while they are the current ones, or, for an earlier
+	/// step, once dropped beyond [`MinerConfig::max_stashes`] (rebuilt from the inner-step log then).
+	pub(super) at: Option<iota_model::Stash>,
 }
 
 /// Where the miner is (module docs).
@@ -292,9 +316,8 @@ pub struct Miner {
 	me: AccountId,
 	run_id: keys::Id,
 	phase: Phase,
-	/// Kept forward graphs: (epoch, sample, inner step of the forward, graph, the weights it ran at
-	/// once an inner step has moved them: [`Stage::stash`], taken by [`inner_step`](Self::inner_step)).
-	kept: VecDeque<(u32, u64, u32, Forward, Option<iota_model::Stash>)>,
+	/// The forwards this miner ran in the epoch whose backward may still come to it, oldest first.
+	kept: VecDeque<Kept>,
 	data: DataCache,
 	acc: Accumulator,
 	/// Local mode's inner steps (`None` in sync mode).
@@ -544,6 +567,27 @@ impl Miner {
 		)
 	}
 
+	/// Local mode: the weights of state `step` of `epoch` as the stage's passes read them, rebuilt from
+	/// the inner-step log ([`inner_states_at`](Self::inner_states_at)) for a backward whose forward ran
+	/// there after its stash was dropped ([`MinerConfig::max_stashes`]). Replays `step` inner steps.
+	///
+	/// # Errors
+	/// As [`inner_states_at`](Self::inner_states_at) (the log no longer keeps the state): the backward
+	/// is then not run, rather than run at other weights than its forward's.
+	pub(super) fn weights_at(&self, epoch: u32, step: u32) -> Result<iota_model::Stash> {
+		let states = self.inner_states_at(epoch, &std::collections::BTreeSet::from([step]))?;
+		let state = states.get(&step).ok_or_else(|| {
+			bad(format!("inner-step log: state {step} of epoch {epoch} not rebuilt"))
+		})?;
+		tracing::debug!(
+			stage = self.index,
+			epoch,
+			step,
+			"weights of an earlier inner step rebuilt from the log"
+		);
+		Ok(self.stage.stash_of(&state.weights)?)
+	}
+
 	/// One step of the loop (module docs). Item-level failures release the item's lease and are
 	/// returned, so the caller logs and counts them and goes on.
 	///
@@ -562,7 +606,11 @@ impl Miner {
 
 	/// Run until `shutdown` turns true, then hand back a lease still held. Errors are logged, counted
 	/// (`iota_miner_errors_total{kind}`) and retried with exponential backoff (250 ms to 10 s).
-	pub async fn run(&mut self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+	///
+	/// # Errors
+	/// The orchestrator's `SessionSuperseded`: a newer process of this miner's account has replaced
+	/// this one (it restarted elsewhere, or runs twice), so this one gets no more work and stops.
+	pub async fn run(&mut self, mut shutdown: tokio::sync::watch::Receiver<bool>) -> Result<()> {
 		let mut failures = 0u32;
 		loop {
 			if *shutdown.borrow() {
@@ -582,6 +630,11 @@ impl Miner {
 					failures = 0;
 					d
 				},
+				Some(Err(e)) if e.code() == Some(ErrorCode::SessionSuperseded) => {
+					self.record_error(&e);
+					self.shutdown().await;
+					return Err(e);
+				},
 				Some(Err(e)) => {
 					failures = failures.saturating_add(1);
 					self.record_error(&e);
@@ -595,6 +648,7 @@ impl Miner {
 			}
 		}
 		self.shutdown().await;
+		Ok(())
 	}
 
 	/// Log and count an error of [`step`](Self::step).

@@ -407,10 +407,20 @@ impl Miner {
 		// Forwards kept at the weights this step moves keep a copy of them for their backward
 		// (weight stashing, `Stage::backward_at`); one copy serves them all.
 		let current = l.steps;
-		if self.kept.iter().any(|k| k.2 == current && k.4.is_none()) {
+		if self.kept.iter().any(|k| k.step == current && k.at.is_none()) {
 			let at = self.stage.stash()?;
-			for k in self.kept.iter_mut().filter(|k| k.2 == current) {
-				k.4 = Some(at.clone());
+			for k in self.kept.iter_mut().filter(|k| k.step == current) {
+				k.at = Some(at.clone());
+			}
+			// At most `max_stashes` of them: the oldest steps' go (rebuilt from the log if needed).
+			let mut held: Vec<u32> =
+				self.kept.iter().filter(|k| k.at.is_some()).map(|k| k.step).collect();
+			held.sort_unstable();
+			held.dedup();
+			if let Some(&newest_dropped) = held.iter().rev().nth(self.cfg.max_stashes.max(1)) {
+				for k in self.kept.iter_mut().filter(|k| k.step <= newest_dropped) {
+					k.at = None;
+				}
 			}
 		}
 		let report =

@@ -237,9 +237,22 @@ impl Miner {
 			self.check_deadline(f.lease, f.expires_at_ms)?;
 			let step = self.state_step();
 			self.orch.submit_activation(f.lease, Some(r), step).await?;
-			self.kept.push_back((f.epoch, f.sample, step, fwd, None));
-			while self.kept.len() > self.cfg.max_kept {
-				self.kept.pop_front();
+			self.kept.push_back(Kept {
+				epoch: f.epoch,
+				sample: f.sample,
+				step,
+				graph: Some(fwd),
+				at: None,
+			});
+			// The newest `max_kept` keep their graphs; an older one keeps what recomputes its pass.
+			let graphs = self.kept.iter().filter(|k| k.graph.is_some()).count();
+			for k in self
+				.kept
+				.iter_mut()
+				.filter(|k| k.graph.is_some())
+				.take(graphs.saturating_sub(self.cfg.max_kept))
+			{
+				k.graph = None;
 			}
 			self.stats.forwards += 1;
 			self.metrics.samples.with_label_values(&["forward"]).inc();
@@ -277,31 +290,45 @@ impl Miner {
 		let kept = if b.forward_by == self.me {
 			self.kept
 				.iter()
-				.position(|(e, s, ..)| *e == b.epoch && *s == b.sample)
+				.position(|k| k.epoch == b.epoch && k.sample == b.sample)
 				.and_then(|i| self.kept.remove(i))
 		} else {
 			None
 		};
 		let grad_in = match kept {
-			Some((_, _, step, fwd, stash)) => {
-				if let Some(l) = &mut self.local {
-					if l.steps != step {
-						// Bounded staleness (docs/design.md §3): the graph holds activations of the weights
-						// at inner step `step`; the backward runs at those weights too (weight stashing).
+			Some(k) => {
+				// Bounded staleness (docs/design.md §3): a forward of an earlier inner step's weights has
+				// its backward run at those weights too (weight stashing), kept graph or not.
+				let at = match &mut self.local {
+					Some(l) if l.steps != k.step => {
 						l.stale += 1;
 						self.metrics.stale_backwards.inc();
 						tracing::debug!(
 							stage = self.index,
 							sample = b.sample,
-							forward_step = step,
+							forward_step = k.step,
 							now = l.steps,
+							graph = k.graph.is_some(),
 							"backward through a forward of an earlier inner step"
 						);
-					}
-				}
-				match &stash {
-					Some(at) => self.stage.backward_at(fwd, &grad_out, at)?,
-					None => self.stage.backward(fwd, &grad_out)?,
+						Some(match k.at {
+							Some(at) => at,
+							None => self.weights_at(k.epoch, k.step)?,
+						})
+					},
+					_ => None,
+				};
+				match (k.graph, &at) {
+					(Some(fwd), Some(at)) => self.stage.backward_at(fwd, &grad_out, at)?,
+					(Some(fwd), None) => self.stage.backward(fwd, &grad_out)?,
+					(None, at) => {
+						let input =
+							self.stage_input(b.sample, b.input.as_ref(), b.data.as_ref()).await?;
+						match at {
+							Some(at) => self.stage.backward_from_input_at(&input, &grad_out, at)?,
+							None => self.stage.backward_from_input(&input, &grad_out)?,
+						}
+					},
 				}
 			},
 			None => {

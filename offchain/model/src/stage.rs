@@ -520,6 +520,28 @@ impl Stage {
 		grad_output: &Tensor,
 		at: &Stash,
 	) -> Result<Option<Tensor>> {
+		self.at_weights(at, |s| s.backward(fwd, grad_output))
+	}
+
+	/// [`backward_from_input`](Self::backward_from_input) **at the weights `at`**: the forward is
+	/// recomputed from `input` and the backward run with the vars holding `at`, and their own weights
+	/// are back after, also on error. What a miner runs for a forward of an earlier inner step whose
+	/// graph it no longer keeps, so the pass is still the one a validator recomputes at that state.
+	///
+	/// # Errors
+	/// As [`backward_from_input`](Self::backward_from_input); [`Error::Shape`] for a stash of another
+	/// stage.
+	pub fn backward_from_input_at(
+		&mut self,
+		input: &Tensor,
+		grad_output: &Tensor,
+		at: &Stash,
+	) -> Result<Option<Tensor>> {
+		self.at_weights(at, |s| s.backward_from_input(input, grad_output))
+	}
+
+	/// Runs `f` with the vars holding `at`, then writes the current weights back (also when `f` fails).
+	fn at_weights<T>(&mut self, at: &Stash, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
 		if at.0.len() != self.vars.len()
 			|| at.0.iter().zip(&self.vars).any(|(t, v)| t.dims() != v.dims())
 		{
@@ -530,10 +552,46 @@ impl Stage {
 			));
 		}
 		let now = self.stash()?;
-		let r = self.set_vars(at).and_then(|()| self.backward(fwd, grad_output));
+		let r = self.set_vars(at).and_then(|()| f(self));
 		let restored = self.set_vars(&now);
 		let out = r?;
 		restored?;
+		Ok(out)
+	}
+
+	/// A [`Stash`] of the weights `flat` (`P` f32 values in [`specs`](Self::specs) order, as
+	/// [`flat_params`](Self::flat_params) gives them), in the stage dtype: the weights the passes read
+	/// while the vars hold `flat`. For a state rebuilt elsewhere (a local-mode miner's inner-step log),
+	/// where no stash was kept.
+	///
+	/// # Errors
+	/// [`Error::Length`] for a wrong length, [`Error::NonFinite`] for NaN/Inf.
+	pub fn stash_of(&self, flat: &[f32]) -> Result<Stash> {
+		Ok(Stash(std::sync::Arc::new(self.tensors_of(flat)?)))
+	}
+
+	/// `flat` (checked: `P` finite values) as the vars' tensors, in the stage dtype.
+	fn tensors_of(&self, flat: &[f32]) -> Result<Vec<Tensor>> {
+		if flat.len() != self.param_count() {
+			return Err(Error::Length {
+				what: "flat parameters".into(),
+				expected: self.param_count(),
+				got: flat.len(),
+			});
+		}
+		if let Some(index) = flat.iter().position(|x| !x.is_finite()) {
+			return Err(Error::NonFinite { what: "flat parameters".into(), index });
+		}
+		let mut off = 0;
+		let mut out = Vec::with_capacity(self.specs.len());
+		for spec in &self.specs {
+			let n = spec.numel();
+			out.push(
+				Tensor::from_slice(&flat[off..off + n], spec.shape.as_slice(), &self.device)?
+					.to_dtype(self.dtype)?,
+			);
+			off += n;
+		}
 		Ok(out)
 	}
 
@@ -724,23 +782,9 @@ impl Stage {
 	/// # Errors
 	/// [`Error::Length`] for a wrong length, [`Error::NonFinite`] for NaN/Inf; nothing changes then.
 	pub fn set_flat_params(&mut self, flat: &[f32]) -> Result<()> {
-		if flat.len() != self.param_count() {
-			return Err(Error::Length {
-				what: "flat parameters".into(),
-				expected: self.param_count(),
-				got: flat.len(),
-			});
-		}
-		if let Some(index) = flat.iter().position(|x| !x.is_finite()) {
-			return Err(Error::NonFinite { what: "flat parameters".into(), index });
-		}
-		let mut off = 0;
-		for (spec, var) in self.specs.iter().zip(&self.vars) {
-			let n = spec.numel();
-			let t = Tensor::from_slice(&flat[off..off + n], spec.shape.as_slice(), &self.device)?
-				.to_dtype(self.dtype)?;
-			var.set(&t)?;
-			off += n;
+		let tensors = self.tensors_of(flat)?;
+		for (var, t) in self.vars.iter().zip(&tensors) {
+			var.set(t)?;
 		}
 		if let Some(master) = &mut self.master {
 			master.copy_from_slice(flat);

@@ -82,8 +82,9 @@ fn f32_wire_is_exact_and_backward_from_input_equals_kept_graph() {
 
 /// Weight stashing: a backward through a forward kept from before an inner step, run with the weights
 /// stashed before the step (`Stage::backward_at`), equals a fresh forward and backward at those
-/// weights, parameter gradients included, and leaves the moved weights in place; a stash of another
-/// stage is a typed error that changes nothing.
+/// weights, parameter gradients included, and leaves the moved weights in place; so does a forward
+/// recomputed from the input at a stash rebuilt from flat weights (`Stage::backward_from_input_at`,
+/// `Stage::stash_of`); a stash of another stage is a typed error that changes nothing.
 #[test]
 fn a_stashed_backward_is_the_pass_at_the_weights_its_forward_ran_at() {
 	let cfg = ModelConfig::tiny();
@@ -108,8 +109,24 @@ fn a_stashed_backward_is_the_pass_at_the_weights_its_forward_ran_at() {
 	let other = Stage::new(&cfg, 0, 5, DType::F32, &dev).unwrap().stash().unwrap();
 	let fwd = a.forward(&input).unwrap();
 	assert!(matches!(a.backward_at(fwd, &g, &other), Err(Error::Shape { .. })));
+	assert!(matches!(a.backward_from_input_at(&input, &g, &other), Err(Error::Shape { .. })));
 	assert_eq!(a.flat_params().unwrap(), moved);
 	assert_eq!(a.accumulated(), 0);
+
+	// No graph kept: the forward recomputed from the input at a stash rebuilt from the flat weights
+	// (`Stage::stash_of`) is the same pass again, and the moved weights are back after it.
+	let rebuilt = a.stash_of(&b.flat_params().unwrap()).unwrap();
+	let gi_c = a.backward_from_input_at(&input, &g, &rebuilt).unwrap().unwrap();
+	assert_eq!(flat(&gi_c), flat(&gi_b));
+	assert_eq!(a.take_gradient().unwrap().0, {
+		b.backward_from_input(&input, &g).unwrap();
+		b.take_gradient().unwrap().0
+	});
+	assert_eq!(a.flat_params().unwrap(), moved);
+	assert!(matches!(a.stash_of(&moved[1..]), Err(Error::Length { .. })));
+	let mut nan = moved.clone();
+	nan[3] = f32::NAN;
+	assert!(matches!(a.stash_of(&nan), Err(Error::NonFinite { index: 3, .. })));
 }
 
 /// Central finite differences on the tiny preset in f64: for every parameter tensor, the

@@ -360,7 +360,7 @@ impl Orchestrator {
 		nonce: NonceRec,
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
-		self.commit_after(Some(nonce), None, |_| Vec::new(), decide)
+		self.commit_after(Some(nonce), None, |_| Ok(Vec::new()), decide)
 	}
 
 	/// [`commit`](Self::commit) of a request that shows its miner live: `(miner, stage, now)` is
@@ -374,7 +374,7 @@ impl Orchestrator {
 		live: (&AccountId, u16, u64),
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
-		self.commit_after(Some(nonce), Some(live), |_| Vec::new(), decide)
+		self.commit_after(Some(nonce), Some(live), |_| Ok(Vec::new()), decide)
 	}
 
 	/// [`commit`](Self::commit), with the request's liveness recorded as in
@@ -386,7 +386,7 @@ impl Orchestrator {
 		&self,
 		nonce: Option<NonceRec>,
 		live: Option<(&AccountId, u16, u64)>,
-		first: impl FnOnce(&State) -> Vec<Event>,
+		first: impl FnOnce(&State) -> Result<Vec<Event>, Refusal>,
 		decide: impl FnOnce(&State) -> Result<(Vec<Event>, R), Refusal>,
 	) -> Result<R, Refusal> {
 		let mut inner = self.lock();
@@ -396,7 +396,7 @@ impl Orchestrator {
 		if let Some((miner, stage, now)) = live {
 			inner.state.touch(miner, stage, now);
 		}
-		let pre = first(&inner.state);
+		let pre = first(&inner.state)?;
 		if !pre.is_empty() {
 			inner
 				.db
@@ -697,12 +697,14 @@ impl Orchestrator {
 			// A new session of the miner's process goes in first: a restart frees what the earlier
 			// process held before this request is planned.
 			|st| {
-				let session = req.body.session;
-				let ev = session.and_then(|s| st.check_session(&req.account, stage, s, now));
+				let ev = match req.body.session {
+					Some(s) => st.check_session(&req.account, stage, s, now)?,
+					None => None,
+				};
 				if ev.is_some() {
 					restarts.set(Some(st.restarts(&req.account)));
 				}
-				ev.into_iter().collect()
+				Ok(ev.into_iter().collect())
 			},
 			|st| plan_decision(st, &req.account, stage, now),
 		)?;
@@ -763,12 +765,12 @@ impl Orchestrator {
 			changed.as_mut().enable();
 			let now = now_ms();
 			let superseded = |st: &State| {
-				session.is_some_and(|s| st.check_session(miner, stage, s, now).is_some())
+				session.is_some_and(|s| !matches!(st.check_session(miner, stage, s, now), Ok(None)))
 			};
 			let next = self.commit_after(
 				None,
 				Some((miner, stage, now)),
-				|_| Vec::new(),
+				|_| Ok(Vec::new()),
 				|st| {
 					if superseded(st) {
 						return Ok((Vec::new(), None));

@@ -372,7 +372,8 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 		.is_err());
 	assert_eq!(fingerprint(&w), before, "refused requests changed the state");
 	let metrics = w.orch.metrics().render();
-	// NonFinite and SampleCountMismatch need a merge phase: the merge test below provokes and counts them.
+	// NonFinite and SampleCountMismatch need a merge phase: the merge test below provokes and counts
+	// them; SessionSuperseded a restart (the held-request test).
 	for code in ErrorCode::ALL.iter().filter(|c| {
 		!matches!(
 			c,
@@ -381,6 +382,7 @@ async fn every_bad_input_has_its_code_and_changes_nothing() {
 				| ErrorCode::Unavailable
 				| ErrorCode::NonFinite
 				| ErrorCode::SampleCountMismatch
+				| ErrorCode::SessionSuperseded
 		)
 	}) {
 		assert!(metrics.contains(&format!("code=\"{}\"", code.name())), "{} counted", code.name());
@@ -774,8 +776,7 @@ async fn an_idle_get_work_is_held_until_its_stage_has_work() {
 		let eve = eve.clone();
 		async move { eve.get_work_in(1, 7).await.unwrap() }
 	});
-	// Sessions are random ids, not ordered: the old request must be held before the new one arrives
-	// (arriving after it, it would be a restart back to session 7).
+	// The old request is held before the new one arrives (arriving after it, it is refused: below).
 	tokio::time::sleep(Duration::from_secs(1)).await;
 	match eve.get_work_in(1, 8).await.unwrap() {
 		Work::Forward(g) => assert_eq!((g.stage, g.sample), (1, f.sample)),
@@ -786,6 +787,12 @@ async fn an_idle_get_work_is_held_until_its_stage_has_work() {
 		other => panic!("expected the superseded hold to end idle, got {other:?}"),
 	}
 	assert!(t0.elapsed() < wait, "the superseded hold ran to its end ({:?})", t0.elapsed());
+	// A request of the earlier process that arrives only now is refused, not taken for a restart
+	// back to it: the new process keeps its lease.
+	let restarts = w.orch.status().miners.iter().map(|m| m.restarts).sum::<u64>();
+	expect(eve.get_work_in(1, 7).await, ErrorCode::SessionSuperseded);
+	assert_eq!(w.orch.status().miners.iter().map(|m| m.restarts).sum::<u64>(), restarts);
+	assert!(w.orch.metrics().render().contains("code=\"session_superseded\""));
 
 	// Not held at all with a wait of 0: the old poll, with its retry hint.
 	let w = world_holding(0).await;

@@ -41,11 +41,15 @@ pub enum ErrorCode {
 	/// A merge submission claims more samples than the backward passes the orchestrator accepted from
 	/// its miner at that stage in that epoch (the weight of a submission is bounded by recorded work).
 	SampleCountMismatch = -32016,
+	/// `iota_getWork` from a miner process whose session ([`crate::types::GetWork::session`]) a newer
+	/// process of the same account has replaced: the earlier process is taken for gone, so its
+	/// requests (a late one in flight, or a second process running the same key) get no work.
+	SessionSuperseded = -32017,
 }
 
 impl ErrorCode {
 	/// Every code, for tests and docs.
-	pub const ALL: [ErrorCode; 16] = [
+	pub const ALL: [ErrorCode; 17] = [
 		ErrorCode::BadSignature,
 		ErrorCode::StaleTimestamp,
 		ErrorCode::NonceReused,
@@ -62,6 +66,7 @@ impl ErrorCode {
 		ErrorCode::Unavailable,
 		ErrorCode::NonFinite,
 		ErrorCode::SampleCountMismatch,
+		ErrorCode::SessionSuperseded,
 	];
 
 	/// The numeric JSON-RPC code.
@@ -93,6 +98,7 @@ impl ErrorCode {
 			ErrorCode::Unavailable => "unavailable",
 			ErrorCode::NonFinite => "non_finite",
 			ErrorCode::SampleCountMismatch => "sample_count_mismatch",
+			ErrorCode::SessionSuperseded => "session_superseded",
 		}
 	}
 

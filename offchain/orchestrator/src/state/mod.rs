@@ -303,6 +303,9 @@ struct MinerStats {
 	last_seen_ms: u64,
 	/// The session of its latest process ([`Event::SessionStarted`]).
 	session: Option<u64>,
+	/// Sessions its latest ones replaced, newest last (at most [`RETIRED_SESSIONS`]): a request of one
+	/// is refused (`SessionSuperseded`), never taken for a restart back to it.
+	retired: std::collections::VecDeque<u64>,
 	/// Sessions after the first.
 	restarts: u64,
 	/// Times it fell silent holding accepted passes that were then re-listed ([`Event::MinerGone`]).

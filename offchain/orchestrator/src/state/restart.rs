@@ -22,23 +22,44 @@
 
 use super::*;
 
+/// How many of a miner's replaced sessions the orchestrator remembers and refuses
+/// ([`State::check_session`]). A request of a process replaced longer ago than that would be taken for
+/// a restart again; a new process never draws a retired session by chance (they are random 64-bit ids).
+pub const RETIRED_SESSIONS: usize = 16;
+
 impl State {
 	/// The event `iota_getWork` records for `miner`'s `session`: `None` when it is the session already
-	/// recorded.
+	/// recorded, [`Event::SessionStarted`] for a new one.
+	///
+	/// # Errors
+	/// `SessionSuperseded` for a session a newer one replaced (one of the last [`RETIRED_SESSIONS`]):
+	/// a request of a process taken for gone, sent before its restart and arriving after it, or of a
+	/// second process running the same key. Taking it for a restart back would free the new process's
+	/// leases and forfeit its passes.
 	pub fn check_session(
 		&self,
 		miner: &AccountId,
 		stage: u16,
 		session: u64,
 		now_ms: u64,
-	) -> Option<Event> {
-		let known = self.miners.get(&miner.0).and_then(|(_, m)| m.session);
-		(known != Some(session)).then(|| Event::SessionStarted {
+	) -> Result<Option<Event>, Refusal> {
+		let m = self.miners.get(&miner.0).map(|(_, m)| m);
+		if m.is_some_and(|m| m.retired.contains(&session)) {
+			return refuse(
+				ErrorCode::SessionSuperseded,
+				format!(
+					"session {session:#x} of {miner} was replaced by a newer process of the same \
+					 account; this process gets no more work"
+				),
+			);
+		}
+		let known = m.and_then(|m| m.session);
+		Ok((known != Some(session)).then(|| Event::SessionStarted {
 			miner: miner.clone(),
 			stage,
 			session,
 			now_ms,
-		})
+		}))
 	}
 
 	/// Restarts of `miner` seen since the run began (sessions after its first).
@@ -70,8 +91,11 @@ impl State {
 		let m = self.miner_mut(miner, stage);
 		m.last_seen_ms = m.last_seen_ms.max(now_ms);
 		let before = m.session.replace(session);
-		if before.is_none() || before == Some(session) {
-			return;
+		let Some(before) = before.filter(|b| *b != session) else { return };
+		m.retired.retain(|s| *s != session);
+		m.retired.push_back(before);
+		if m.retired.len() > RETIRED_SESSIONS {
+			m.retired.pop_front();
 		}
 		m.restarts += 1;
 		// A fresh process holds no gradient of the epoch: it may work again.

@@ -785,11 +785,10 @@ proptest::proptest! {
 					}])
 				},
 				Step::Forged(m, id) => w.st.check_release(&acc(miners[m]), 100_000 + id, now).map(|e| vec![e]),
-				Step::Session(m, session) => Ok(w
+				Step::Session(m, session) => w
 					.st
 					.check_session(&acc(miners[m]), stage_of(m), u64::from(session), now)
-					.into_iter()
-					.collect()),
+					.map(|e| e.into_iter().collect()),
 			};
 			match accepted {
 				Ok(events) => {
@@ -1328,7 +1327,7 @@ fn a_lossy_codecs_reduced_shard_is_taken_at_its_int8_length() {
 impl World {
 	/// `miner`'s process presents `session` (as `iota_getWork` does), recorded if it is new.
 	fn session(&mut self, miner: u8, stage: u16, session: u64, now: u64) -> bool {
-		match self.st.check_session(&acc(miner), stage, session, now) {
+		match self.st.check_session(&acc(miner), stage, session, now).unwrap() {
 			Some(e) => {
 				self.apply(e);
 				true
@@ -1355,6 +1354,14 @@ fn a_restarted_miner_frees_its_leases_at_once_and_its_lost_passes_are_recomputed
 	assert!(w.session(2, 1, 8, 40));
 	assert_eq!(w.st.restarts(&acc(2)), 1);
 	assert_eq!(w.st.leases().filter(|l| l.miner == acc(2)).count(), 0, "released, not expired");
+	// A request of the earlier process that arrives now (sent before the restart) is refused, not
+	// taken for a restart back to session 7.
+	assert_eq!(
+		code(w.st.check_session(&acc(2), 1, 7, 41)),
+		ErrorCode::SessionSuperseded,
+		"the replaced session"
+	);
+	assert_eq!(w.st.restarts(&acc(2)), 1);
 	assert_eq!(w.st.leases_expired_total(), 0);
 	assert_eq!(
 		code(w.st.check_submit(&acc(2), held.id, w.output(&held).as_ref(), 0, 41, 1 << 20)),
@@ -1382,6 +1389,34 @@ fn a_restarted_miner_frees_its_leases_at_once_and_its_lost_passes_are_recomputed
 	assert!(log.records[0].recomputed[0].output.is_some());
 	assert_eq!(w.st.stage_status()[1].backward_queue, 0);
 	// Replay rebuilds it all.
+	let mut again = State::new(w.st.config().clone());
+	for e in &w.log {
+		again.apply(e);
+	}
+	assert_eq!(again, w.st);
+}
+
+/// A miner's replaced sessions are refused, the last `RETIRED_SESSIONS` of them (bounded), and the
+/// record of them is rebuilt by replaying the events; a process that comes back under a session
+/// replaced longer ago than that is taken for a new process again.
+#[test]
+fn replaced_sessions_are_refused_up_to_the_bound_and_survive_a_replay() {
+	let mut w = World::new(4, 4, &[&[1], &[2, 5], &[3]]);
+	let n = super::restart::RETIRED_SESSIONS as u64;
+	for s in 0..=n + 1 {
+		assert!(w.session(2, 1, 100 + s, s));
+	}
+	// Sessions 100 ..= 100 + n are replaced; the oldest of them fell out of the bound.
+	for s in 101..=100 + n {
+		assert_eq!(
+			code(w.st.check_session(&acc(2), 1, s, 50)),
+			ErrorCode::SessionSuperseded,
+			"{s}"
+		);
+	}
+	assert_eq!(w.st.check_session(&acc(2), 1, 101 + n, 50).unwrap(), None, "the live one");
+	assert!(w.st.check_session(&acc(2), 1, 100, 50).unwrap().is_some(), "forgotten: new again");
+	assert!(w.st.check_session(&acc(5), 1, 101, 50).unwrap().is_some(), "another miner's own");
 	let mut again = State::new(w.st.config().clone());
 	for e in &w.log {
 		again.apply(e);
