@@ -142,9 +142,10 @@ pub struct NetworkOptions {
 	pub validator_args: Vec<String>,
 	/// Compute threads per miner (`RAYON_NUM_THREADS`).
 	pub miner_threads: usize,
-	/// Run the validators at this niceness (`nice -n`, 1-19; `None`: the miners' priority). On one
-	/// machine shared by every role, a niced validator takes the CPU the miners leave, as if it ran on
-	/// a machine of its own; its checks still have the scoring window (blocks) to finish.
+	/// Run the validators at this niceness (`nice -n`, 0-19; `None`: the miners' priority). On one
+	/// machine shared by every role, a niced validator gets the CPU mostly when the others leave it
+	/// (at nice 10 about a tenth of a contended core's share), closer to validators on machines of
+	/// their own; its checks still have the scoring window (blocks) to finish.
 	pub validator_nice: Option<u8>,
 	/// Extra `RUST_LOG` for every child (default `info`).
 	pub log_filter: String,

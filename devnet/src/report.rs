@@ -807,8 +807,8 @@ pub fn render_markdown(d: &ReportData) -> String {
 			c.summary(),
 			match d.validator_nice {
 				Some(n) => format!(
-					" The validators ran at nice {n}: they took the CPU the other roles left, as on \
-					 machines of their own."
+					" The validators ran at nice {n}: they got the CPU mostly when the other roles left \
+					 it (reports of runs without it are not directly comparable)."
 				),
 				None => String::new(),
 			},

@@ -28,6 +28,9 @@ pub struct Metrics {
 	pub inner_steps: IntCounter,
 	/// Local mode: backward passes through a kept forward graph that saw an earlier inner step's weights.
 	pub stale_backwards: IntCounter,
+	/// Local mode: weights of an earlier inner step rebuilt from the inner-step log for a backward whose
+	/// forward's stash was dropped (`MinerConfig::max_stashes`).
+	pub weights_rebuilt: IntCounter,
 }
 
 impl Metrics {
@@ -70,7 +73,12 @@ impl Metrics {
 		registry.register(Box::new(epoch.clone()))?;
 		registry.register(Box::new(merges.clone()))?;
 		registry.register(Box::new(inner_steps.clone()))?;
+		let weights_rebuilt = IntCounter::new(
+			"iota_miner_weights_rebuilt_total",
+			"Weights of an earlier inner step rebuilt from the inner-step log for a backward (local mode)",
+		)?;
 		registry.register(Box::new(stale_backwards.clone()))?;
+		registry.register(Box::new(weights_rebuilt.clone()))?;
 		Ok(Metrics {
 			registry,
 			samples,
@@ -83,6 +91,7 @@ impl Metrics {
 			merges,
 			inner_steps,
 			stale_backwards,
+			weights_rebuilt,
 		})
 	}
 

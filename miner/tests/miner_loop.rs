@@ -1045,11 +1045,11 @@ async fn a_run_that_continues_a_model_starts_from_its_initial_weights_only_when_
 	assert_ne!(m.phase(), &Phase::Training);
 }
 
-/// Local mode, weight stashing past its bounds: a forward whose graph was dropped (beyond
-/// `max_kept`) and one whose weights' stash was dropped (beyond `max_stashes`) still have their
-/// backward run at the weights the forward ran at (the forward recomputed from its input, the weights
-/// rebuilt from the inner-step log), so the input gradient each uploads is the pass at that inner
-/// step's state: the one a validator recomputes. At the weights of the later steps it would differ.
+/// Local mode, weight stashing past its bounds: forwards whose graph was dropped (beyond `max_kept`),
+/// whose weights' stash was dropped (beyond `max_stashes`), or both, still have their backward run at
+/// the weights the forward ran at (the forward recomputed from its input, the weights rebuilt from the
+/// inner-step log once for all of them), so the input gradient each uploads is the pass at that inner
+/// step's state: the one a validator recomputes. At the current weights it would differ.
 #[tokio::test]
 async fn local_mode_backwards_run_at_their_forwards_weights_past_the_kept_bounds() {
 	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
@@ -1066,7 +1066,8 @@ async fn local_mode_backwards_run_at_their_forwards_weights_past_the_kept_bounds
 	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
 	assert_eq!(m.phase(), &Phase::Training);
 
-	let inputs: std::collections::HashMap<u64, ObjectGet> = [1u64, 2, 4]
+	let own = [1u64, 2, 4, 6, 7, 8];
+	let inputs: std::collections::HashMap<u64, ObjectGet> = own
 		.into_iter()
 		.map(|s| (s, store_tensor(&world.io, &format!("in{s}"), &boundary(s), Kind::Activation)))
 		.collect();
@@ -1095,26 +1096,43 @@ async fn local_mode_backwards_run_at_their_forwards_weights_past_the_kept_bounds
 			expires_at_ms: far(),
 		})
 	};
-	// Forwards 1 and 2 at state 0; an inner step (another miner's forward, sample 3); forward 4 at
-	// state 1, which drops forward 1's graph; an inner step (sample 5), which drops state 0's stash.
+	// Forwards 1 and 2 at state 0; an inner step (a pass of another miner's forward, sample 3);
+	// forwards 4, 6 and 7 at state 1; an inner step (sample 5), which stashes state 1 and drops state
+	// 0's stash; forward 8 at state 2. Only 7 and 8 keep their graphs.
 	world.push_work(&me, forward(1));
 	world.push_work(&me, forward(2));
 	push_backward(&world, &me, 3);
-	world.push_work(&me, forward(4));
+	for s in [4, 6, 7] {
+		world.push_work(&me, forward(s));
+	}
 	push_backward(&world, &me, 5);
-	for _ in 0..5 {
+	world.push_work(&me, forward(8));
+	for _ in 0..8 {
 		assert_eq!(m.step().await.unwrap(), Outcome::Worked);
 	}
 	assert_eq!(m.inner_steps(), Some(2));
-	let states = m.inner_states_at(0, &[0, 1].into()).unwrap();
-	for s in [1u64, 2, 4] {
+	assert_eq!(m.kept_forwards(), (6, 2, 1), "forwards kept, with a graph, stashes held");
+	let states = m.inner_states_at(0, &[0, 1, 2].into()).unwrap();
+	let reported = world.inner.lock().unwrap().get(&me.0).cloned().unwrap();
+	for (k, st) in &states {
+		assert_eq!(ContentHash(st.hash()), reported[*k as usize].1, "state {k} as reported");
+	}
+	// 8: graph, current weights; 1 and 2: no graph, no stash (state 0 rebuilt once for both); 4 and 6:
+	// no graph, state 1's stash; 7: graph and stash. Each backward is an inner step of its own.
+	let order = [(8u64, 2u32), (1, 0), (2, 0), (4, 1), (6, 1), (7, 1)];
+	for (s, _) in order {
 		world.push_work(&me, own_backward(s));
 		assert_eq!(m.step().await.unwrap(), Outcome::Worked, "backward {s}");
 	}
-	assert!(m.metrics.render().contains("iota_miner_stale_backwards_total 3"));
+	let metrics = m.metrics.render();
+	assert!(metrics.contains("iota_miner_stale_backwards_total 5"), "{metrics}");
+	assert!(metrics.contains("iota_miner_weights_rebuilt_total 1"), "{metrics}");
 	// The input gradient of each: the pass at its forward's state, recomputed by a fresh stage.
 	let model = &spec.model;
-	for (s, state) in [(1u64, 0u32), (2, 0), (4, 1)] {
+	let flat = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+	let mut now = Stage::new(model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
+	now.set_flat_params(&m.stage().flat_params().unwrap()).unwrap();
+	for (s, state) in order {
 		let mut at = Stage::new(model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
 		at.set_flat_params(&states[&state].weights).unwrap();
 		let want = at.backward_from_input(&boundary(s), &boundary(100 + s)).unwrap().unwrap();
@@ -1125,11 +1143,63 @@ async fn local_mode_backwards_run_at_their_forwards_weights_past_the_kept_bounds
 			&Device::Cpu,
 		)
 		.unwrap();
-		let flat = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
 		assert_eq!(flat(&got), flat(&want), "sample {s}: the pass at state {state}");
-		let mut now = Stage::new(model, 1, spec.seed, DType::F32, &Device::Cpu).unwrap();
-		now.set_flat_params(&m.stage().flat_params().unwrap()).unwrap();
 		let moved = now.backward_from_input(&boundary(s), &boundary(100 + s)).unwrap().unwrap();
 		assert_ne!(flat(&got), flat(&moved), "sample {s}: not the pass at the current weights");
 	}
+}
+
+/// Local mode: a forward's weights the inner-step log cannot rebuild (here it keeps no epoch at all:
+/// `reveal_max_bytes` below one state) do not hold up its backward. The pass runs at the current
+/// weights, so the stage's quota still completes; the epoch's challenges cannot be answered anyway.
+#[tokio::test]
+async fn local_mode_a_backward_whose_weights_cannot_be_rebuilt_still_runs() {
+	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
+	let world = Arc::new(World { training, ..World::default() });
+	let me = account(1);
+	let mut spec = common::spec(&world.io);
+	spec.training = training;
+	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
+	let cfg =
+		MinerConfig { max_kept: 1, max_stashes: 1, reveal_max_bytes: 1, ..MinerConfig::default() };
+	let chain = Arc::new(FakeChain::default());
+	let mut m =
+		Miner::new(orch, world.io.clone(), chain, spec.clone(), 1, cfg, Metrics::new().unwrap())
+			.unwrap();
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	let input = store_tensor(&world.io, "in1", &boundary(1), Kind::Activation);
+	let out = act_key(1, 1, Direction::Forward, &me);
+	world.push_work(&me, forward_item(1, 1, 1, Some(input.clone()), None, out));
+	push_backward(&world, &me, 3);
+	let in4 = store_tensor(&world.io, "in4", &boundary(4), Kind::Activation);
+	world.push_work(
+		&me,
+		forward_item(4, 1, 4, Some(in4), None, act_key(1, 4, Direction::Forward, &me)),
+	);
+	push_backward(&world, &me, 5);
+	for _ in 0..4 {
+		assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	}
+	assert_eq!(m.kept_forwards(), (2, 1, 1), "forward 1: neither graph nor stash");
+	assert!(m.inner_states_at(0, &[0].into()).is_err(), "the log keeps nothing");
+	let g = store_tensor(&world.io, "g1", &boundary(101), Kind::Gradient);
+	world.push_work(
+		&me,
+		Work::Backward(BackwardWork {
+			lease: 11,
+			epoch: 0,
+			stage: 1,
+			sample: 1,
+			forward_by: me.clone(),
+			input: Some(input),
+			data: None,
+			grad_output: g,
+			output: Some(put(act_key(1, 1, Direction::Backward, &me))),
+			expires_at_ms: far(),
+		}),
+	);
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert!(world.io.get_obj(&act_key(1, 1, Direction::Backward, &me)).is_some());
+	assert!(m.metrics.render().contains("iota_miner_weights_rebuilt_total 0"));
+	assert_eq!(m.inner_steps(), Some(3));
 }

@@ -171,5 +171,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 	});
 	let run = miner.run(rx).await;
 	tracing::info!(stage, epoch = miner.epoch(), "stopped");
-	Ok(run?)
+	if let Err(e) = run {
+		// docs/operator.md: a supervisor must not restart on this status, or the two processes of
+		// one key would replace each other in turn.
+		tracing::error!(error = %e, "a newer process of this miner's account replaced this one; exiting with status 3");
+		drop(miner); // its temporary inner-step log folder goes with it
+		std::process::exit(3);
+	}
+	Ok(())
 }

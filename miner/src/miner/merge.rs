@@ -6,6 +6,7 @@ use super::*;
 impl Miner {
 	pub(super) fn enter_merge(&mut self, epoch: u32, member: bool) {
 		self.kept.clear();
+		self.rebuilt = None;
 		self.phase = Phase::Merging(MergeState {
 			epoch,
 			member,

@@ -136,7 +136,7 @@ pub struct MinerConfig {
 	/// Local mode: most weight stashes held at once (one per inner step that kept forwards have seen
 	/// pass, `P` values of the stage dtype each: [`iota_model::Stash`]). Beyond it the oldest step's
 	/// stash is dropped and a backward that needs those weights rebuilds them from the inner-step log
-	/// ([`crate::reveal`]), which replays the epoch's steps up to it.
+	/// ([`crate::reveal`]), which replays the epoch's steps up to it. At least 1.
 	pub max_stashes: usize,
 	/// A result is dropped if less than this is left of its lease when it is ready to submit, in ms.
 	pub lease_margin_ms: u64,
@@ -316,8 +316,13 @@ pub struct Miner {
 	me: AccountId,
 	run_id: keys::Id,
 	phase: Phase,
-	/// The forwards this miner ran in the epoch whose backward may still come to it, oldest first.
+	/// The forwards this miner ran in the epoch whose backward may still come to it, oldest first
+	/// (local mode; in sync mode a forward past [`MinerConfig::max_kept`] is dropped whole).
 	kept: VecDeque<Kept>,
+	/// Local mode: the weights last rebuilt from the inner-step log ([`weights_at`](Self::weights_at)),
+	/// (epoch, inner step, stash), so the backwards of one dropped stash's forwards replay once. One
+	/// stash beyond [`MinerConfig::max_stashes`].
+	rebuilt: Option<(u32, u32, iota_model::Stash)>,
 	data: DataCache,
 	acc: Accumulator,
 	/// Local mode's inner steps (`None` in sync mode).
@@ -462,6 +467,7 @@ impl Miner {
 			run_id,
 			phase: Phase::Unsynced,
 			kept: VecDeque::new(),
+			rebuilt: None,
 			data: DataCache::new(cfg.cache_dir.clone()),
 			acc: Accumulator::default(),
 			local,
@@ -569,23 +575,54 @@ impl Miner {
 
 	/// Local mode: the weights of state `step` of `epoch` as the stage's passes read them, rebuilt from
 	/// the inner-step log ([`inner_states_at`](Self::inner_states_at)) for a backward whose forward ran
-	/// there after its stash was dropped ([`MinerConfig::max_stashes`]). Replays `step` inner steps.
+	/// there after its stash was dropped ([`MinerConfig::max_stashes`]). Replays `step` inner steps, once
+	/// for all the backwards of that step (the last rebuild is kept), and checks the rebuilt state
+	/// against the hash the miner reported for it (`iota_miner_weights_rebuilt_total` counts rebuilds).
 	///
 	/// # Errors
-	/// As [`inner_states_at`](Self::inner_states_at) (the log no longer keeps the state): the backward
-	/// is then not run, rather than run at other weights than its forward's.
-	pub(super) fn weights_at(&self, epoch: u32, step: u32) -> Result<iota_model::Stash> {
+	/// As [`inner_states_at`](Self::inner_states_at) (the log does not keep the state: bounded by
+	/// `reveal_max_bytes`, an inner step past the bound is not kept and nor is any later one of its
+	/// epoch); [`MinerError::BadInput`] when the rebuilt state does not hash to the reported one.
+	pub(super) fn weights_at(&mut self, epoch: u32, step: u32) -> Result<iota_model::Stash> {
+		if let Some((e, s, at)) = &self.rebuilt {
+			if (*e, *s) == (epoch, step) {
+				return Ok(at.clone());
+			}
+		}
 		let states = self.inner_states_at(epoch, &std::collections::BTreeSet::from([step]))?;
 		let state = states.get(&step).ok_or_else(|| {
 			bad(format!("inner-step log: state {step} of epoch {epoch} not rebuilt"))
 		})?;
+		let reported = self
+			.local
+			.as_ref()
+			.filter(|_| epoch == self.epoch)
+			.and_then(|l| l.hashes.get(step as usize));
+		if reported != Some(&state.hash()) {
+			return Err(bad(format!(
+				"inner-step log: state {step} of epoch {epoch} does not rebuild to the hash reported for it"
+			)));
+		}
+		let at = self.stage.stash_of(&state.weights)?;
+		self.metrics.weights_rebuilt.inc();
 		tracing::debug!(
 			stage = self.index,
 			epoch,
 			step,
 			"weights of an earlier inner step rebuilt from the log"
 		);
-		Ok(self.stage.stash_of(&state.weights)?)
+		self.rebuilt = Some((epoch, step, at.clone()));
+		Ok(at)
+	}
+
+	/// Local mode: forwards kept now: (all of them, those with their graph, distinct weight stashes
+	/// held). Diagnostics and tests of the bounds [`MinerConfig::max_kept`] and
+	/// [`MinerConfig::max_stashes`].
+	pub fn kept_forwards(&self) -> (usize, usize, usize) {
+		let graphs = self.kept.iter().filter(|k| k.graph.is_some()).count();
+		let stashes: std::collections::BTreeSet<u32> =
+			self.kept.iter().filter(|k| k.at.is_some()).map(|k| k.step).collect();
+		(self.kept.len(), graphs, stashes.len())
 	}
 
 	/// One step of the loop (module docs). Item-level failures release the item's lease and are

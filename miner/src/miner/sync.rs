@@ -143,6 +143,7 @@ impl Miner {
 		self.acc.clear();
 		self.feedback_next = None;
 		self.kept.clear();
+		self.rebuilt = None;
 		self.stage.zero_grad();
 		self.stats = EpochStats::new();
 		self.metrics.epoch.set(i64::from(epoch));

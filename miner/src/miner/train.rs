@@ -244,7 +244,13 @@ impl Miner {
 				graph: Some(fwd),
 				at: None,
 			});
-			// The newest `max_kept` keep their graphs; an older one keeps what recomputes its pass.
+			// The newest `max_kept` keep their graphs; an older one keeps what recomputes its pass at its
+			// forward's weights (local mode; in sync mode the weights do not move within the epoch).
+			if self.local.is_none() {
+				while self.kept.len() > self.cfg.max_kept {
+					self.kept.pop_front();
+				}
+			}
 			let graphs = self.kept.iter().filter(|k| k.graph.is_some()).count();
 			for k in self
 				.kept
@@ -286,7 +292,6 @@ impl Miner {
 		if self.stage.is_last() {
 			return Err(bad("the tail runs its backward with its forward; a separate backward item is not expected"));
 		}
-		let grad_out = self.fetch_tensor(&b.grad_output, Kind::Gradient).await?;
 		let kept = if b.forward_by == self.me {
 			self.kept
 				.iter()
@@ -295,30 +300,50 @@ impl Miner {
 		} else {
 			None
 		};
+		// A failed item's lease is released and the item comes back to this miner: its forward's
+		// record goes back (without the graph, which the pass may have used), so the retry still runs
+		// at the forward's weights.
+		let record = kept.as_ref().map(|k| Kept {
+			epoch: k.epoch,
+			sample: k.sample,
+			step: k.step,
+			graph: None,
+			at: k.at.clone(),
+		});
+		let r = self.backward_pass(&b, kept).await;
+		if r.is_err() {
+			if let Some(k) = record {
+				self.kept.push_front(k);
+			}
+		}
+		r
+	}
+
+	/// [`backward`](Self::backward) once the forward's record (`kept`, if this miner ran it and still
+	/// has it) is taken.
+	async fn backward_pass(&mut self, b: &BackwardWork, kept: Option<Kept>) -> Result<()> {
+		let grad_out = self.fetch_tensor(&b.grad_output, Kind::Gradient).await?;
 		let grad_in = match kept {
 			Some(k) => {
 				// Bounded staleness (docs/design.md §3): a forward of an earlier inner step's weights has
 				// its backward run at those weights too (weight stashing), kept graph or not.
-				let at = match &mut self.local {
-					Some(l) if l.steps != k.step => {
-						l.stale += 1;
-						self.metrics.stale_backwards.inc();
-						tracing::debug!(
-							stage = self.index,
-							sample = b.sample,
-							forward_step = k.step,
-							now = l.steps,
-							graph = k.graph.is_some(),
-							"backward through a forward of an earlier inner step"
-						);
-						Some(match k.at {
-							Some(at) => at,
-							None => self.weights_at(k.epoch, k.step)?,
-						})
+				let stale = self.local.as_ref().is_some_and(|l| l.steps != k.step);
+				let at = match k.at {
+					Some(at) => Some(at),
+					None if stale => match self.weights_at(k.epoch, k.step) {
+						Ok(at) => Some(at),
+						// No later state of the epoch can be revealed either then (the log keeps none
+						// past a missing step), so its challenges fail whatever this pass: it runs at
+						// the current weights rather than hold up its stage's quota.
+						Err(e) => {
+							tracing::warn!(stage = self.index, epoch = k.epoch, step = k.step, error = %e, "cannot rebuild the weights of a forward's inner step; its backward runs at the current weights");
+							None
+						},
 					},
-					_ => None,
+					None => None,
 				};
-				match (k.graph, &at) {
+				let graph = k.graph.is_some();
+				let grad_in = match (k.graph, &at) {
 					(Some(fwd), Some(at)) => self.stage.backward_at(fwd, &grad_out, at)?,
 					(Some(fwd), None) => self.stage.backward(fwd, &grad_out)?,
 					(None, at) => {
@@ -329,7 +354,20 @@ impl Miner {
 							None => self.stage.backward_from_input(&input, &grad_out)?,
 						}
 					},
+				};
+				if let Some(l) = self.local.as_mut().filter(|_| stale) {
+					l.stale += 1;
+					self.metrics.stale_backwards.inc();
+					tracing::debug!(
+						stage = self.index,
+						sample = b.sample,
+						forward_step = k.step,
+						now = l.steps,
+						graph,
+						"backward through a forward of an earlier inner step"
+					);
 				}
+				grad_in
 			},
 			None => {
 				let input = self.stage_input(b.sample, b.input.as_ref(), b.data.as_ref()).await?;

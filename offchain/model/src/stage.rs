@@ -53,8 +53,10 @@ impl Forward {
 	}
 }
 
-/// A copy of a stage's weights as its passes read them ([`Stage::stash`]), for a backward through a
-/// forward made at them after an inner step moved them ([`Stage::backward_at`]). Cloning shares it.
+/// A copy of a stage's weights as its passes read them ([`Stage::stash`], or [`Stage::stash_of`] from
+/// flat weights), for a backward of a forward made at them after an inner step moved them
+/// ([`Stage::backward_at`] through its kept graph, [`Stage::backward_from_input_at`] without one).
+/// Cloning shares it.
 #[derive(Clone, Debug)]
 pub struct Stash(std::sync::Arc<Vec<Tensor>>);
 

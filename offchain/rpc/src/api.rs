@@ -54,7 +54,8 @@ pub trait IotaApi {
 	/// Pull one work item for the caller's stage: a forward, a backward, the gradient upload of the merge,
 	/// or `Idle` with a retry hint. Each item is leased to the caller until its `expires_at_ms`.
 	///
-	/// Errors: auth codes, `NotRegistered`, `WrongRole`, `WrongStage`, `Unavailable`.
+	/// Errors: auth codes, `NotRegistered`, `WrongRole`, `WrongStage`, `Unavailable`,
+	/// `SessionSuperseded` (a newer process of the caller's account replaced this one's session).
 	#[method(name = "getWork")]
 	async fn get_work(&self, req: Signed<GetWork>) -> RpcResult<Work>;
 

@@ -87,7 +87,9 @@ pub struct GetWork {
 	/// The miner process's session: a random number drawn once per process start. Another session of the
 	/// same account is proof its earlier process is gone (a restart with the same key): its leases are
 	/// released at once and its accepted passes not yet in a merge submission are re-listed
-	/// (docs/design.md §3 step 5). `None`: no restart detection (tools, older clients).
+	/// (docs/design.md §3 step 5). A session so replaced is refused from then on (`SessionSuperseded`;
+	/// the orchestrator remembers an account's last 16). `None`: no restart detection (tools, older
+	/// clients).
 	#[serde(default, skip_serializing_if = "Option::is_none")]
 	pub session: Option<u64>,
 }

@@ -86,6 +86,8 @@ pub enum Event {
 	/// than the account's last is a restart: its leases are released at once, the backward items of
 	/// its forwards go to anyone, and its accepted passes of the stage's epoch that reached no merge
 	/// submission are re-listed for recomputation (sync mode, stage still training) or counted as lost.
+	/// The replaced session is retired: a request of it is refused from then on
+	/// ([`State::check_session`](crate::state::State::check_session)).
 	SessionStarted {
 		/// The miner.
 		miner: AccountId,

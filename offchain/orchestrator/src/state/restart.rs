@@ -3,7 +3,9 @@
 //! with it (docs/design.md §3 step 5).
 //!
 //! The same account presenting another session is proof the earlier process is gone, so nothing waits
-//! for it: its leases are released at once (their items go to anyone), and its accepted passes of the
+//! for it, and its session is retired: a request of it that arrives later (sent before the restart, or
+//! from a second process running the same key) is refused (`SessionSuperseded`), never taken for a
+//! restart back. Its leases are released at once (their items go to anyone), and its accepted passes of the
 //! stage's current epoch that reached no merge submission are
 //! - re-listed for recomputation while the stage still trains in sync mode (every replica holds the same
 //!   weights, so any live member, the restarted miner included, recomputes the pass from the stored input
