@@ -1045,6 +1045,24 @@ async fn a_run_that_continues_a_model_starts_from_its_initial_weights_only_when_
 	assert_ne!(m.phase(), &Phase::Training);
 }
 
+/// A synced local-mode miner (an inner step every backward pass) of stage 1 with `cfg`, account 1:
+/// its world, account, run spec and the miner.
+async fn local_stage_one(cfg: MinerConfig) -> (Arc<World>, AccountId, iota_rpc::RunSpec, Miner) {
+	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
+	let world = Arc::new(World { training, ..World::default() });
+	let me = account(1);
+	let mut spec = common::spec(&world.io);
+	spec.training = training;
+	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
+	let chain = Arc::new(FakeChain::default());
+	let mut m =
+		Miner::new(orch, world.io.clone(), chain, spec.clone(), 1, cfg, Metrics::new().unwrap())
+			.unwrap();
+	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	assert_eq!(m.phase(), &Phase::Training);
+	(world, me, spec, m)
+}
+
 /// Local mode, weight stashing past its bounds: forwards whose graph was dropped (beyond `max_kept`),
 /// whose weights' stash was dropped (beyond `max_stashes`), or both, still have their backward run at
 /// the weights the forward ran at (the forward recomputed from its input, the weights rebuilt from the
@@ -1052,19 +1070,8 @@ async fn a_run_that_continues_a_model_starts_from_its_initial_weights_only_when_
 /// step's state: the one a validator recomputes. At the current weights it would differ.
 #[tokio::test]
 async fn local_mode_backwards_run_at_their_forwards_weights_past_the_kept_bounds() {
-	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
-	let world = Arc::new(World { training, ..World::default() });
-	let me = account(1);
-	let mut spec = common::spec(&world.io);
-	spec.training = training;
-	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
 	let cfg = MinerConfig { max_kept: 2, max_stashes: 1, ..MinerConfig::default() };
-	let chain = Arc::new(FakeChain::default());
-	let mut m =
-		Miner::new(orch, world.io.clone(), chain, spec.clone(), 1, cfg, Metrics::new().unwrap())
-			.unwrap();
-	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
-	assert_eq!(m.phase(), &Phase::Training);
+	let (world, me, spec, mut m) = local_stage_one(cfg).await;
 
 	let own = [1u64, 2, 4, 6, 7, 8];
 	let inputs: std::collections::HashMap<u64, ObjectGet> = own
@@ -1154,19 +1161,9 @@ async fn local_mode_backwards_run_at_their_forwards_weights_past_the_kept_bounds
 /// weights, so the stage's quota still completes; the epoch's challenges cannot be answered anyway.
 #[tokio::test]
 async fn local_mode_a_backward_whose_weights_cannot_be_rebuilt_still_runs() {
-	let training = Training::Local { accumulate: 1, outer_lr: 0.7, outer_momentum: 0.9 };
-	let world = Arc::new(World { training, ..World::default() });
-	let me = account(1);
-	let mut spec = common::spec(&world.io);
-	spec.training = training;
-	let orch = Arc::new(FakeOrch { me: me.clone(), world: world.clone(), spec: spec.to_bytes() });
 	let cfg =
 		MinerConfig { max_kept: 1, max_stashes: 1, reveal_max_bytes: 1, ..MinerConfig::default() };
-	let chain = Arc::new(FakeChain::default());
-	let mut m =
-		Miner::new(orch, world.io.clone(), chain, spec.clone(), 1, cfg, Metrics::new().unwrap())
-			.unwrap();
-	assert_eq!(m.step().await.unwrap(), Outcome::Worked);
+	let (world, me, _, mut m) = local_stage_one(cfg).await;
 	let input = store_tensor(&world.io, "in1", &boundary(1), Kind::Activation);
 	let out = act_key(1, 1, Direction::Forward, &me);
 	world.push_work(&me, forward_item(1, 1, 1, Some(input.clone()), None, out));
