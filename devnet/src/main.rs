@@ -120,7 +120,7 @@ struct Cli {
 	link_mbit: Option<u32>,
 	/// Run the validators at this niceness (`nice -n`; 0, the default: the miners' priority), to see
 	/// how fast the miners train when the validators only take the CPU left over. Measured on 2 cores
-	/// (`dn-20261207-195914`, nice 10): 259 tokens/s while training against 204 at nice 0, but the
+	/// (`dn-20261207-195914`, nice 10): 259 tokens/s while training against 196 at nice 0 (`dn-20261207-211711`), but the
 	/// validators got 8.6 % of the CPU instead of 26 %, fell behind and judged no epoch in its scoring
 	/// window (no verdicts, weights or payments), so it is not the default.
 	#[arg(long, env = "IOTA_VALIDATOR_NICE", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
