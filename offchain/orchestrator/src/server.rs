@@ -377,10 +377,10 @@ impl Orchestrator {
 		self.commit_after(Some(nonce), Some(live), |_| Ok(Vec::new()), decide)
 	}
 
-	/// [`commit`](Self::commit), with the request's liveness recorded as in
-	/// [`commit_live`](Self::commit_live) when `live` is given, then the events `first` returns
-	/// recorded and applied before `decide` sees the state (under the same lock, after the nonce
-	/// check); they stay when `decide` refuses. Without a nonce (a held request planning again, its
+	/// [`commit`](Self::commit), with the events `first` returns recorded and applied before `decide`
+	/// sees the state (under the same lock, after the nonce check; they stay when `decide` refuses),
+	/// and the request's liveness recorded as in [`commit_live`](Self::commit_live) when `live` is
+	/// given and `first` accepts it (a refusal of `first` marks nobody live). Without a nonce (a held request planning again, its
 	/// nonce already recorded) nothing is checked or recorded for it.
 	fn commit_after<R>(
 		&self,
@@ -393,10 +393,11 @@ impl Orchestrator {
 		if let Some(nonce) = &nonce {
 			inner.nonces.check(&AccountId::from(nonce.0), nonce.1)?;
 		}
+		let pre = first(&inner.state)?;
+		// Only a request `first` accepts shows its miner live: a superseded process's is refused there.
 		if let Some((miner, stage, now)) = live {
 			inner.state.touch(miner, stage, now);
 		}
-		let pre = first(&inner.state)?;
 		if !pre.is_empty() {
 			inner
 				.db
@@ -764,21 +765,29 @@ impl Orchestrator {
 			tokio::pin!(changed);
 			changed.as_mut().enable();
 			let now = now_ms();
-			let superseded = |st: &State| {
-				session.is_some_and(|s| !matches!(st.check_session(miner, stage, s, now), Ok(None)))
-			};
+			// Checked in `first`, so a superseded request does not mark the miner live.
+			let superseded = std::cell::Cell::new(false);
 			let next = self.commit_after(
 				None,
 				Some((miner, stage, now)),
-				|_| Ok(Vec::new()),
 				|st| {
-					if superseded(st) {
-						return Ok((Vec::new(), None));
+					if session.is_some_and(|s| {
+						!matches!(st.check_session(miner, stage, s, now), Ok(None))
+					}) {
+						superseded.set(true);
+						return Err(Refusal::new(
+							ErrorCode::SessionSuperseded,
+							"another session of this miner has started",
+						));
 					}
-					plan_decision(st, miner, stage, now).map(|(e, p)| (e, Some(p)))
+					Ok(Vec::new())
 				},
-			)?;
-			let Some(next) = next else { return Ok((plan, true)) };
+				|st| plan_decision(st, miner, stage, now),
+			);
+			if superseded.get() {
+				return Ok((plan, true));
+			}
+			let next = next?;
 			plan = next;
 			if !waits_for_state(&plan) {
 				return Ok((plan, false));

@@ -789,9 +789,14 @@ async fn an_idle_get_work_is_held_until_its_stage_has_work() {
 	assert!(t0.elapsed() < wait, "the superseded hold ran to its end ({:?})", t0.elapsed());
 	// A request of the earlier process that arrives only now is refused, not taken for a restart
 	// back to it: the new process keeps its lease.
+	// Nor does it show the miner live: its last request stays the new process's.
 	let restarts = w.orch.status().miners.iter().map(|m| m.restarts).sum::<u64>();
+	let seen = || w.orch.status().miners.iter().map(|m| m.last_seen_ms).max().unwrap_or(0);
+	let seen_before = seen();
+	tokio::time::sleep(Duration::from_millis(20)).await;
 	expect(eve.get_work_in(1, 7).await, ErrorCode::SessionSuperseded);
 	assert_eq!(w.orch.status().miners.iter().map(|m| m.restarts).sum::<u64>(), restarts);
+	assert_eq!(seen(), seen_before, "a superseded request marked its miner live");
 	assert!(w.orch.metrics().render().contains("code=\"session_superseded\""));
 
 	// Not held at all with a wait of 0: the old poll, with its retry hint.
