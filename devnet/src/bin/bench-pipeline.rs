@@ -42,6 +42,17 @@
 //! Example: `cargo run -p iota-devnet --bin bench-pipeline -- --ffn-dim 1536` (4 epochs: about 11 minutes
 //! on 2 shared cores; each epoch adds ~2 minutes). Not a test: it asserts nothing about speed.
 //!
+//! ## Measured again, 3 × 2 only (2 cores, debug build, 8 Dec 2026: the miner crate at opt-level 3)
+//! `--training local:2:1:0 --merge-codec int8 --ffn-dim 1536 --quota 64 --epochs 3 --lr 1e-3 --miners 2
+//! --no-cut-baseline`, once the miner's own loops over whole states (gradient accumulation, state copies)
+//! are compiled at opt-level 3 in the dev profile: baseline 656 tokens/s, pipeline 585 (**0.892**; 0.852
+//! on the tree before, 0.871 in the run below); last-epoch loss **1.074** (1.063, 1.062, 1.074 per epoch:
+//! the change moves no number the loss depends on); CPU miners 74.0 %, orchestrator with its embedded S3
+//! server 14.7 %, node 3.6 %; stage-time training 69.3 %, idle 26.1 %. Run again with glibc's malloc
+//! told to keep buffers up to 32 MiB in its heap and never trim it (`GLIBC_TUNABLES=
+//! glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824`: the miners' profile
+//! shows page faults and page zeroing): 0.886 and loss 1.060, no faster, so nothing is set.
+//!
 //! ## Measured again, 3 × 2 only (2 cores, debug build, 7 Dec 2026: the CPU split, an outer lr of 2)
 //! `--miners 2 --no-cut-baseline` with the command below, once per `--training`, and the machine's CPU
 //! split by role now printed (from `/proc`, start-up excluded). `local:2:1:0` (averaging): baseline 626
