@@ -380,8 +380,8 @@ impl Orchestrator {
 	/// [`commit`](Self::commit), with the events `first` returns recorded and applied before `decide`
 	/// sees the state (under the same lock, after the nonce check; they stay when `decide` refuses),
 	/// and the request's liveness recorded as in [`commit_live`](Self::commit_live) when `live` is
-	/// given and `first` accepts it (a refusal of `first` marks nobody live). Without a nonce (a held request planning again, its
-	/// nonce already recorded) nothing is checked or recorded for it.
+	/// given and `first` accepts it (a refusal of `first` marks nobody live). Without a nonce (a held
+	/// request planning again, its nonce already recorded) nothing is checked or recorded for it.
 	fn commit_after<R>(
 		&self,
 		nonce: Option<NonceRec>,
@@ -744,7 +744,8 @@ impl Orchestrator {
 	///
 	/// A request of process `session` ([`GetWork::session`]) stops planning once another session of the
 	/// miner has been applied (its process restarted while this request was held): it answers the idle
-	/// plan it held, so no lease goes to a process that is gone and the new one's leases are its own.
+	/// plan it held, so no lease goes to a process that is gone and the new one's leases are its own;
+	/// that last planning does not mark the miner live.
 	///
 	/// # Errors
 	/// A refusal of a later plan (the miner's stage moved, …), as the first plan would have given.

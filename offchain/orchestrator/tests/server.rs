@@ -789,10 +789,15 @@ async fn an_idle_get_work_is_held_until_its_stage_has_work() {
 	assert!(t0.elapsed() < wait, "the superseded hold ran to its end ({:?})", t0.elapsed());
 	// A request of the earlier process that arrives only now is refused, not taken for a restart
 	// back to it: the new process keeps its lease.
-	// Nor does it show the miner live: its last request stays the new process's.
+	// Nor does it show the miner live: its last request stays the new process's. (The held request
+	// above does not either, but the new process's request marks the account at that moment too.)
 	let restarts = w.orch.status().miners.iter().map(|m| m.restarts).sum::<u64>();
-	let seen = || w.orch.status().miners.iter().map(|m| m.last_seen_ms).max().unwrap_or(0);
+	let seen = || {
+		let st = w.orch.status();
+		st.miners.iter().find(|m| m.account == eve.account()).map(|m| m.last_seen_ms)
+	};
 	let seen_before = seen();
+	assert!(seen_before.is_some(), "Eve's account is not in the status");
 	tokio::time::sleep(Duration::from_millis(20)).await;
 	expect(eve.get_work_in(1, 7).await, ErrorCode::SessionSuperseded);
 	assert_eq!(w.orch.status().miners.iter().map(|m| m.restarts).sum::<u64>(), restarts);

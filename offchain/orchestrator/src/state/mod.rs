@@ -516,7 +516,8 @@ impl State {
 	}
 
 	/// Records that `miner` made an authenticated request (liveness for backward routing; not persisted:
-	/// after a restart liveness restarts from the replayed work).
+	/// after a restart liveness restarts from the replayed work). The server skips a request of a
+	/// replaced session (`SessionSuperseded`).
 	pub fn touch(&mut self, miner: &AccountId, stage: u16, now_ms: u64) {
 		let m = self.miner_mut(miner, stage);
 		m.last_seen_ms = m.last_seen_ms.max(now_ms);
