@@ -766,30 +766,26 @@ impl Orchestrator {
 			tokio::pin!(changed);
 			changed.as_mut().enable();
 			let now = now_ms();
-			// Checked in `first`, so a superseded request does not mark the miner live.
-			let superseded = std::cell::Cell::new(false);
+			// Checked in `first`, so a superseded request does not mark the miner live. Only the
+			// session check refuses with `SessionSuperseded` (a new session, `Ok(Some(_))`, is one
+			// started since: this request's is superseded too).
 			let next = self.commit_after(
 				None,
 				Some((miner, stage, now)),
-				|st| {
-					if session.is_some_and(|s| {
-						!matches!(st.check_session(miner, stage, s, now), Ok(None))
-					}) {
-						superseded.set(true);
-						return Err(Refusal::new(
-							ErrorCode::SessionSuperseded,
-							"another session of this miner has started",
-						));
-					}
-					Ok(Vec::new())
+				|st| match session.map(|s| st.check_session(miner, stage, s, now)) {
+					None | Some(Ok(None)) => Ok(Vec::new()),
+					Some(Ok(Some(_))) => Err(Refusal::new(
+						ErrorCode::SessionSuperseded,
+						"another session of this miner has started",
+					)),
+					Some(Err(r)) => Err(r),
 				},
 				|st| plan_decision(st, miner, stage, now),
 			);
-			if superseded.get() {
-				return Ok((plan, true));
-			}
-			let next = next?;
-			plan = next;
+			plan = match next {
+				Err(r) if r.code == ErrorCode::SessionSuperseded => return Ok((plan, true)),
+				next => next?,
+			};
 			if !waits_for_state(&plan) {
 				return Ok((plan, false));
 			}
